@@ -1,0 +1,93 @@
+"""Findings: what the analysis passes conclude about a trace (a closed vocabulary of kinds)."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class Severity(str, enum.Enum):
+    ERROR = "error"
+    WARNING = "warning"
+    INFO = "info"
+
+    @property
+    def rank(self) -> int:
+        return {"error": 0, "warning": 1, "info": 2}[self.value]
+
+
+class FindingKind(str, enum.Enum):
+    CUT_EDGE = "cut_edge"
+    DEAD_PARAMETER = "dead_parameter"
+    POISONED_SAVED_TENSOR = "poisoned_saved_tensor"
+    SILENTLY_CORRUPTED_SAVED_TENSOR = "silently_corrupted_saved_tensor"
+    DETACH_INPLACE_SAVED = "detach_inplace_saved"
+    UPDATE_WITHOUT_GRADIENT = "update_without_gradient"
+
+    @property
+    def severity(self) -> Severity:
+        return _SEVERITY[self]
+
+
+_SEVERITY = {
+    FindingKind.CUT_EDGE: Severity.INFO,
+    FindingKind.DEAD_PARAMETER: Severity.WARNING,
+    FindingKind.POISONED_SAVED_TENSOR: Severity.ERROR,
+    FindingKind.SILENTLY_CORRUPTED_SAVED_TENSOR: Severity.ERROR,
+    FindingKind.DETACH_INPLACE_SAVED: Severity.ERROR,
+    FindingKind.UPDATE_WITHOUT_GRADIENT: Severity.WARNING,
+}
+
+
+@dataclass
+class Finding:
+    """One diagnosis, pointing at a source line and at the trace records involved."""
+
+    kind: FindingKind
+    file: str | None
+    line: int | None
+    message: str
+    fix: str
+    parameter: str | None = None
+    code: str = ""  # the text of the source line
+    tensors: list[str] = field(default_factory=list)  # tensor ids involved, most important first
+    nodes: list[str] = field(default_factory=list)  # autograd node ids involved
+    events: list[int] = field(default_factory=list)  # event seqs involved
+
+    @property
+    def severity(self) -> Severity:
+        return self.kind.severity
+
+    def sort_key(self) -> tuple[int, str, int, str]:
+        return (self.severity.rank, self.file or "", self.line or 0, self.kind.value)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "kind": self.kind.value,
+            "severity": self.severity.value,
+            "file": self.file,
+            "line": self.line,
+            "code": self.code,
+            "message": self.message,
+            "fix": self.fix,
+        }
+        if self.parameter is not None:
+            out["parameter"] = self.parameter
+        out.update(tensors=list(self.tensors), nodes=list(self.nodes), events=list(self.events))
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Finding:
+        return cls(
+            kind=FindingKind(data["kind"]),
+            file=data.get("file"),
+            line=data.get("line"),
+            message=data.get("message", ""),
+            fix=data.get("fix", ""),
+            parameter=data.get("parameter"),
+            code=data.get("code", ""),
+            tensors=list(data.get("tensors", [])),
+            nodes=list(data.get("nodes", [])),
+            events=list(data.get("events", [])),
+        )

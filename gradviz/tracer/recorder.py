@@ -1,0 +1,737 @@
+"""The recorder: a TorchFunctionMode that writes down tensors, storages, version counters, nodes and events."""
+
+from __future__ import annotations
+
+import itertools
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch.overrides import TorchFunctionMode, resolve_name
+
+from ..model import (
+    Event,
+    EventKind,
+    Location,
+    NodeRecord,
+    OpRecord,
+    SavedTensorRecord,
+    StorageRecord,
+    TensorRecord,
+    Trace,
+    VersionChange,
+    VersionCounterRecord,
+)
+from . import source
+
+_Tensor = torch.Tensor
+_tokens = itertools.count()
+
+
+def _version(t: torch.Tensor) -> int | None:
+    try:
+        return t._version
+    except RuntimeError:  # inference tensors have no version counter
+        return None
+
+
+def _flatten(args: Any, kwargs: dict[str, Any] | None, out: list[torch.Tensor]) -> list[torch.Tensor]:
+    for a in args:
+        if isinstance(a, _Tensor):
+            out.append(a)
+        elif isinstance(a, (list, tuple)):
+            _flatten(a, None, out)
+    if kwargs:
+        _flatten(kwargs.values(), None, out)
+    return out
+
+
+def _byte_span(t: torch.Tensor) -> tuple[int, int]:
+    item = t.element_size()
+    start = t.storage_offset() * item
+    if t.numel() == 0:
+        return (start, start)
+    span = 1 + sum((size - 1) * stride for size, stride in zip(t.shape, t.stride()))
+    return (start, start + span * item)
+
+
+def _storage_key(t: torch.Tensor) -> int | None:
+    try:
+        return t.untyped_storage()._cdata
+    except (RuntimeError, NotImplementedError, TypeError):  # sparse, nested, functional wrappers
+        return None
+
+
+class _Live:
+    """What the recorder keeps about a tensor while it is alive: a weak reference, never the tensor."""
+
+    __slots__ = ("ref", "tid", "storage", "byte_range", "version")
+
+    def __init__(self, ref: weakref.ref, tid: str, storage: int | None, byte_range: Any, version: int | None):
+        self.ref = ref
+        self.tid = tid
+        self.storage = storage
+        self.byte_range = byte_range
+        self.version = version
+
+
+class Recorder(TorchFunctionMode):
+    """Records every torch call made while active. Build a Trace with :meth:`finish`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.trace = Trace(torch_version=torch.__version__)
+        self._key = f"gradviz-{next(_tokens)}"  # per-recorder key in grad_fn.metadata
+        self._seq = itertools.count()
+        self._live: dict[int, _Live] = {}  # id(tensor) -> live entry
+        self._by_storage: dict[int, set[int]] = {}  # storage key -> ids of live tensors in it
+        self._storage_ids: dict[int, str] = {}
+        self._layout: dict[tuple[Any, ...], str] = {}  # (storage, offset, shape, stride) -> latest tensor id
+        self._node_count = 0
+        self._saved_names: dict[type, tuple[str, ...]] = {}
+        self._paused = 0
+        self._module_names: dict[int, str] = {}
+        self._module_stack: list[str] = []
+        self._finished = False
+        self._handles: list[Any] = []
+        self.internal_errors: list[str] = []
+        self._special: dict[Any, Callable[..., Any]] = {
+            _Tensor.data.__get__: self._on_data_get,
+            _Tensor.data.__set__: self._on_data_set,
+            _Tensor.detach: self._on_detach,
+            _Tensor.detach_: self._on_detach_,
+            _Tensor.requires_grad_: self._on_requires_grad,
+            _Tensor.requires_grad.__set__: self._on_requires_grad,
+            _Tensor.backward: self._on_backward,
+            torch.autograd.backward: self._on_backward,
+            torch.autograd.grad: self._on_backward,
+        }
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> None:
+        from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
+        from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+
+        self._handles = [
+            register_module_forward_pre_hook(self._module_pre),
+            register_module_forward_hook(self._module_post, always_call=True),
+            register_optimizer_step_pre_hook(self._step_pre),
+            register_optimizer_step_post_hook(self._step_post),
+        ]
+        self.__enter__()
+
+    def stop(self) -> None:
+        self.__exit__(None, None, None)
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+
+    def finish(self) -> Trace:
+        """Stop watching tensors and remove every mark left on live autograd nodes."""
+        if self._finished:
+            return self.trace
+        self._finished = True
+        for live in list(self._live.values()):
+            t = live.ref()
+            if t is not None and t.grad_fn is not None:
+                self._unmark(t.grad_fn)
+        self._live.clear()
+        self._by_storage.clear()
+        for path in {e.location.file for e in self.trace.events if e.location} | (
+            {self.trace.script} if self.trace.script else set()
+        ):
+            text = "".join(source.linecache.getlines(path))
+            if text:
+                self.trace.sources[path] = text
+        return self.trace
+
+    def _unmark(self, fn: Any) -> None:
+        stack = [fn]
+        while stack:
+            node = stack.pop()
+            if node.metadata.pop(self._key, None) is None:
+                continue
+            stack.extend(nxt for nxt, _ in node.next_functions if nxt is not None)
+
+    # ------------------------------------------------------------------ the hot path
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        if kwargs is None:
+            kwargs = {}
+        if self._paused:
+            return func(*args, **kwargs)
+        special = self._special.get(func)
+        if special is not None:
+            return special(func, args, kwargs)
+        inputs = _flatten(args, kwargs, [])
+        before = [_version(t) for t in inputs]
+        result = func(*args, **kwargs)
+        try:
+            self._after_call(func, inputs, before, result)
+        except Exception as exc:  # never let bookkeeping break the user's program
+            self._internal(exc)
+        return result
+
+    def _after_call(self, func: Any, inputs: list[torch.Tensor], before: list[int | None], result: Any) -> None:
+        written = [t for t, v in zip(inputs, before) if v is not None and _version(t) != v]
+        if isinstance(result, _Tensor):
+            outputs = [result]
+        elif isinstance(result, (list, tuple)):
+            outputs = _flatten(result, None, [])
+        else:
+            outputs = []
+        if not outputs and not written:
+            return
+        frame = source.user_frame(3)
+        file, line = (frame.f_code.co_filename, frame.f_lineno) if frame is not None else (None, None)
+        name = _func_name(func)
+        seq = next(self._seq)
+        in_ids = [self._track(t, "input", seq=seq, file=file, line=line) for t in inputs]
+        for t in written:
+            self._record_write(t, dict(zip(map(id, inputs), before))[id(t)], name, file, line)
+        out_ids = []
+        for t in outputs:
+            if id(t) in self._live:
+                out_ids.append(self._live[id(t)].tid)
+            else:
+                out_ids.append(self._track(t, "op", seq=seq, op=name, file=file, line=line))
+        self.trace.ops.append(OpRecord(seq, name, in_ids, out_ids, line, file))
+
+    def _internal(self, exc: BaseException) -> None:
+        if len(self.internal_errors) < 20:
+            self.internal_errors.append(f"{type(exc).__name__}: {exc}")
+
+    # ------------------------------------------------------------------ tensors
+    def _tid(self, t: torch.Tensor) -> str:
+        live = self._live.get(id(t))
+        return live.tid if live is not None else self._track(t, "input")
+
+    def _track(
+        self,
+        t: torch.Tensor,
+        origin: str,
+        *,
+        seq: int | None = None,
+        op: str | None = None,
+        source_tid: str | None = None,
+        counter: str | None = None,
+        file: str | None = None,
+        line: int | None = None,
+    ) -> str:
+        live = self._live.get(id(t))
+        if live is not None:
+            return live.tid
+        trace = self.trace
+        tid = f"t{len(trace.tensors)}"
+        if seq is None:
+            seq = next(self._seq)
+        skey = _storage_key(t)
+        sid = None
+        byte_range = None
+        if skey is not None:
+            sid = self._storage_ids.get(skey)
+            if sid is None:
+                sid = f"s{len(trace.storages)}"
+                self._storage_ids[skey] = sid
+                storage = t.untyped_storage()
+                ptr = storage.data_ptr() if t.device.type != "meta" else 0
+                trace.storages[sid] = StorageRecord(
+                    sid, str(t.device), storage.nbytes(), ptr, str(t.dtype).removeprefix("torch.")
+                )
+            byte_range = _byte_span(t)
+        inference = t.is_inference()
+        version = None if inference else _version(t)
+        if inference:
+            counter = None
+        elif counter is None:
+            base = t._base if t._is_view() else None
+            if base is not None:
+                counter = self._counter_of(self._tid(base))
+                source_tid = source_tid or self._live[id(base)].tid
+                origin = "view" if origin == "op" else origin
+            else:
+                counter = self._new_counter()
+        if counter is not None:
+            trace.version_counters[counter].tensors.append(tid)
+        if file is None:
+            frame = source.user_frame(3)
+            if frame is not None:
+                file, line = frame.f_code.co_filename, frame.f_lineno
+        record = TensorRecord(
+            id=tid,
+            shape=list(t.shape),
+            dtype=str(t.dtype).removeprefix("torch."),
+            device=str(t.device),
+            requires_grad=t.requires_grad,
+            is_leaf=t.is_leaf,
+            grad_fn=None,
+            storage=sid,
+            byte_range=byte_range,
+            version_counter=counter,
+            version=version,
+            origin=origin,
+            seq=seq,
+            source=source_tid,
+            op=op,
+            created=Location(file, line) if file is not None and line is not None else None,
+            is_inference=inference,
+        )
+        trace.tensors[tid] = record
+        key = id(t)
+        self._live[key] = _Live(weakref.ref(t, self._dead_callback(key, skey)), tid, skey, byte_range, version)
+        if skey is not None:
+            self._by_storage.setdefault(skey, set()).add(key)
+            self._layout[(sid, t.storage_offset(), tuple(t.shape), tuple(t.stride()))] = tid
+        if t.grad_fn is not None:
+            record.grad_fn = self._node(t.grad_fn, output=tid)
+        return tid
+
+    def _dead_callback(self, key: int, skey: int | None) -> Callable[[Any], None]:
+        def dead(_ref: Any) -> None:
+            if self._finished:
+                return
+            self._live.pop(key, None)
+            if skey is not None:
+                members = self._by_storage.get(skey)
+                if members is not None:
+                    members.discard(key)
+                    if not members:
+                        # the storage may be freed and its address reused: a later tensor there is new memory
+                        del self._by_storage[skey]
+                        self._storage_ids.pop(skey, None)
+
+        return dead
+
+    def _new_counter(self, created_by: str = "new") -> str:
+        cid = f"v{len(self.trace.version_counters)}"
+        self.trace.version_counters[cid] = VersionCounterRecord(cid, created_by=created_by)
+        return cid
+
+    def _counter_of(self, tid: str) -> str | None:
+        return self.trace.tensors[tid].version_counter
+
+    def _merge_counters(self, keep: str, gone: str) -> None:
+        """Observed behaviour says two counters are one: fold `gone` into `keep`."""
+        counters = self.trace.version_counters
+        for tid in counters[gone].tensors:
+            self.trace.tensors[tid].version_counter = keep
+            counters[keep].tensors.append(tid)
+        counters[keep].created_by = "inferred" if counters[keep].created_by == "new" else counters[keep].created_by
+        counters[gone].tensors = []
+
+    # ------------------------------------------------------------------ writes
+    def _record_write(self, t: torch.Tensor, before: int | None, op: str, file: str | None, line: int | None) -> None:
+        live = self._live[id(t)]
+        tid = live.tid
+        after = _version(t)
+        changes = [VersionChange(tid, before, after)]
+        counter = self._counter_of(tid)
+        live.version = after
+        start, stop = live.byte_range or (0, 0)
+        for key in sorted(self._by_storage.get(live.storage, ()), key=lambda k: int(self._live[k].tid[1:])):
+            other = self._live.get(key)
+            if other is None or other is live:
+                continue
+            alias = other.ref()
+            if alias is None:
+                continue
+            lo, hi = other.byte_range or (0, 0)
+            if not (lo < stop and start < hi) and start != stop:
+                continue
+            now = _version(alias)
+            changes.append(VersionChange(other.tid, other.version, now))
+            other_counter = self._counter_of(other.tid)
+            if (
+                now != other.version
+                and now == after
+                and counter is not None
+                and other_counter is not None
+                and other_counter != counter
+            ):
+                self._merge_counters(counter, other_counter)
+            other.version = now
+        data: dict[str, Any] = {
+            "storage": self._storage_ids.get(live.storage) if live.storage is not None else None,
+            "byte_range": [start, stop],
+            "counter": counter,
+        }
+        if t.grad_fn is not None:  # an in-place op on a graph tensor gives it a new grad_fn
+            data["grad_fn"] = self._node(t.grad_fn)
+        self._event(EventKind.INPLACE_WRITE, file, line, tensor=tid, op=op, versions=changes, data=data)
+
+    def _event(self, kind: EventKind, file: str | None, line: int | None, **fields: Any) -> Event:
+        loc = source.make_location(file, line) if file is not None and line is not None else None
+        event = Event(seq=next(self._seq), kind=kind, location=loc, **fields)
+        self.trace.events.append(event)
+        if loc is not None:
+            self._name_from_frame_at(loc)
+        return event
+
+    def _name_from_frame_at(self, loc: Location) -> None:
+        frame = source.user_frame(3)
+        while frame is not None and (frame.f_code.co_filename != loc.file or frame.f_lineno != loc.line):
+            frame = frame.f_back
+        if frame is not None:
+            self.name_locals(frame.f_locals)
+
+    def name_locals(self, namespace: dict[str, Any]) -> None:
+        """Give tracked tensors found in `namespace` (a frame's locals or a module's globals) their names."""
+        for name, value in list(namespace.items()):
+            if isinstance(value, _Tensor) and not name.startswith("__"):
+                live = self._live.get(id(value))
+                if live is not None and live.ref() is value:
+                    names = self.trace.tensors[live.tid].names
+                    if name not in names:
+                        names.append(name)
+            elif isinstance(value, torch.nn.Module) and not name.startswith("__"):
+                self._name_module(value, "")
+
+    # ------------------------------------------------------------------ special calls
+    def _where(self) -> tuple[str | None, int | None]:
+        frame = source.user_frame(4)
+        return (frame.f_code.co_filename, frame.f_lineno) if frame is not None else (None, None)
+
+    def _on_data_get(self, func: Any, args: Any, kwargs: Any) -> Any:
+        result = func(*args, **kwargs)
+        try:
+            file, line = self._where()
+            src = self._tid(args[0])
+            seq = next(self._seq)
+            rid = self._track(result, "data", seq=seq, source_tid=src, counter=self._new_counter("data"), file=file, line=line)
+            self._alias_event(EventKind.DATA_GET, "data", args[0], rid, file, line)
+        except Exception as exc:
+            self._internal(exc)
+        return result
+
+    def _on_detach(self, func: Any, args: Any, kwargs: Any) -> Any:
+        result = func(*args, **kwargs)
+        try:
+            file, line = self._where()
+            src = self._tid(args[0])
+            seq = next(self._seq)
+            counter = self._counter_of(src)
+            rid = self._track(result, "detach", seq=seq, source_tid=src, counter=counter, file=file, line=line)
+            self._alias_event(EventKind.DETACH, "detach", args[0], rid, file, line)
+        except Exception as exc:
+            self._internal(exc)
+        return result
+
+    def _alias_event(
+        self, kind: EventKind, attribute: str, src_tensor: torch.Tensor, rid: str, file: str | None, line: int | None
+    ) -> None:
+        src = self._tid(src_tensor)
+        # the source's grad_fn now, which an in-place op may have changed since it was first seen
+        grad_fn = self._node(src_tensor.grad_fn) if src_tensor.grad_fn is not None else None
+        version = self.trace.tensors[rid].version
+        data: dict[str, Any] = {"source_grad_fn": grad_fn, "source_requires_grad": src_tensor.requires_grad}
+        event = self._event(kind, file, line, tensor=src, result=rid, op=attribute, data=data)
+        event.versions = [VersionChange(src, _version(src_tensor), _version(src_tensor)), VersionChange(rid, version, version)]
+        if event.location is not None:
+            target = source.assigned_name(event.location.code, attribute)
+            names = self.trace.tensors[rid].names
+            if target and target not in names:
+                names.append(target)
+            expr = source.alias_expression(event.location.code, attribute)
+            if expr:
+                data["expression"] = expr
+
+    def _on_data_set(self, func: Any, args: Any, kwargs: Any) -> Any:
+        target, value = args[0], args[1]
+        try:
+            tid = self._tid(target)
+            old = self._live[id(target)]
+            old_storage = self._storage_ids.get(old.storage) if old.storage is not None else None
+        except Exception as exc:
+            self._internal(exc)
+            return func(*args, **kwargs)
+        result = func(*args, **kwargs)
+        try:
+            file, line = self._where()
+            vid = self._tid(value) if isinstance(value, _Tensor) else None
+            live = self._live[id(target)]
+            if live.storage is not None:
+                self._by_storage.get(live.storage, set()).discard(id(target))
+            live.storage = _storage_key(target)
+            live.byte_range = _byte_span(target)
+            if live.storage is not None:
+                self._by_storage.setdefault(live.storage, set()).add(id(target))
+                if live.storage not in self._storage_ids:
+                    self._track(target.detach(), "input")  # registers the new storage
+            self._event(
+                EventKind.DATA_SET,
+                file,
+                line,
+                tensor=tid,
+                result=vid,
+                op="data",
+                data={
+                    "old_storage": old_storage,
+                    "new_storage": self._storage_ids.get(live.storage) if live.storage is not None else None,
+                    "byte_range": list(live.byte_range),
+                },
+            )
+        except Exception as exc:
+            self._internal(exc)
+        return result
+
+    def _on_detach_(self, func: Any, args: Any, kwargs: Any) -> Any:
+        target = args[0]
+        try:
+            tid = self._tid(target)
+            grad_fn = self.trace.tensors[tid].grad_fn
+            if target.grad_fn is not None:
+                grad_fn = self._node(target.grad_fn, output=tid)
+        except Exception as exc:
+            self._internal(exc)
+            return func(*args, **kwargs)
+        file, line = self._where()
+        try:
+            result = func(*args, **kwargs)
+        except Exception as exc:
+            self._event(EventKind.DETACH_, file, line, tensor=tid, op="detach_", data={"source_grad_fn": grad_fn, "error": f"{type(exc).__name__}: {exc}"})
+            raise
+        try:
+            self._event(EventKind.DETACH_, file, line, tensor=tid, op="detach_", data={"source_grad_fn": grad_fn})
+        except Exception as exc:
+            self._internal(exc)
+        return result
+
+    def _on_requires_grad(self, func: Any, args: Any, kwargs: Any) -> Any:
+        result = func(*args, **kwargs)
+        try:
+            file, line = self._where()
+            flag = args[1] if len(args) > 1 else kwargs.get("requires_grad", True)
+            self._event(EventKind.REQUIRES_GRAD_, file, line, tensor=self._tid(args[0]), op="requires_grad_", data={"requires_grad": bool(flag)})
+        except Exception as exc:
+            self._internal(exc)
+        return result
+
+    def _on_backward(self, func: Any, args: Any, kwargs: Any) -> Any:
+        try:
+            file, line = self._where()
+            is_grad = func is torch.autograd.grad
+            roots_arg = args[0] if args else kwargs.get("tensors", kwargs.get("outputs"))
+            roots = _flatten((roots_arg,), None, [])
+            root_ids = [self._tid(t) for t in roots]
+            reached_nodes, reached_leaves = self._reachable([t.grad_fn for t in roots if t.grad_fn is not None])
+            inputs_arg = kwargs.get("inputs")
+            if is_grad:
+                inputs_arg = args[1] if len(args) > 1 else inputs_arg
+            inputs = [self._tid(t) for t in _flatten((inputs_arg,), None, [])] if inputs_arg is not None else None
+            retain = kwargs.get("retain_graph")
+            create = kwargs.get("create_graph", False)
+            data: dict[str, Any] = {
+                "api": "autograd.grad" if is_grad else ("autograd.backward" if func is torch.autograd.backward else "Tensor.backward"),
+                "roots": root_ids,
+                "reached_nodes": reached_nodes,
+                "reached_leaves": [t for t in reached_leaves if inputs is None or t in inputs],
+                "inputs": inputs,
+                "retain_graph": bool(retain if retain is not None else create),
+            }
+            event = self._event(EventKind.BACKWARD, file, line, tensor=root_ids[0] if root_ids else None, op=data["api"], data=data)
+        except Exception as exc:
+            self._internal(exc)
+            return func(*args, **kwargs)
+        try:
+            result = func(*args, **kwargs)
+        except BaseException as exc:
+            event.data["outcome"] = "error"
+            event.data["error"] = {"type": type(exc).__name__, "message": str(exc)}
+            raise
+        event.data["outcome"] = "ok"
+        return result
+
+    def _reachable(self, fns: list[Any]) -> tuple[list[str], list[str]]:
+        nodes: list[str] = []
+        leaves: list[str] = []
+        seen: set[str] = set()
+        stack = list(fns)
+        while stack:
+            fn = stack.pop()
+            nid = self._node(fn)
+            if nid in seen:
+                continue
+            seen.add(nid)
+            nodes.append(nid)
+            record = self.trace.nodes[nid]
+            if record.variable is not None:
+                leaves.append(record.variable)
+            stack.extend(nxt for nxt, _ in fn.next_functions if nxt is not None)
+        return sorted(nodes, key=lambda n: int(n[1:])), leaves
+
+    # ------------------------------------------------------------------ autograd nodes
+    def _node(self, fn: Any, output: str | None = None) -> str:
+        """The id of autograd node `fn`, registering it and the part of its graph not seen yet."""
+        key = self._key
+        nid = fn.metadata.get(key)
+        if nid is not None:
+            if output is not None and self.trace.nodes[nid].output is None:
+                self.trace.nodes[nid].output = output
+            return nid
+        new = []
+        stack = [fn]
+        nid = self._mark(fn)
+        new.append((fn, nid))
+        while stack:
+            node = stack.pop()
+            for nxt, _ in node.next_functions:
+                if nxt is not None and key not in nxt.metadata:
+                    new.append((nxt, self._mark(nxt)))
+                    stack.append(nxt)
+        frame = source.user_frame(2)
+        created = source.make_location(frame.f_code.co_filename, frame.f_lineno) if frame is not None else None
+        module = self._module_stack[-1] if self._module_stack else None
+        seq = next(self._seq)
+        for node, node_id in new:
+            record = NodeRecord(
+                id=node_id,
+                name=node.name().removeprefix("torch::autograd::"),
+                next=[None if nxt is None else nxt.metadata[key] for nxt, _ in node.next_functions],
+                seq=seq,
+                module=module,
+                created=created,
+            )
+            self.trace.nodes[node_id] = record
+            variable = getattr(node, "variable", None)
+            if isinstance(variable, _Tensor):
+                record.variable = self._track(variable, "parameter" if isinstance(variable, torch.nn.Parameter) else "input")
+            record.saved = self._saved(node, node_id)
+        if output is not None:
+            self.trace.nodes[nid].output = output
+        return nid
+
+    def _mark(self, fn: Any) -> str:
+        nid = f"n{self._node_count}"
+        self._node_count += 1
+        fn.metadata[self._key] = nid
+        return nid
+
+    def _saved(self, node: Any, node_id: str) -> list[SavedTensorRecord]:
+        kind = type(node)
+        names = self._saved_names.get(kind)
+        if names is None:
+            names = tuple(n[len("_raw_saved_"):] for n in dir(node) if n.startswith("_raw_saved_"))
+            self._saved_names[kind] = names
+        saved = []
+        for name in names:
+            try:
+                raw = getattr(node, "_raw_saved_" + name)
+            except RuntimeError:
+                continue
+            handles = raw if isinstance(raw, (list, tuple)) else [raw]
+            for i, handle in enumerate(handles):
+                label = name if len(handles) == 1 and not isinstance(raw, (list, tuple)) else f"{name}[{i}]"
+                tensor = getattr(handle, "data", None)
+                if tensor is None:
+                    saved.append(SavedTensorRecord(label, None, None, name.startswith("result")))
+                    continue
+                original = id(tensor) in self._live and self._live[id(tensor)].ref() is tensor
+                tid = self._match_saved(tensor)
+                saved.append(SavedTensorRecord(label, tid, _version(tensor), name.startswith("result"), original))
+        return saved
+
+    def _match_saved(self, tensor: torch.Tensor) -> str:
+        live = self._live.get(id(tensor))
+        if live is not None and live.ref() is tensor:
+            return live.tid
+        skey = _storage_key(tensor)
+        sid = self._storage_ids.get(skey) if skey is not None else None
+        if sid is not None:
+            tid = self._layout.get((sid, tensor.storage_offset(), tuple(tensor.shape), tuple(tensor.stride())))
+            if tid is not None:
+                return tid
+        return self._track(tensor, "saved")
+
+    # ------------------------------------------------------------------ modules and optimizers
+    def _name_module(self, module: torch.nn.Module, prefix: str) -> None:
+        if id(module) in self._module_names:
+            return
+        root = prefix or type(module).__name__
+        for name, sub in module.named_modules():
+            self._module_names.setdefault(id(sub), f"{prefix}.{name}".strip(".") if name else root)
+        for name, param in module.named_parameters():
+            tid = self._tid(param)
+            record = self.trace.tensors[tid]
+            if record.parameter is None:
+                record.parameter = f"{prefix}.{name}".strip(".")
+                record.origin = "parameter"
+
+    def _module_pre(self, module: torch.nn.Module, args: Any) -> None:
+        if self._paused:
+            return
+        try:
+            if id(module) not in self._module_names:
+                self._name_module(module, "")
+            self._module_stack.append(self._module_names[id(module)])
+        except Exception as exc:
+            self._internal(exc)
+            self._module_stack.append("?")
+
+    def _module_post(self, module: torch.nn.Module, args: Any, output: Any) -> None:
+        if self._paused:
+            return
+        if self._module_stack:
+            self._module_stack.pop()
+
+    def _step_pre(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        self._paused += 1
+        try:
+            state = []
+            for group in optimizer.param_groups:
+                for p in group["params"]:
+                    grad = "none" if p.grad is None else ("zero" if not bool(p.grad.any()) else "nonzero")
+                    copy = p.detach().clone() if grad == "zero" else None
+                    state.append((p, _version(p), grad, copy))
+            optimizer.__dict__.setdefault("_gradviz_state", {})[self._key] = state
+        except Exception as exc:
+            self._internal(exc)
+
+    def _step_post(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        try:
+            state = optimizer.__dict__.get("_gradviz_state", {}).pop(self._key, [])
+            if not optimizer.__dict__.get("_gradviz_state"):
+                optimizer.__dict__.pop("_gradviz_state", None)
+            changed, grads, versions = [], {}, []
+            for p, before, grad, copy in state:
+                tid = self._tid(p)
+                after = _version(p)
+                moved = after != before and (copy is None or not torch.equal(copy, p))
+                if moved:
+                    changed.append(tid)
+                grads[tid] = grad
+                versions.append(VersionChange(tid, before, after))
+                live = self._live.get(id(p))
+                if live is not None:
+                    live.version = after
+            frame = source.user_frame(2)
+            file, line = (frame.f_code.co_filename, frame.f_lineno) if frame is not None else (None, None)
+            self._event(
+                EventKind.OPTIMIZER_STEP,
+                file,
+                line,
+                op=f"{type(optimizer).__name__}.step",
+                versions=versions,
+                data={"optimizer": type(optimizer).__name__, "changed": changed, "grads": grads},
+            )
+        except Exception as exc:
+            self._internal(exc)
+        finally:
+            self._paused -= 1
+
+
+_names: dict[Any, str] = {}
+
+
+def _func_name(func: Any) -> str:
+    """`Tensor.tanh`, `relu`, `Tensor.grad.__get__`: the public name of a torch callable (cached)."""
+    try:
+        return _names[func]
+    except (KeyError, TypeError):
+        pass
+    name = resolve_name(func) or getattr(func, "__qualname__", None) or repr(func)
+    name = name.removeprefix("torch.")
+    try:
+        _names[func] = name
+    except TypeError:
+        pass
+    return name

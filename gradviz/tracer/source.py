@@ -1,0 +1,80 @@
+"""Where in the user's source a call came from, and which variable names the user gave tensors."""
+
+from __future__ import annotations
+
+import ast
+import functools
+import linecache
+import os
+import sys
+from types import FrameType
+
+import torch
+
+from ..model import Location
+
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+_GRADVIZ_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_LIB_PREFIXES = (_TORCH_DIR, _GRADVIZ_DIR, os.path.dirname(os.__file__) + os.sep)
+
+
+@functools.lru_cache(maxsize=4096)
+def is_user_file(filename: str) -> bool:
+    """True for files written by the user: not torch, not gradviz, not the standard library."""
+    if filename.startswith("<frozen"):
+        return False
+    return not filename.startswith(_LIB_PREFIXES)
+
+
+def user_frame(depth: int = 2) -> FrameType | None:
+    """The innermost frame, `depth` levels above the caller or further out, that runs user code."""
+    frame: FrameType | None = sys._getframe(depth)
+    while frame is not None and not is_user_file(frame.f_code.co_filename):
+        frame = frame.f_back
+    return frame
+
+
+def location_of(frame: FrameType | None) -> Location | None:
+    if frame is None:
+        return None
+    return make_location(frame.f_code.co_filename, frame.f_lineno)
+
+
+def make_location(filename: str, line: int) -> Location:
+    return Location(filename, line, linecache.getline(filename, line).rstrip("\n"))
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_line(code: str) -> ast.stmt | None:
+    try:
+        tree = ast.parse(code.strip())
+    except SyntaxError:
+        return None
+    return tree.body[0] if len(tree.body) == 1 else None
+
+
+def assigned_name(code: str, attribute: str) -> str | None:
+    """For `c = out.data` / `d = x.detach()`, the target name when `attribute` is the assigned value."""
+    stmt = _parse_line(code)
+    if not isinstance(stmt, ast.Assign) or len(stmt.targets) != 1 or not isinstance(stmt.targets[0], ast.Name):
+        return None
+    value = stmt.value
+    if isinstance(value, ast.Call):
+        value = value.func
+    if isinstance(value, ast.Attribute) and value.attr == attribute:
+        return stmt.targets[0].id
+    return None
+
+
+def alias_expression(code: str, attribute: str) -> str | None:
+    """The source text of the expression `attribute` is applied to: `out` in `c = out.data`."""
+    stmt = _parse_line(code)
+    if stmt is None:
+        return None
+    for node in ast.walk(stmt):
+        if isinstance(node, ast.Attribute) and node.attr == attribute:
+            try:
+                return ast.unparse(node.value)
+            except (ValueError, AttributeError):
+                return None
+    return None
