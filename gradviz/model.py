@@ -62,6 +62,7 @@ class TensorRecord:
     op: str | None = None  # the call that produced it
     created: Location | None = None
     is_inference: bool = False
+    freed: int | None = None  # seq at which the program dropped it; None if alive when the trace ended
 
     @property
     def label(self) -> str:

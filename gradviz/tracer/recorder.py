@@ -278,7 +278,7 @@ class Recorder(TorchFunctionMode):
         )
         trace.tensors[tid] = record
         key = id(t)
-        self._live[key] = _Live(weakref.ref(t, self._dead_callback(key, skey)), tid, skey, byte_range, version)
+        self._live[key] = _Live(weakref.ref(t, self._dead_callback(key, skey, record)), tid, skey, byte_range, version)
         if skey is not None:
             self._by_storage.setdefault(skey, set()).add(key)
             self._layout[(sid, t.storage_offset(), tuple(t.shape), tuple(t.stride()))] = tid
@@ -286,10 +286,11 @@ class Recorder(TorchFunctionMode):
             record.grad_fn = self._node(t.grad_fn, output=tid)
         return tid
 
-    def _dead_callback(self, key: int, skey: int | None) -> Callable[[Any], None]:
+    def _dead_callback(self, key: int, skey: int | None, record: TensorRecord) -> Callable[[Any], None]:
         def dead(_ref: Any) -> None:
             if self._finished:
                 return
+            record.freed = next(self._seq)
             self._live.pop(key, None)
             if skey is not None:
                 members = self._by_storage.get(skey)
