@@ -1,0 +1,97 @@
+"""Renderers: a trace and its findings in, a `Diagram` (DOT via the graphviz package) out; never imports torch."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .diagram import SAVE_FORMATS, Diagram, GraphvizNotFound
+
+if TYPE_CHECKING:
+    from ..analysis.findings import Finding
+    from ..model import Trace
+
+__all__ = ["VIEWS", "Diagram", "GraphvizNotFound", "draw", "render"]
+
+#: The views `render` can draw.
+VIEWS: dict[str, str] = {
+    "graph": "the autograd graph with cut edges, dead parameters and poisoned saved tensors marked",
+    "memory": "storages, the tensors in them and their version counters",
+    "timeline": "the events in program order with versions before and after each write",
+    "report": "a self-contained HTML page with the findings, all views and the source",
+}
+
+
+def render(
+    trace: Trace,
+    view: str = "graph",
+    *,
+    findings: list[Finding] | None = None,
+    format: str | None = None,
+    path: str | Path | None = None,
+    max_nodes: int | None = None,
+    collapse_modules: bool = False,
+    show_saved: bool = True,
+) -> Diagram:
+    """Draw one view of `trace`; with `path`, also save it there (the suffix, or `format`, picks the format)."""
+    if view not in VIEWS:
+        raise ValueError(f"unknown view {view!r}; choose one of {', '.join(repr(v) for v in VIEWS)}")
+    if findings is None:
+        findings = _diagnose(trace)
+    if view == "graph":
+        from .graph import graph_digraph
+
+        digraph = graph_digraph(
+            trace, findings, max_nodes=max_nodes, collapse_modules=collapse_modules, show_saved=show_saved
+        )
+        diagram = Diagram(view=view, trace=trace, findings=findings, digraph=digraph)
+    elif view == "memory":
+        from .memory import memory_digraph
+
+        diagram = Diagram(view=view, trace=trace, findings=findings, digraph=memory_digraph(trace, findings))
+    elif view == "timeline":
+        from .timeline import timeline_digraph
+
+        diagram = Diagram(view=view, trace=trace, findings=findings, digraph=timeline_digraph(trace, findings))
+    else:
+        from .report import report_html
+
+        diagram = Diagram(view=view, trace=trace, findings=findings, digraph=None, html=report_html(trace, findings))
+
+    if format is not None:
+        suffix = "." + format.lower().lstrip(".")
+        if suffix not in SAVE_FORMATS:
+            choices = ", ".join(s[1:] for s in SAVE_FORMATS)
+            raise ValueError(f"unknown format {format!r}; choose one of {choices}")
+        if path is not None:
+            path = Path(path)
+            if not path.suffix:
+                path = path.with_suffix(suffix)
+            elif path.suffix.lower() != suffix:
+                raise ValueError(f"format {format!r} does not match the suffix of {str(path)!r}")
+        elif diagram.digraph is not None and suffix in (".svg", ".png", ".pdf"):
+            diagram.digraph.format = suffix[1:]
+    if path is not None:
+        diagram.save(path)
+    return diagram
+
+
+def draw(tensor: Any, **options: Any) -> Diagram:
+    """The annotated autograd graph of an existing tensor, without tracing (like torchviz's make_dot).
+
+    Accepts a tensor or a tuple of tensors and the keyword options of `render`, plus `params`
+    (a dict of name -> parameter, as in torchviz) to name leaves.
+    """
+    from ..tracer.walk import walk_graph
+
+    params = options.pop("params", None)
+    trace = walk_graph(tensor, params=params)
+    return render(trace, "graph", **options)
+
+
+def _diagnose(trace: Trace) -> list[Finding]:
+    try:
+        from ..analysis import diagnose
+    except ImportError:  # the analysis passes are optional for drawing
+        return []
+    return list(diagnose(trace))

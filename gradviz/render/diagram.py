@@ -1,0 +1,155 @@
+"""`Diagram`: one rendered view of a trace, saved to a file whose suffix picks the format."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import graphviz
+
+from .escape import html_text
+
+if TYPE_CHECKING:
+    from ..analysis.findings import Finding
+    from ..model import Trace
+
+__all__ = ["Diagram", "GraphvizNotFound", "SAVE_FORMATS"]
+
+#: Suffixes `Diagram.save` understands, and what each writes.
+SAVE_FORMATS: dict[str, str] = {
+    ".svg": "SVG image (needs Graphviz's dot)",
+    ".png": "PNG image (needs Graphviz's dot)",
+    ".pdf": "PDF document (needs Graphviz's dot)",
+    ".dot": "DOT source text",
+    ".json": "the trace and its findings as JSON",
+    ".html": "the self-contained HTML report",
+}
+
+_IMAGE_FORMATS = (".svg", ".png", ".pdf")
+
+INSTALL_ADVICE = (
+    "Install Graphviz: `apt-get install graphviz` (Debian/Ubuntu), `brew install graphviz` (macOS), "
+    "`conda install -c conda-forge graphviz`, or a package from https://graphviz.org/download/ "
+    "— then make sure `dot` is on PATH."
+)
+
+
+class GraphvizNotFound(RuntimeError):
+    """Graphviz's `dot` program is not installed or not on PATH."""
+
+    def __init__(self, message: str, *, dot_path: Path | None = None) -> None:
+        super().__init__(message)
+        self.dot_path = dot_path
+
+
+class Diagram:
+    """A rendered view: DOT text (`.source`), the `graphviz.Digraph`, and the trace and findings it shows."""
+
+    def __init__(
+        self,
+        *,
+        view: str,
+        trace: Trace,
+        findings: list[Finding],
+        digraph: graphviz.Digraph | None,
+        html: str | None = None,
+    ) -> None:
+        self.view = view
+        self.trace = trace
+        self.findings = list(findings)
+        self.digraph = digraph
+        self._html = html
+        self._svg: str | None = None
+
+    # ------------------------------------------------------------------ content
+    @property
+    def source(self) -> str:
+        """The DOT text of this view ('' for the HTML report, which is not a graph)."""
+        return self.digraph.source if self.digraph is not None else ""
+
+    def svg(self) -> str:
+        """The picture as SVG text (runs `dot`; raises GraphvizNotFound when it is missing)."""
+        if self._svg is None:
+            if self.digraph is None:
+                raise ValueError(f"the {self.view!r} view is an HTML page, not a graph; save it as .html")
+            self._svg = self._pipe("svg").decode("utf-8")
+        return self._svg
+
+    def html(self) -> str:
+        """The self-contained HTML report of the trace and findings."""
+        if self._html is None:
+            from .report import report_html
+
+            self._html = report_html(self.trace, self.findings)
+        return self._html
+
+    def to_json(self, *, indent: int | None = 1) -> str:
+        """The trace and its findings as JSON text."""
+        payload = {
+            "view": self.view,
+            "trace": self.trace.to_dict(),
+            "findings": [f.to_dict() for f in self.findings],
+        }
+        return json.dumps(payload, indent=indent, ensure_ascii=False)
+
+    # ------------------------------------------------------------------ saving
+    def save(self, path: str | Path) -> Path:
+        """Write the diagram to `path`; the suffix picks the format (see SAVE_FORMATS). Returns the path."""
+        path = Path(path)
+        suffix = path.suffix.lower()
+        if suffix not in SAVE_FORMATS:
+            choices = ", ".join(SAVE_FORMATS)
+            raise ValueError(f"cannot save {str(path)!r}: unknown suffix {path.suffix!r}; choose one of {choices}")
+        if suffix == ".html":
+            path.write_text(self.html(), encoding="utf-8")
+        elif suffix == ".json":
+            path.write_text(self.to_json(), encoding="utf-8")
+        elif self.digraph is None:
+            raise ValueError(
+                f"cannot save the {self.view!r} view as {suffix}: it is an HTML page; choose .html or .json"
+            )
+        elif suffix == ".dot":
+            path.write_text(self.source, encoding="utf-8")
+        else:
+            data = self._pipe(suffix[1:], path=path)
+            path.write_bytes(data)
+        return path
+
+    def _pipe(self, fmt: str, *, path: Path | None = None) -> bytes:
+        assert self.digraph is not None
+        try:
+            return self.digraph.pipe(format=fmt)
+        except graphviz.ExecutableNotFound:
+            dot_path = None
+            where = ""
+            if path is not None:
+                dot_path = path.with_suffix(".dot")
+                dot_path.write_text(self.source, encoding="utf-8")
+                where = f" The DOT source was written to {str(dot_path)!r}; render it later with `dot -T{fmt}`."
+            target = f" to write {path.name!r}" if path is not None else f" to draw {fmt.upper()}"
+            raise GraphvizNotFound(
+                f"Graphviz's `dot` program was not found on PATH; it is needed{target}. {INSTALL_ADVICE}{where}",
+                dot_path=dot_path,
+            ) from None
+
+    # ------------------------------------------------------------------ display
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        if self.digraph is None:
+            page = self.html()
+            bundle = {
+                "text/html": f'<iframe style="width:100%;height:600px;border:0" srcdoc="{html_text(page)}"></iframe>'
+            }
+        else:
+            try:
+                bundle = {"image/svg+xml": self.svg()}
+            except GraphvizNotFound as exc:
+                bundle = {"text/plain": str(exc)}
+        if include:
+            bundle = {k: v for k, v in bundle.items() if k in include}
+        if exclude:
+            bundle = {k: v for k, v in bundle.items() if k not in exclude}
+        return bundle
+
+    def __repr__(self) -> str:
+        return f"<gradviz.Diagram view={self.view!r}, {len(self.findings)} findings>"
