@@ -1,14 +1,63 @@
-"""The graph view: the autograd graph read from outputs to leaves, annotated with the findings."""
+"""The graph view: the autograd graph read from outputs to leaves (as torchviz draws it), annotated with findings."""
 
 from __future__ import annotations
 
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import graphviz
 
+from .annotate import Annotations, annotate
+from .escape import html_label_text, quote_id, shorten
+from .simplify import Core, CoreNode
+
 if TYPE_CHECKING:
     from ..analysis.findings import Finding
-    from ..model import Trace
+    from ..model import NodeRecord, SavedTensorRecord, TensorRecord, Trace
+
+__all__ = ["DEFAULT_MAX_NODES", "LEGEND", "graph_digraph"]
+
+#: Drawn nodes (autograd nodes plus the tensors hanging off them) above which the graph is simplified.
+DEFAULT_MAX_NODES = 300
+BIG = 150  # above this many autograd nodes: compact labels, saved tensors only where a finding points, fast layout
+SPLIT_SHARED_ABOVE = 60  # above this many autograd nodes, a parameter used many times gets a node per use
+
+#: Every style the view can use: legend key -> (fill colour, description). The legend lists only those used.
+LEGEND: dict[str, tuple[str, str]] = {
+    "backward": ("lightgrey", "backward node (grad_fn)"),
+    "leaf": ("lightblue", "leaf tensor or parameter: receives .grad"),
+    "output": ("darkolivegreen1", "output: backward starts here"),
+    "saved": ("orange", "tensor saved for backward"),
+    "poisoned": ("#ff6666", "saved tensor changed in place: backward raises"),
+    "detached_saved": ("#ff6666", "saved input detached in place: backward raises"),
+    "corrupted": ("orchid", "saved tensor's bytes changed, version unchanged: gradient silently wrong"),
+    "dead": ("#eeeeee", "parameter that never receives a gradient"),
+    "updated": ("gold", "parameter updated without a gradient"),
+    "unused_alias": ("white", "detached value not used by any op that needs grad"),
+    "group": ("#f5ecd7", "collapsed nn.Module call"),
+    "summary": ("white", "part of the graph not shown (max_nodes)"),
+    "roll": ("#eef4ff", "loop body drawn once for all its iterations"),
+    "cut": ("red", "gradient path cut by .detach() / .data (dashed)"),
+    "carried": ("blue", "value carried from the previous iteration (dashed)"),
+}
+
+_NODE_ATTR = {
+    "style": "filled",
+    "shape": "box",
+    "fontsize": "10",
+    "height": "0.2",
+    "fontname": "monospace",
+}
+_FAST_LAYOUT = {"nslimit": "1", "nslimit1": "1", "mclimit": "0.01", "remincross": "false", "searchsize": "10"}
+
+
+@dataclass
+class _Drawn:
+    """Bookkeeping while emitting DOT: which legend entries were used."""
+
+    used: set[str] = field(default_factory=set)
 
 
 def graph_digraph(
@@ -16,14 +65,352 @@ def graph_digraph(
     findings: list[Finding],
     *,
     max_nodes: int | None = None,
-    collapse_modules: bool = False,
+    collapse_modules: bool | int = False,
     show_saved: bool = True,
 ) -> graphviz.Digraph:
-    """Placeholder until the full graph view lands: one grey box per autograd node."""
-    dot = graphviz.Digraph("graph")
-    for node in trace.nodes.values():
-        dot.node(node.id, node.name)
+    """The annotated autograd graph of every tensor in `trace` as a `graphviz.Digraph`."""
+    budget = DEFAULT_MAX_NODES if max_nodes is None else max(int(max_nodes), 1)
+    notes = annotate(trace, findings)
+    core, copies = _simplify(trace, notes, budget=budget, collapse_modules=collapse_modules, show_saved=show_saved)
+    return _emit(trace, notes, core, copies, budget=budget, show_saved=show_saved)
+
+
+# ---------------------------------------------------------------------- simplification
+def _is_leaf_node(node: NodeRecord) -> bool:
+    return node.variable is not None or node.name == "AccumulateGrad"
+
+
+def _simplify(
+    trace: Trace, notes: Annotations, *, budget: int, collapse_modules: bool | int, show_saved: bool
+) -> tuple[Core, dict[str, str]]:
+    core = Core()
+    nodes = trace.nodes
+    for node in nodes.values():
+        core.add_node(CoreNode(node.id, node.name, module=node.module))
+    for node in nodes.values():
         for nxt in node.next:
             if nxt is not None:
-                dot.edge(nxt, node.id)
+                core.add_edge(nxt, node.id)
+    big = len(nodes) > BIG
+    core.big = big
+
+    # 1. loops: one body per loop, marked with its count
+    order = [n.id for n in sorted(nodes.values(), key=lambda n: (n.seq, _num(n.id))) if not _is_leaf_node(n)]
+    tokens = {
+        n.id: (n.name, n.module, n.created.line if n.created else None, len(n.next)) for n in nodes.values()
+    }
+    core.roll_loops(order, tokens, notes.protected)
+
+    # 2. a parameter used by many steps: a node per use instead of edges across the picture
+    copies: dict[str, str] = {}
+    if len(core.nodes) > SPLIT_SHARED_ABOVE:
+        leafish = {nid for nid in core.nodes if _is_leaf_node(nodes[nid]) and nid not in notes.protected}
+        copies = core.split_shared(leafish)
+
+    def origin(cid: str) -> str:
+        return copies.get(cid, cid)
+
+    def weight(cid: str) -> int:
+        node = core.nodes[cid]
+        if node.kind != "node":
+            return 1
+        record = nodes[origin(cid)]
+        return 1 + (record.variable is not None) + len(_shown_saved(record, notes, show_saved, big))
+
+    # 3. module calls as single nodes: asked for, or needed to fit the budget
+    attach = {cid for cid in core.nodes if _is_leaf_node(nodes[origin(cid)])}
+    total = sum(weight(c) for c in core.nodes)
+    depths = sorted({len(n.module.split(".")) for n in nodes.values() if n.module}, reverse=True)
+    depth: int | None = None
+    if collapse_modules is not False and depths:
+        depth = 1 if collapse_modules is True else max(int(collapse_modules), 1)
+    elif total > budget and depths:
+        for d in depths:  # the finest grouping that fits
+            trial = _copy_core(core)
+            trial.collapse_modules(d, notes.protected, attach)
+            if sum(1 if trial.nodes[c].kind != "node" else weight(c) for c in trial.nodes) <= budget:
+                depth = d
+                break
+        else:
+            depth = 1
+        core.notes.append(f"modules collapsed to fit max_nodes={budget}")
+    if depth is not None:
+        core.collapse_modules(depth, notes.protected, attach)
+
+    # 4. still too big: keep the outputs, every finding's neighbourhood and what is nearest the outputs
+    users = core.parents()
+    roots = [cid for cid in core.nodes if not users.get(cid)]
+    keep_first = [cid for cid in core.nodes if origin(cid) in notes.protected] + roots
+    core.cut_to(budget, keep_first, {c: (weight(c) if core.nodes[c].kind == "node" else 1) for c in core.nodes})
+    return core, copies
+
+
+def _copy_core(core: Core) -> Core:
+    clone = Core()
+    clone.nodes = {k: CoreNode(v.id, v.name, v.kind, v.origin, v.module, list(v.members), v.roll) for k, v in core.nodes.items()}
+    clone.edges = dict(core.edges)
+    return clone
+
+
+def _num(node_id: str) -> int:
+    digits = "".join(ch for ch in node_id if ch.isdigit())
+    return int(digits) if digits else 0
+
+
+def _shown_saved(node: NodeRecord, notes: Annotations, show_saved: bool, big: bool) -> list[SavedTensorRecord]:
+    out = []
+    for saved in node.saved:
+        if saved.tensor is None:
+            continue
+        flagged = (node.id, saved.name) in notes.saved
+        if flagged or (show_saved and not big):
+            out.append(saved)
+    return out
+
+
+# ---------------------------------------------------------------------- DOT
+def _emit(
+    trace: Trace, notes: Annotations, core: Core, copies: dict[str, str], *, budget: int, show_saved: bool
+) -> graphviz.Digraph:
+    nodes = trace.nodes
+    big = core.big
+    drawn = _Drawn()
+    graph_attr = {"rankdir": "TB", "ranksep": "0.25", "nodesep": "0.2"}
+    if len(core.nodes) > 100:
+        graph_attr.update(_FAST_LAYOUT)
+    dot = graphviz.Digraph("gradviz", graph_attr=graph_attr, node_attr=dict(_NODE_ATTR), edge_attr={"fontsize": "9"})
+    script = Path(trace.script).name if trace.script else None
+    header = _header(trace, script)
+    if header:
+        dot.attr(label=f"<{header}>", labelloc="t", labeljust="l", fontsize="11", fontname="monospace")
+
+    users = core.parents()
+    outputs = _outputs(trace, core, users, copies)
+    roll_members: dict[str, list[str]] = defaultdict(list)
+    for cid, cnode in core.nodes.items():
+        if cnode.roll is not None:
+            roll_members[cnode.roll].append(cid)
+    in_cluster = {cid for members in roll_members.values() for cid in members}
+
+    def emit_node(target: graphviz.Digraph, cid: str) -> None:
+        cnode = core.nodes[cid]
+        if cnode.kind == "group":
+            drawn.used.add("group")
+            target.node(cid, f"<{_group_label(cnode, nodes)}>", fillcolor=LEGEND["group"][0], style="filled,rounded")
+            return
+        if cnode.kind == "summary":
+            drawn.used.add("summary")
+            text = html_label_text(f"\N{HORIZONTAL ELLIPSIS} {cnode.name} nodes not shown")
+            target.node(cid, f"<{text}>", shape="note", fillcolor="white", style="filled,dashed")
+            return
+        record = nodes[copies.get(cid, cid)]
+        _emit_autograd_node(target, cid, record, trace, notes, drawn, big=big, show_saved=show_saved)
+        if cid in outputs and record.output is not None and record.output in trace.tensors:
+            out_id = f"{cid}_out"
+            tensor = trace.tensors[record.output]
+            drawn.used.add("output")
+            target.node(out_id, f"<{_tensor_label(tensor)}>", fillcolor=LEGEND["output"][0])
+            target.edge(cid, out_id)
+
+    for cid in core.nodes:
+        if cid not in in_cluster:
+            emit_node(dot, cid)
+    for roll in core.rolls:
+        members = roll_members.get(roll.id)
+        if not members:
+            continue
+        drawn.used.add("roll")
+        lines = sorted({nodes[m].created.line for m in members if m in nodes and nodes[m].created})
+        where = f"  line {lines[0]}" if len(lines) == 1 else (f"  lines {lines[0]}-{lines[-1]}" if lines else "")
+        with dot.subgraph(name=f"cluster_{roll.id}") as sub:
+            label = html_label_text(f"\N{CLOCKWISE OPEN CIRCLE ARROW} loop body \N{MULTIPLICATION SIGN}{roll.count} iterations{where}")
+            sub.attr(label=f"<{label}>", style="dashed,filled", fillcolor=LEGEND["roll"][0], color="blue", fontcolor="blue")
+            for cid in members:
+                emit_node(sub, cid)
+
+    for (src, dst), kind in core.edges.items():
+        if kind == "carried":
+            drawn.used.add("carried")
+            dot.edge(src, dst, style="dashed", color="blue", constraint="false")
+        else:
+            dot.edge(src, dst)
+
+    _emit_cuts(dot, trace, notes, core, copies, drawn)
+    summary = []
+    if core.hidden:
+        summary.append(f"{core.hidden} nodes not shown (max_nodes={budget})")
+    summary.extend(core.notes)
+    if big and show_saved and any(n.saved for n in nodes.values()):
+        summary.append("saved tensors shown only where a finding points (large graph)")
+    _emit_legend(dot, drawn, summary)
     return dot
+
+
+def _outputs(trace: Trace, core: Core, users: dict[str, list[str]], copies: dict[str, str]) -> set[str]:
+    """Nodes whose output tensor is drawn green: backward roots, or every sink when no backward ran."""
+    sinks = {cid for cid, n in core.nodes.items() if n.kind == "node" and not users.get(cid)}
+    roots: set[str] = set()
+    backward = False
+    for event in trace.events:
+        if event.kind.value == "backward":
+            backward = True
+            for tid in event.data.get("roots") or ([event.tensor] if event.tensor else []):
+                record = trace.tensors.get(tid)
+                if record is not None and record.grad_fn is not None:
+                    roots.add(record.grad_fn)
+    if not backward:
+        return sinks
+    return {cid for cid in sinks if copies.get(cid, cid) in roots} | {
+        cid for cid, n in core.nodes.items() if n.kind == "node" and copies.get(cid, cid) in roots
+    }
+
+
+def _header(trace: Trace, script: str | None) -> str:
+    parts = []
+    if script:
+        parts.append(html_label_text(script))
+    if trace.exception is not None:
+        where = f" at line {trace.exception.location.line}" if trace.exception.location else ""
+        first = trace.exception.message.splitlines()[0] if trace.exception.message else ""
+        parts.append(
+            '<FONT COLOR="red">'
+            + html_label_text(f"raised {trace.exception.type}{where}: {shorten(first, 90)}")
+            + "</FONT>"
+        )
+    return "<BR ALIGN=\"LEFT\"/>".join(parts)
+
+
+def _where(record: NodeRecord, trace: Trace) -> str:
+    if record.created is None:
+        return ""
+    name = Path(record.created.file).name
+    same = trace.script is not None and Path(trace.script).name == name
+    return f"line {record.created.line}" if same else f"{name}:{record.created.line}"
+
+
+def _emit_autograd_node(
+    target: graphviz.Digraph,
+    cid: str,
+    record: NodeRecord,
+    trace: Trace,
+    notes: Annotations,
+    drawn: _Drawn,
+    *,
+    big: bool,
+    show_saved: bool,
+) -> None:
+    drawn.used.add("backward")
+    rows = [f"<B>{html_label_text(record.name)}</B>"]
+    detail = "" if _is_leaf_node(record) else _where(record, trace)
+    if record.module and not _is_leaf_node(record):
+        detail = f"{record.module}  {detail}".strip()
+    if record.created is not None and record.created.code and not big and not _is_leaf_node(record):
+        detail = f"{detail}: {shorten(record.created.code, 40)}" if detail else shorten(record.created.code, 40)
+    if detail:
+        rows.append(f'<FONT POINT-SIZE="8" COLOR="gray30">{html_label_text(detail)}</FONT>')
+    attrs: dict[str, str] = {}
+    leaf_note = notes.leaves.get(record.variable) if record.variable else None
+    if leaf_note is not None and leaf_note.style == "dead":
+        attrs.update(fillcolor=LEGEND["dead"][0], fontcolor="gray45", style="filled,dashed", color="gray55")
+    target.node(cid, f"<{'<BR/>'.join(rows)}>", **attrs)
+
+    if record.variable is not None and record.variable in trace.tensors:
+        tensor = trace.tensors[record.variable]
+        vid = f"{cid}_var"
+        style = leaf_note.style if leaf_note else "leaf"
+        drawn.used.add(style)
+        text = _tensor_label(tensor, name=leaf_note.name if leaf_note else None)
+        if leaf_note:
+            text += "".join(f"<BR/><I>{html_label_text(line)}</I>" for line in leaf_note.lines)
+        extra = {"fontcolor": "gray45", "style": "filled,dashed", "color": "gray55"} if style == "dead" else {}
+        target.node(vid, f"<{text}>", fillcolor=LEGEND[style][0], **extra)
+        target.edge(vid, cid)
+
+    for saved in _shown_saved(record, notes, show_saved, big):
+        assert saved.tensor is not None
+        tensor = trace.tensors[saved.tensor]
+        sid = f"{cid}_s_{quote_id(saved.name)}"
+        note = notes.saved.get((record.id, saved.name))
+        style = note.style if note else "saved"
+        drawn.used.add(style)
+        text = f"{html_label_text(saved.name)}: {_tensor_label(tensor)}"
+        if note:
+            text += "".join(f"<BR/><B>{html_label_text(line)}</B>" for line in note.lines)
+        extra = {"fontcolor": "white"} if style in ("poisoned", "detached_saved") else {}
+        target.node(sid, f"<{text}>", fillcolor=LEGEND[style][0], **extra)
+        target.edge(cid, sid, dir="none")
+
+
+def _tensor_label(tensor: TensorRecord, *, name: str | None = None) -> str:
+    shape = "(" + ", ".join(str(s) for s in tensor.shape) + ")"
+    label = name or tensor.label
+    if label == tensor.id:  # unnamed: torchviz shows only the shape
+        return html_label_text(shape)
+    return html_label_text(f"{label}\n{shape}")
+
+
+def _group_label(cnode: CoreNode, nodes: dict[str, NodeRecord]) -> str:
+    names = Counter(nodes[m].name for m in cnode.members if m in nodes and not _is_leaf_node(nodes[m]))
+    params = sum(1 for m in cnode.members if m in nodes and _is_leaf_node(nodes[m]))
+    ops = sum(names.values())
+    top = ", ".join(f"{n} \N{MULTIPLICATION SIGN}{c}" if c > 1 else n for n, c in names.most_common(3))
+    if len(names) > 3:
+        top += ", \N{HORIZONTAL ELLIPSIS}"
+    lines = [f"<B>{html_label_text(cnode.module or cnode.name)}</B>"]
+    detail = f"{ops} op{'s' if ops != 1 else ''}" + (f", {params} param{'s' if params != 1 else ''}" if params else "")
+    lines.append(f'<FONT POINT-SIZE="8">{html_label_text(detail)}</FONT>')
+    if top:
+        lines.append(f'<FONT POINT-SIZE="8" COLOR="gray30">{html_label_text(top)}</FONT>')
+    return "<BR/>".join(lines)
+
+
+def _emit_cuts(
+    dot: graphviz.Digraph, trace: Trace, notes: Annotations, core: Core, copies: dict[str, str], drawn: _Drawn
+) -> None:
+    # where did each autograd node end up (itself, its loop representative, its group, a summary)?
+    home: dict[str, str] = {}
+    for cid, cnode in core.nodes.items():
+        home[copies.get(cid, cid)] = cid
+        for member in cnode.members:
+            home.setdefault(member, cid)
+    seen: set[tuple[str, str, str]] = set()
+    for i, cut in enumerate(notes.cuts):
+        src = home.get(cut.source) if cut.source else None
+        if src is None:
+            continue
+        if cut.target is not None and cut.target in home:
+            dst = home[cut.target]
+        else:
+            dst = f"cut{i}"
+            alias = trace.tensors.get(cut.alias) if cut.alias else None
+            text = _tensor_label(alias) if alias else html_label_text("detached value")
+            drawn.used.add("unused_alias")
+            dot.node(dst, f"<{text}>", fillcolor="white", style="filled,dashed", color="red")
+        key = (src, dst, cut.label)
+        if key in seen:
+            continue
+        seen.add(key)
+        drawn.used.add("cut")
+        dot.edge(
+            src, dst, label=f"<{html_label_text(cut.label)}>", style="dashed", color="red", fontcolor="red", penwidth="1.5"
+        )
+
+
+def _emit_legend(dot: graphviz.Digraph, drawn: _Drawn, summary: list[str]) -> None:
+    rows = []
+    for key, (colour, text) in LEGEND.items():
+        if key not in drawn.used:
+            continue
+        if key in ("cut", "carried"):
+            swatch = f'<TD><FONT COLOR="{colour}">- - -</FONT></TD>'
+        else:
+            swatch = f'<TD BGCOLOR="{colour}" WIDTH="24"> </TD>'
+        rows.append(f'<TR>{swatch}<TD ALIGN="LEFT">{html_label_text(text)}</TD></TR>')
+    for line in summary:
+        rows.append(f'<TR><TD COLSPAN="2" ALIGN="LEFT"><I>{html_label_text(line)}</I></TD></TR>')
+    if not rows:
+        return
+    table = '<TABLE BORDER="0" CELLBORDER="1" CELLSPACING="0" CELLPADDING="3">' + "".join(rows) + "</TABLE>"
+    with dot.subgraph(name="cluster_legend") as legend:
+        legend.attr(label="legend", style="rounded", color="gray60", fontsize="10")
+        legend.node("legend", f"<{table}>", shape="plaintext", style="", fontsize="9")

@@ -1,0 +1,331 @@
+"""Make big autograd graphs drawable: roll repeated loop bodies, split shared parameters, collapse modules, cut to a budget.
+
+Everything here works on a small graph of "core" nodes (one per autograd node) with plain string ids, uses
+iterative walks only (graphs with 20,000+ nodes are normal) and is deterministic: ties are broken by node order.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Hashable, Iterable
+
+__all__ = ["Core", "CoreNode", "Group", "Roll", "find_repeats"]
+
+MIN_REPEATS = 4  # a loop body must repeat at least this often to be rolled into one copy
+PERIOD_CANDIDATES = 8  # how many candidate periods (most common gaps between equal tokens) to try
+
+
+@dataclass
+class CoreNode:
+    """One drawn unit before styling: an autograd node, a per-use copy, a module group or a summary."""
+
+    id: str
+    name: str
+    kind: str = "node"  # "node" (autograd node), "group" (collapsed module call), "summary" (hidden nodes)
+    origin: str | None = None  # the autograd node id this one stands for (copies and representatives)
+    module: str | None = None
+    members: list[str] = field(default_factory=list)  # autograd node ids a group or summary stands for
+    roll: str | None = None  # id of the rolled loop this node represents
+
+
+@dataclass
+class Roll:
+    """A loop body drawn once for `count` iterations."""
+
+    id: str
+    count: int
+    nodes: list[str]  # core ids of the representative body
+
+
+@dataclass
+class Group:
+    """A collapsed module call."""
+
+    id: str
+    module: str
+    members: list[str]
+
+
+class Core:
+    """A directed graph of core nodes in drawing order; edges point from an input (next function) to its user."""
+
+    def __init__(self) -> None:
+        self.nodes: dict[str, CoreNode] = {}
+        self.edges: dict[tuple[str, str], str] = {}  # (src, dst) -> kind: "flow" or "carried"
+        self.rolls: list[Roll] = []
+        self.notes: list[str] = []
+        self.hidden = 0
+        self.big = False  # compact drawing: set by the caller for large graphs
+
+    # ------------------------------------------------------------------ building
+    def add_node(self, node: CoreNode) -> None:
+        self.nodes[node.id] = node
+
+    def add_edge(self, src: str, dst: str, kind: str = "flow") -> None:
+        if (src, dst) not in self.edges or kind == "flow":
+            self.edges[(src, dst)] = kind
+
+    def parents(self) -> dict[str, list[str]]:
+        """For each node, the nodes that use it (edge destinations), in edge order."""
+        out: dict[str, list[str]] = defaultdict(list)
+        for src, dst in self.edges:
+            out[src].append(dst)
+        return out
+
+    def remap(self, mapping: dict[str, str], *, carried: Iterable[tuple[str, str]] = ()) -> None:
+        """Replace node ids by `mapping` (missing ids stay), merging edges; `carried` edges become loop-carried."""
+        carried_set = set(carried)
+        edges: dict[tuple[str, str], str] = {}
+        for (src, dst), kind in self.edges.items():
+            key = (mapping.get(src, src), mapping.get(dst, dst))
+            if (src, dst) in carried_set:
+                kind = "carried"
+            if key[0] == key[1] and kind != "carried":
+                continue
+            if key not in edges or kind == "flow":
+                edges[key] = kind
+        self.edges = edges
+        gone = {old for old, new in mapping.items() if old != new}
+        self.nodes = {nid: n for nid, n in self.nodes.items() if nid not in gone}
+
+    # ------------------------------------------------------------------ loop rolling
+    def roll_loops(self, order: list[str], token: dict[str, Hashable], protected: set[str]) -> None:
+        """Draw each body of a loop repeated >= MIN_REPEATS times once, marked with its count.
+
+        `order` lists the rollable node ids in program order; `token[id]` says which nodes count as "the same op".
+        Bodies holding a protected node (a finding) stay expanded.
+        """
+        tokens = [token[nid] for nid in order]
+        mapping: dict[str, str] = {}
+        carried: list[tuple[str, str]] = []
+        body_of: dict[str, tuple[int, int]] = {}  # node id -> (run index, body index)
+        for start, period, reps in find_repeats(tokens):
+            bodies = [order[start + r * period : start + (r + 1) * period] for r in range(reps)]
+            for sub in _split_runs(bodies, protected):
+                rep_body = sub[-1]  # the iteration nearest the output
+                roll = Roll(id=f"roll{len(self.rolls)}", count=len(sub), nodes=list(rep_body))
+                self.rolls.append(roll)
+                for b, body in enumerate(sub):
+                    for offset, nid in enumerate(body):
+                        mapping[nid] = rep_body[offset]
+                        body_of[nid] = (len(self.rolls) - 1, b)
+                for nid in rep_body:
+                    self.nodes[nid].roll = roll.id
+        if not mapping:
+            return
+        for src, dst in self.edges:
+            a, b = body_of.get(src), body_of.get(dst)
+            if a is not None and b is not None and a[0] == b[0] and a[1] != b[1]:
+                carried.append((src, dst))
+        self.remap(mapping, carried=carried)
+
+    # ------------------------------------------------------------------ shared parameters
+    def split_shared(self, shareable: set[str]) -> dict[str, str]:
+        """Give each use of a shared leaf node (AccumulateGrad) its own copy; returns copy id -> original id."""
+        users = self.parents()
+        order = self._order_key()
+        copies: dict[str, str] = {}
+        for nid in [n for n in self.nodes if n in shareable]:
+            targets = sorted(set(users.get(nid, [])), key=order)
+            if len(targets) < 2:
+                continue
+            original = self.nodes.pop(nid)
+            for i, dst in enumerate(targets):
+                cid = f"{nid}_u{i}"
+                self.nodes[cid] = CoreNode(cid, original.name, origin=original.origin or nid, module=original.module)
+                kind = self.edges.pop((nid, dst))
+                self.edges[(cid, dst)] = kind
+                copies[cid] = original.origin or nid
+        return copies
+
+    # ------------------------------------------------------------------ modules
+    def collapse_modules(self, depth: int, protected: set[str], attach: set[str]) -> list[Group]:
+        """Replace each module call (module name cut to `depth` parts) by one group node.
+
+        A call is a run of consecutive nodes (in drawing order) in the same module. Leaf nodes in `attach`
+        (AccumulateGrad) join the group of their only user. Calls that hold a protected node stay expanded.
+        """
+        groups: list[Group] = []
+        current: list[str] = []
+        current_key: str | None = None
+
+        def close() -> None:
+            if current_key is not None and current and not protected.intersection(current):
+                groups.append(Group(f"group{len(groups)}", current_key, list(current)))
+
+        for nid, node in list(self.nodes.items()):
+            if nid in attach or node.kind != "node":
+                continue
+            # rolled loop bodies are already one picture: they break runs instead of joining them
+            key = ".".join(node.module.split(".")[:depth]) if node.module and node.roll is None else None
+            if key != current_key:
+                close()
+                current, current_key = [], key
+            current.append(nid)
+        close()
+        if not groups:
+            return []
+        member_of = {m: g.id for g in groups for m in g.members}
+        users = self.parents()
+        for nid in attach:
+            if nid in self.nodes and nid not in protected:
+                owners = {member_of.get(u) for u in users.get(nid, [])}
+                if len(owners) == 1 and None not in owners:
+                    member_of[nid] = owners.pop()  # type: ignore[assignment]
+        by_group: dict[str, list[str]] = defaultdict(list)
+        for nid in self.nodes:
+            if nid in member_of:
+                by_group[member_of[nid]].append(nid)
+        new_nodes: dict[str, CoreNode] = {}
+        for nid, node in self.nodes.items():  # keep drawing order: a group sits where its first member was
+            gid = member_of.get(nid)
+            if gid is None:
+                new_nodes[nid] = node
+            elif gid not in new_nodes:
+                group = next(g for g in groups if g.id == gid)
+                group.members = by_group[gid]
+                new_nodes[gid] = CoreNode(gid, group.module, kind="group", module=group.module, members=group.members)
+        mapping = dict(member_of)
+        self.remap(mapping)
+        self.nodes = new_nodes
+        return groups
+
+    # ------------------------------------------------------------------ budget
+    def cut_to(self, budget: int, keep_first: list[str], weight: dict[str, int]) -> None:
+        """Keep at most `budget` drawn nodes: `keep_first` (findings, outputs) and then the nodes nearest the
+        outputs (breadth-first towards the leaves); each connected stretch of the rest becomes one summary node.
+
+        `weight[id]` is how many drawn nodes a core node costs (itself plus the tensors hanging off it).
+        """
+        if sum(weight.get(n, 1) for n in self.nodes) <= budget:
+            return
+        inputs: dict[str, list[str]] = defaultdict(list)  # node -> its inputs (towards the leaves)
+        neighbours: dict[str, list[str]] = defaultdict(list)
+        for src, dst in self.edges:
+            inputs[dst].append(src)
+            neighbours[src].append(dst)
+            neighbours[dst].append(src)
+        kept: dict[str, None] = {}
+        used = 0
+        # room for the summaries: leave a little of the budget
+        budget = max(budget - 5, 1)
+
+        def take(nid: str) -> bool:
+            nonlocal used
+            if nid in kept or nid not in self.nodes:
+                return True
+            cost = weight.get(nid, 1)
+            if used + cost > budget and kept:
+                return False
+            kept[nid] = None
+            used += cost
+            return True
+
+        for nid in keep_first:
+            take(nid)
+            for other in neighbours.get(nid, []):  # the neighbourhood of every finding stays readable
+                take(other)
+        queue = list(keep_first)
+        head = 0
+        while head < len(queue):
+            nid = queue[head]
+            head += 1
+            for src in inputs.get(nid, []):
+                if src not in kept:
+                    if not take(src):
+                        queue = queue[:head]
+                        break
+                    queue.append(src)
+        hidden = [n for n in self.nodes if n not in kept]
+        if not hidden:
+            return
+        # connected stretches of hidden nodes (union-find, iterative)
+        parent = {n: n for n in hidden}
+
+        def find(x: str) -> str:
+            root = x
+            while parent[root] != root:
+                root = parent[root]
+            while parent[x] != root:
+                parent[x], x = root, parent[x]
+            return root
+
+        order = self._order_key()
+        for src, dst in self.edges:
+            if src in parent and dst in parent:
+                ra, rb = find(src), find(dst)
+                if ra != rb:
+                    parent[max(ra, rb, key=order)] = min(ra, rb, key=order)
+        members: dict[str, list[str]] = defaultdict(list)
+        for n in hidden:
+            members[find(n)].append(n)
+        stretches = sorted(members.values(), key=len, reverse=True)
+        if len(stretches) > 12:  # many small islands: one summary for all the small ones
+            head_part, tail = stretches[:11], [n for s in stretches[11:] for n in s]
+            stretches = head_part + [tail]
+        mapping: dict[str, str] = {}
+        new_nodes = {nid: n for nid, n in self.nodes.items() if nid in kept}
+        for i, stretch in enumerate(stretches):
+            sid = f"hidden{i}"
+            for n in stretch:
+                mapping[n] = sid
+            count = sum(weight.get(n, 1) for n in stretch)
+            origins = [self.nodes[n].origin or n for n in stretch]
+            new_nodes[sid] = CoreNode(sid, f"{count}", kind="summary", members=origins)
+            self.hidden += count
+        self.remap(mapping)
+        self.nodes = new_nodes
+
+    def _order_key(self):  # type: ignore[no-untyped-def]
+        index = {nid: i for i, nid in enumerate(self.nodes)}
+        return lambda nid: index.get(nid, len(index))
+
+
+def _split_runs(bodies: list[list[str]], protected: set[str]) -> list[list[list[str]]]:
+    """Consecutive bodies without protected nodes, in runs long enough to roll."""
+    runs: list[list[list[str]]] = []
+    current: list[list[str]] = []
+    for body in bodies:
+        if protected.intersection(body):
+            if len(current) >= MIN_REPEATS:
+                runs.append(current)
+            current = []
+        else:
+            current.append(body)
+    if len(current) >= MIN_REPEATS:
+        runs.append(current)
+    return runs
+
+
+def find_repeats(tokens: list[Hashable], *, min_repeats: int = MIN_REPEATS) -> list[tuple[int, int, int]]:
+    """Tandem repeats in `tokens`: (start, period, repetitions) with at least `min_repeats` repetitions, not
+    overlapping, found by trying the most common distances between equal tokens as periods (smallest first)."""
+    ids: dict[Hashable, int] = {}
+    ints = [ids.setdefault(t, len(ids)) for t in tokens]
+    n = len(ints)
+    last: dict[int, int] = {}
+    gaps: Counter[int] = Counter()
+    for i, t in enumerate(ints):
+        if t in last:
+            gaps[i - last[t]] += 1
+        last[t] = i
+    candidates = sorted(p for p, _ in gaps.most_common(PERIOD_CANDIDATES))
+    covered = bytearray(n)
+    found: list[tuple[int, int, int]] = []
+    for period in candidates:
+        i = 0
+        while i + period < n:
+            if ints[i] != ints[i + period] or covered[i]:
+                i += 1
+                continue
+            j = i
+            while j + period < n and ints[j] == ints[j + period] and not covered[j + period]:
+                j += 1
+            reps = (j - i + period) // period
+            if reps >= min_repeats:
+                found.append((i, period, reps))
+                for k in range(i, i + reps * period):
+                    covered[k] = 1
+            i = j + 1
+    return sorted(found)
