@@ -174,6 +174,7 @@ class Trace:
     script: str | None = None
     sources: dict[str, str] = field(default_factory=dict)  # file -> text, for the files events point at
     torch_version: str | None = None
+    internal_errors: list[str] = field(default_factory=list)  # gradviz's own failures while recording
     # Live exception object (not serialised) so callers can re-raise what the program raised.
     error: BaseException | None = field(default=None, repr=False, compare=False)
 
@@ -234,6 +235,7 @@ class Trace:
             "events": [_plain(e) for e in self.events],
             "exception": _plain(self.exception) if self.exception else None,
             "sources": dict(self.sources),
+            "internal_errors": list(self.internal_errors),
         }
 
     def to_json(self, path: str | Path | None = None, *, indent: int | None = None) -> str:
@@ -397,7 +399,10 @@ def _load(data: Any) -> Trace:
         isinstance(sources, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in sources.items()),
         "'sources' must map file names to text",
     )
+    internal = data.get("internal_errors", [])
+    _check(isinstance(internal, list) and all(isinstance(x, str) for x in internal), "'internal_errors' must be a list of strings")
     trace = Trace(
+        internal_errors=internal,
         tensors={t.id: t for t in tensors},
         storages={s.id: s for s in storages},
         version_counters={v.id: v for v in counters},

@@ -54,6 +54,10 @@ class Finding:
     tensors: list[str] = field(default_factory=list)  # tensor ids involved, most important first
     nodes: list[str] = field(default_factory=list)  # autograd node ids involved
     events: list[int] = field(default_factory=list)  # event seqs involved
+    # seq of the backward event this finding explains (it raised or returned wrong gradients); None if no
+    # backward has run through the affected part of the graph yet ("will raise if backward is called")
+    affected_backward: int | None = None
+    count: int = 1  # how many times the program did this at this line (loops)
 
     @property
     def severity(self) -> Severity:
@@ -74,7 +78,13 @@ class Finding:
         }
         if self.parameter is not None:
             out["parameter"] = self.parameter
-        out.update(tensors=list(self.tensors), nodes=list(self.nodes), events=list(self.events))
+        out.update(
+            tensors=list(self.tensors),
+            nodes=list(self.nodes),
+            events=list(self.events),
+            affected_backward=self.affected_backward,
+            count=self.count,
+        )
         return out
 
     @classmethod
@@ -90,4 +100,6 @@ class Finding:
             tensors=list(data.get("tensors", [])),
             nodes=list(data.get("nodes", [])),
             events=list(data.get("events", [])),
+            affected_backward=data.get("affected_backward"),
+            count=int(data.get("count", 1)),
         )

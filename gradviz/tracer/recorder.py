@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -26,6 +27,7 @@ from ..model import (
 from . import source
 
 _Tensor = torch.Tensor
+_DEBUG = bool(os.environ.get("GRADVIZ_DEBUG"))  # raise gradviz's own errors instead of recording them
 _tokens = itertools.count()
 
 
@@ -95,7 +97,7 @@ class Recorder(TorchFunctionMode):
         self._module_stack: list[str] = []
         self._finished = False
         self._handles: list[Any] = []
-        self.internal_errors: list[str] = []
+        self.internal_errors = self.trace.internal_errors
         self._special: dict[Any, Callable[..., Any]] = {
             _Tensor.data.__get__: self._on_data_get,
             _Tensor.data.__set__: self._on_data_set,
@@ -198,6 +200,8 @@ class Recorder(TorchFunctionMode):
         self.trace.ops.append(OpRecord(seq, name, in_ids, out_ids, line, file))
 
     def _internal(self, exc: BaseException) -> None:
+        if _DEBUG:
+            raise exc
         if len(self.internal_errors) < 20:
             self.internal_errors.append(f"{type(exc).__name__}: {exc}")
 
@@ -283,7 +287,7 @@ class Recorder(TorchFunctionMode):
             self._by_storage.setdefault(skey, set()).add(key)
             self._layout[(sid, t.storage_offset(), tuple(t.shape), tuple(t.stride()))] = tid
         if t.grad_fn is not None:
-            record.grad_fn = self._node(t.grad_fn, output=tid)
+            record.grad_fn = self._node(t.grad_fn, output=None if origin == "saved" else tid)
         return tid
 
     def _dead_callback(self, key: int, skey: int | None, record: TensorRecord) -> Callable[[Any], None]:
@@ -384,8 +388,6 @@ class Recorder(TorchFunctionMode):
                     names = self.trace.tensors[live.tid].names
                     if name not in names:
                         names.append(name)
-            elif isinstance(value, torch.nn.Module) and not name.startswith("__"):
-                self._name_module(value, "")
 
     # ------------------------------------------------------------------ special calls
     def _where(self) -> tuple[str | None, int | None]:
@@ -583,8 +585,8 @@ class Recorder(TorchFunctionMode):
         created = source.make_location(frame.f_code.co_filename, frame.f_lineno) if frame is not None else None
         module = self._module_stack[-1] if self._module_stack else None
         seq = next(self._seq)
-        for node, node_id in new:
-            record = NodeRecord(
+        for node, node_id in new:  # records first: saved tensors may point back into this subgraph
+            self.trace.nodes[node_id] = NodeRecord(
                 id=node_id,
                 name=node.name().removeprefix("torch::autograd::"),
                 next=[None if nxt is None else nxt.metadata[key] for nxt, _ in node.next_functions],
@@ -592,7 +594,8 @@ class Recorder(TorchFunctionMode):
                 module=module,
                 created=created,
             )
-            self.trace.nodes[node_id] = record
+        for node, node_id in new:
+            record = self.trace.nodes[node_id]
             variable = getattr(node, "variable", None)
             if isinstance(variable, _Tensor):
                 record.variable = self._track(variable, "parameter" if isinstance(variable, torch.nn.Parameter) else "input")
@@ -644,26 +647,24 @@ class Recorder(TorchFunctionMode):
         return self._track(tensor, "saved")
 
     # ------------------------------------------------------------------ modules and optimizers
-    def _name_module(self, module: torch.nn.Module, prefix: str) -> None:
-        if id(module) in self._module_names:
-            return
-        root = prefix or type(module).__name__
+    def _name_module(self, module: torch.nn.Module) -> None:
+        """Qualified names, from the outermost module called, for its submodules and parameters."""
+        root = type(module).__name__
         for name, sub in module.named_modules():
-            self._module_names.setdefault(id(sub), f"{prefix}.{name}".strip(".") if name else root)
+            self._module_names[id(sub)] = name or root
         for name, param in module.named_parameters():
-            tid = self._tid(param)
-            record = self.trace.tensors[tid]
-            if record.parameter is None:
-                record.parameter = f"{prefix}.{name}".strip(".")
+            record = self.trace.tensors[self._tid(param)]
+            if record.parameter is None or len(name) > len(record.parameter):
+                record.parameter = name
                 record.origin = "parameter"
 
     def _module_pre(self, module: torch.nn.Module, args: Any) -> None:
         if self._paused:
             return
         try:
-            if id(module) not in self._module_names:
-                self._name_module(module, "")
-            self._module_stack.append(self._module_names[id(module)])
+            if not self._module_stack:  # an outermost call: (re)name its tree, which may have changed
+                self._name_module(module)
+            self._module_stack.append(self._module_names.get(id(module), type(module).__name__))
         except Exception as exc:
             self._internal(exc)
             self._module_stack.append("?")

@@ -1,0 +1,45 @@
+"""Analysis: from a trace (plain data, no torch) to findings about cut edges, dead parameters and saved tensors."""
+
+from __future__ import annotations
+
+from ..model import Trace
+from .findings import Finding, FindingKind, Severity
+from .graphs import Dataflow, autograd_graph, dataflow_graph
+from .passes import (
+    Context,
+    cut_edge_findings,
+    cuts,
+    dead_parameter_findings,
+    saved_tensor_findings,
+    update_without_gradient_findings,
+)
+
+__all__ = ["Dataflow", "Finding", "FindingKind", "Severity", "autograd_graph", "dataflow_graph", "diagnose"]
+
+
+def diagnose(trace: Trace) -> list[Finding]:
+    """All findings for `trace`, one per kind, line and parameter, ordered by severity, then file and line."""
+    ctx = Context.of(trace)
+    found = list(cuts(ctx))
+    findings = (
+        cut_edge_findings(ctx, found)
+        + dead_parameter_findings(ctx, found)
+        + saved_tensor_findings(ctx)
+        + update_without_gradient_findings(ctx)
+    )
+    return sorted(_merge_repeats(findings), key=Finding.sort_key)
+
+
+def _merge_repeats(findings: list[Finding]) -> list[Finding]:
+    """A loop repeats the same mistake at the same line: report it once, counting the repeats."""
+    merged: dict[tuple[object, ...], Finding] = {}
+    for finding in findings:
+        key = (finding.kind, finding.file, finding.line, finding.parameter)
+        first = merged.get(key)
+        if first is None:
+            merged[key] = finding
+            continue
+        first.count += 1
+        if first.affected_backward is None and finding.affected_backward is not None:
+            first.affected_backward = finding.affected_backward
+    return list(merged.values())

@@ -1,0 +1,125 @@
+"""networkx views of a trace: the autograd graph, and a time-aware dataflow index over tensors."""
+
+from __future__ import annotations
+
+import bisect
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import networkx as nx
+
+from ..model import EventKind, Trace
+
+ALIAS_EVENTS = (EventKind.DATA_GET, EventKind.DETACH)
+
+
+def autograd_graph(trace: Trace) -> nx.DiGraph:
+    """Nodes are autograd node ids; an edge a -> b means a's backward feeds b (a.next_functions holds b)."""
+    graph = nx.DiGraph()
+    for node in trace.nodes.values():
+        graph.add_node(node.id, name=node.name, variable=node.variable, module=node.module)
+        for nxt in node.next:
+            if nxt is not None:
+                graph.add_edge(node.id, nxt)
+    return graph
+
+
+def dataflow_graph(trace: Trace) -> nx.MultiDiGraph:
+    """Tensor -> tensor edges for every call (input -> output) and alias (source -> `.data`/`.detach()` result)."""
+    graph = nx.MultiDiGraph()
+    graph.add_nodes_from(trace.tensors)
+    for op in trace.ops:
+        for src in op.inputs:
+            for dst in op.outputs:
+                if src != dst:
+                    graph.add_edge(src, dst, seq=op.seq, op=op.name)
+    for event in trace.events:
+        if event.kind in ALIAS_EVENTS and event.tensor and event.result:
+            graph.add_edge(event.tensor, event.result, seq=event.seq, op=event.kind.value, alias=True)
+    return graph
+
+
+@dataclass
+class _Step:
+    seq: int
+    inputs: list[str]
+    outputs: list[str]
+    alias_event: int | None = None  # seq of the data_get/detach event, for alias steps
+
+
+@dataclass
+class Dataflow:
+    """Which tensors' values flowed into which, respecting program order.
+
+    A tensor's content at time `s` depends on the calls that wrote it before `s`; an in-place write after a
+    value was consumed does not flow back into what was computed from it.
+    """
+
+    trace: Trace
+    steps: list[_Step] = field(default_factory=list)
+    producers: dict[str, list[tuple[int, int]]] = field(default_factory=lambda: defaultdict(list))
+    consumers: dict[str, list[tuple[int, int]]] = field(default_factory=lambda: defaultdict(list))
+
+    @classmethod
+    def of(cls, trace: Trace) -> Dataflow:
+        flow = cls(trace)
+        steps = [_Step(op.seq, op.inputs, op.outputs) for op in trace.ops]
+        steps += [
+            _Step(e.seq, [e.tensor], [e.result], alias_event=e.seq)
+            for e in trace.events
+            if e.kind in ALIAS_EVENTS and e.tensor and e.result
+        ]
+        steps.sort(key=lambda s: s.seq)
+        flow.steps = steps
+        for index, step in enumerate(steps):
+            for tid in step.outputs:
+                flow.producers[tid].append((step.seq, index))
+            for tid in step.inputs:
+                flow.consumers[tid].append((step.seq, index))
+        return flow
+
+    def ancestors(self, tid: str, before: int) -> set[str]:
+        """Tensors whose values flowed into `tid` as it was at time `before` (alias edges included)."""
+        best: dict[str, int] = {}
+        stack = [(tid, before)]
+        found: set[str] = set()
+        while stack:
+            tensor, bound = stack.pop()
+            if best.get(tensor, -1) >= bound:
+                continue
+            best[tensor] = bound
+            producers = self.producers.get(tensor, ())
+            stop = bisect.bisect_left(producers, (bound, -1))
+            for seq, index in producers[:stop]:
+                for src in self.steps[index].inputs:
+                    if src != tensor:
+                        found.add(src)
+                    stack.append((src, seq))
+        return found
+
+    def descendants(self, tid: str, after: int, *, skip_alias: int | None = None) -> dict[str, int]:
+        """Tensors computed from `tid`'s value as of time `after`, each with the earliest time it got it."""
+        best: dict[str, int] = {}
+        stack = [(tid, after)]
+        while stack:
+            tensor, bound = stack.pop()
+            if tensor in best and best[tensor] <= bound:
+                continue
+            best[tensor] = bound
+            consumers = self.consumers.get(tensor, ())
+            start = bisect.bisect_right(consumers, (bound, len(self.steps)))
+            for seq, index in consumers[start:]:
+                step = self.steps[index]
+                if skip_alias is not None and step.alias_event == skip_alias:
+                    continue
+                for dst in step.outputs:
+                    stack.append((dst, seq))
+        best.pop(tid, None)
+        return best
+
+    def first_consumer(self, tid: str, after: int) -> _Step | None:
+        consumers = self.consumers.get(tid, ())
+        start = bisect.bisect_right(consumers, (after, len(self.steps)))
+        for _seq, index in consumers[start:]:
+            return self.steps[index]
+        return None

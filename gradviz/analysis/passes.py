@@ -1,0 +1,508 @@
+"""The analysis passes: each reads a trace (no torch) and returns findings."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import networkx as nx
+
+from ..model import Event, EventKind, NodeRecord, SavedTensorRecord, TensorRecord, Trace, VersionChange
+from .findings import Finding, FindingKind
+from .graphs import Dataflow, autograd_graph
+
+CUT_EVENTS = (EventKind.DETACH, EventKind.DATA_GET, EventKind.DETACH_)
+
+
+@dataclass
+class Context:
+    """What every pass needs, computed once per trace."""
+
+    trace: Trace
+    flow: Dataflow
+    autograd: nx.DiGraph
+    backwards: list[Event]
+    freed_at: dict[str, int]  # node id -> seq of the backward that freed its saved tensors
+
+    @classmethod
+    def of(cls, trace: Trace) -> Context:
+        backwards = trace.events_of(EventKind.BACKWARD)
+        freed_at: dict[str, int] = {}
+        for event in backwards:
+            if event.data.get("outcome") == "ok" and not event.data.get("retain_graph"):
+                for nid in event.data.get("reached_nodes", []):
+                    freed_at.setdefault(nid, event.seq)
+        return cls(trace, Dataflow.of(trace), autograd_graph(trace), backwards, freed_at)
+
+    # ------------------------------------------------------------ wording helpers
+    def name(self, tid: str | None) -> str:
+        if tid is None:
+            return "a tensor"
+        record = self.trace.tensors[tid]
+        if record.parameter or record.names:
+            return f"`{record.label}`"
+        if record.source is not None:
+            source = self.trace.tensors[record.source]
+            made = {"data": ".data", "detach": ".detach()"}.get(record.origin)
+            if made and (source.parameter or source.names):
+                return f"`{source.label}{made}`"
+            return f"a view of {self.name(source.id)}"
+        return f"an unnamed tensor of shape {tuple(record.shape)} ({tid})"
+
+    def alias(self, tid: str) -> str:
+        """`c`, which is `out.data` — how a tensor came to share memory with another."""
+        record = self.trace.tensors[tid]
+        if record.source is None or not (record.names or record.parameter):
+            return self.name(tid)
+        source = self.trace.tensors[record.source]
+        made = {"data": ".data", "detach": ".detach()"}.get(record.origin)
+        if made:
+            return f"{self.name(tid)}, which is `{source.label}{made}`"
+        if record.origin == "view":
+            return f"{self.name(tid)}, a view of {self.name(source.id)}"
+        return self.name(tid)
+
+    def node_name(self, nid: str) -> str:
+        return self.trace.nodes[nid].name
+
+    def where(self, event: Event) -> tuple[str | None, int | None, str]:
+        loc = event.location
+        return (loc.file, loc.line, loc.code.strip()) if loc else (None, None, "")
+
+    def backward_after(self, seq: int, node: str) -> Event | None:
+        """The first backward after `seq` that runs through `node`."""
+        for event in self.backwards:
+            if event.seq > seq and node in event.data.get("reached_nodes", ()):
+                return event
+        return None
+
+    def pending_at_end(self, node: str) -> bool:
+        """Whether `node` may still be backpropagated: alive at the end, and the program has not moved on.
+
+        A graph that later backward calls passed by (a target computed with grad and only used detached) is one
+        the program never differentiates; warning about it would be noise.
+        """
+        record = self.trace.nodes[node]
+        if node in self.freed_at or any(e.seq > record.seq for e in self.backwards):
+            return False
+        for record in self.trace.tensors.values():
+            if record.freed is None and record.grad_fn is not None:
+                if record.grad_fn == node or node in nx.descendants(self.autograd, record.grad_fn):
+                    return True
+        return False
+
+
+def line_of(event: Event | None) -> str:
+    return f"line {event.location.line}" if event is not None and event.location is not None else "an unknown line"
+
+
+# ------------------------------------------------------------------------------------------ cut edges
+@dataclass
+class Cut:
+    event: Event
+    roots: list[str]  # backward roots the detached value reached
+    backward: Event
+
+
+def cuts(ctx: Context) -> Iterator[Cut]:
+    """Detaches of graph tensors whose result later flows into a tensor that backward() is called on."""
+    roots_at = [(e.seq, root, e) for e in ctx.backwards for root in e.data.get("roots", [])]
+    for event in ctx.trace.events:
+        if event.kind not in CUT_EVENTS or event.tensor is None:
+            continue
+        if event.kind is EventKind.DETACH_:
+            if event.data.get("source_grad_fn") is None or event.data.get("error"):
+                continue
+            start, skip = event.tensor, None
+        else:
+            if event.data.get("source_grad_fn") is None and not event.data.get("source_requires_grad"):
+                continue
+            start, skip = event.result, event.seq
+        reached = ctx.flow.descendants(start, event.seq, skip_alias=skip)
+        reached[start] = event.seq
+        hits = [(seq, root, bw) for seq, root, bw in roots_at if root in reached and reached[root] < seq]
+        if hits:
+            yield Cut(event, sorted({root for _, root, _ in hits}), hits[0][2])
+
+
+def cut_edge_findings(ctx: Context, found: list[Cut]) -> list[Finding]:
+    findings = []
+    for cut in found:
+        event = cut.event
+        if event.data.get("source_grad_fn") is None:
+            # a leaf used without its gradient is not a cut edge of a graph; it shows up as a dead parameter
+            continue
+        file, line, code = ctx.where(event)
+        source = ctx.trace.tensors[event.tensor]  # type: ignore[index]
+        node = event.data.get("source_grad_fn")
+        how = {
+            EventKind.DETACH: f"`{event.data.get('expression', source.label)}.detach()`",
+            EventKind.DATA_GET: f"`{event.data.get('expression', source.label)}.data`",
+            EventKind.DETACH_: f"`{source.label}.detach_()`",
+        }[event.kind]
+        produced = f" (output of {ctx.node_name(node)})" if node else ""
+        roots = ", ".join(ctx.name(r) for r in cut.roots)
+        message = (
+            f"{how} at line {line} cuts the gradient path: {ctx.name(source.id)}{produced} flows on into "
+            f"{roots}, but backward ({line_of(cut.backward)}) stops here, so nothing computed before it gets a "
+            f"gradient through this path."
+        )
+        if event.kind is EventKind.DATA_GET:
+            fix = (
+                f"If cutting the graph is intended, write `{event.data.get('expression', source.label)}.detach()`: "
+                "it cuts the same way but shares the version counter, so PyTorch catches in-place writes. "
+                "Otherwise drop `.data`."
+            )
+        else:
+            fix = (
+                "If the layers before this point should train, remove the detach; keep it only where cutting is "
+                "intended (a GAN discriminator step, truncated BPTT, a target network)."
+            )
+        findings.append(
+            Finding(
+                FindingKind.CUT_EDGE,
+                file,
+                line,
+                message,
+                fix,
+                code=code,
+                tensors=[t for t in (source.id, event.result) if t],
+                nodes=[node] if node else [],
+                events=[event.seq, cut.backward.seq],
+                affected_backward=cut.backward.seq,
+            )
+        )
+    return findings
+
+
+# ------------------------------------------------------------------------------------------ dead parameters
+def _requires_grad_leaves(trace: Trace) -> set[str]:
+    leaves = {t.id for t in trace.tensors.values() if t.is_leaf and t.requires_grad}
+    for event in trace.events_of(EventKind.REQUIRES_GRAD_):
+        if event.tensor and event.data.get("requires_grad") and trace.tensors[event.tensor].is_leaf:
+            leaves.add(event.tensor)
+    return leaves
+
+
+def dead_parameter_findings(ctx: Context, found: list[Cut]) -> list[Finding]:
+    trace = ctx.trace
+    leaves = _requires_grad_leaves(trace)
+    steps = trace.events_of(EventKind.OPTIMIZER_STEP)
+    if steps:  # where the program trains with optimizers, "should train" means "is given to one"
+        leaves &= {tid for step in steps for tid in step.data.get("grads", {})}
+    reached = {leaf for event in ctx.backwards for leaf in event.data.get("reached_leaves", [])}
+    participating: dict[str, Event] = {}
+    for event in ctx.backwards:
+        for root in event.data.get("roots", []):
+            for tid in ctx.flow.ancestors(root, event.seq):
+                if tid in leaves and tid not in reached:
+                    participating.setdefault(tid, event)
+    findings = []
+    for leaf, backward in sorted(participating.items(), key=lambda item: trace.tensors[item[0]].seq):
+        record = trace.tensors[leaf]
+        cut = _explaining_cut(ctx, leaf, found)
+        if cut is not None:
+            file, line, code = ctx.where(cut.event)
+            reason = f"every path from it to the loss passes through the cut at line {line} (`{code}`)"
+            events, nodes = [cut.event.seq, backward.seq], [n for n in [cut.event.data.get("source_grad_fn")] if n]
+        else:
+            step = _no_grad_break(ctx, leaf, backward)
+            if step is None:
+                continue
+            op, file, line = step
+            code = _code(trace, file, line)
+            reason = f"its value reaches the loss only through `{op}` at line {line}, computed without gradient tracking"
+            events, nodes = [backward.seq], []
+        findings.append(
+            Finding(
+                FindingKind.DEAD_PARAMETER,
+                file,
+                line,
+                f"{ctx.name(leaf)} takes part in computing the loss backpropagated at {line_of(backward)}, but no "
+                f"backward in the run gives it a gradient: {reason}. It will never train.",
+                "Remove the detach (or `torch.no_grad()`) on the path if it should learn; if it is meant to be "
+                f"frozen, say so with `{record.label}.requires_grad_(False)` and leave it out of the optimizer.",
+                parameter=record.label,
+                code=code,
+                tensors=[leaf],
+                nodes=nodes,
+                events=events,
+                affected_backward=backward.seq,
+            )
+        )
+    return findings
+
+
+def _explaining_cut(ctx: Context, leaf: str, found: list[Cut]) -> Cut | None:
+    for cut in found:
+        source = cut.event.tensor
+        if source == leaf or leaf in ctx.flow.ancestors(source, cut.event.seq + 1):  # type: ignore[arg-type]
+            return cut
+    return None
+
+
+def _no_grad_break(ctx: Context, leaf: str, backward: Event) -> tuple[str, str | None, int | None] | None:
+    """The first call on a path from `leaf` to the loss whose inputs require grad but whose outputs do not."""
+    trace = ctx.trace
+    downstream = ctx.flow.descendants(leaf, -1)
+    for op in trace.ops:
+        if op.seq >= backward.seq:
+            break
+        ins = [t for t in op.inputs if t == leaf or t in downstream]
+        if ins and any(trace.tensors[t].requires_grad for t in ins) and op.outputs:
+            if not any(trace.tensors[t].requires_grad for t in op.outputs):
+                return op.name, op.file, op.line
+    return None
+
+
+def _code(trace: Trace, file: str | None, line: int | None) -> str:
+    if file is None or line is None or file not in trace.sources:
+        return ""
+    lines = trace.sources[file].splitlines()
+    return lines[line - 1].strip() if 0 < line <= len(lines) else ""
+
+
+# ------------------------------------------------------------------------------------------ saved tensors
+@dataclass
+class _Write:
+    event: Event
+    tensor: str  # the tensor written
+    storage: str | None
+    byte_range: tuple[int, int]
+    counter: str | None
+    changes: list[VersionChange]
+
+
+def _writes(trace: Trace) -> Iterator[_Write]:
+    for event in trace.events:
+        if event.kind is EventKind.INPLACE_WRITE and event.tensor:
+            lo, hi = event.data.get("byte_range", [0, 0])
+            record = trace.tensors[event.tensor]
+            yield _Write(event, event.tensor, event.data.get("storage"), (lo, hi), record.version_counter, event.versions)
+        elif event.kind is EventKind.OPTIMIZER_STEP:
+            for change in event.versions:
+                if change.before != change.after and change.tensor in event.data.get("changed", []):
+                    record = trace.tensors[change.tensor]
+                    span = record.byte_range or (0, 0)
+                    yield _Write(event, change.tensor, record.storage, span, record.version_counter, [change])
+
+
+def _saved_entries(trace: Trace) -> Iterator[tuple[NodeRecord, SavedTensorRecord, TensorRecord]]:
+    for node in trace.nodes.values():
+        for saved in node.saved:
+            if saved.tensor is not None:
+                yield node, saved, trace.tensors[saved.tensor]
+
+
+def _overlaps(a: tuple[int, int], b: tuple[int, int] | None) -> bool:
+    if b is None:
+        return False
+    return a[0] < b[1] and b[0] < a[1]
+
+
+def saved_tensor_findings(ctx: Context) -> list[Finding]:
+    trace = ctx.trace
+    entries = list(_saved_entries(trace))
+    by_storage: dict[str | None, list[tuple[NodeRecord, SavedTensorRecord, TensorRecord]]] = {}
+    for entry in entries:
+        by_storage.setdefault(entry[2].storage, []).append(entry)
+    findings = []
+    seen: set[tuple[str, str, int]] = set()
+    for write in _writes(trace):
+        for node, saved, tensor in by_storage.get(write.storage, []) if write.storage else []:
+            if node.seq >= write.event.seq or ctx.freed_at.get(node.id, 1 << 62) < write.event.seq:
+                continue
+            if not _overlaps(write.byte_range, tensor.byte_range):
+                continue
+            key = (node.id, saved.name, write.event.seq)
+            if key in seen:
+                continue
+            seen.add(key)
+            shares = write.counter is not None and write.counter == tensor.version_counter
+            finding = _saved_write_finding(ctx, write, node, saved, tensor, shares)
+            if finding is not None:
+                findings.append(finding)
+    findings += _data_set_findings(ctx, entries)
+    findings += _detach_inplace_findings(ctx, entries)
+    return findings
+
+
+def _consequence(ctx: Context, seq: int, node: NodeRecord) -> tuple[Event | None, bool]:
+    backward = ctx.backward_after(seq, node.id)
+    return backward, backward is not None or ctx.pending_at_end(node.id)
+
+
+def _saved_write_finding(
+    ctx: Context, write: _Write, node: NodeRecord, saved: SavedTensorRecord, tensor: TensorRecord, shares: bool
+) -> Finding | None:
+    backward, relevant = _consequence(ctx, write.event.seq, node)
+    if not relevant:
+        return None
+    file, line, code = ctx.where(write.event)
+    now = next((c.after for c in write.changes if c.tensor == tensor.id), None)
+    if now is None and shares:
+        now = next((c.after for c in write.changes if c.tensor == write.tensor), None)
+    by_step = write.event.kind is EventKind.OPTIMIZER_STEP
+    via = f"the optimizer step `{code}`" if by_step else f"{ctx.alias(write.tensor)}"
+    if write.tensor == tensor.id and not by_step:
+        via = f"{ctx.name(tensor.id)} itself"
+    what = f"{ctx.name(tensor.id)}, saved by {node.name} for backward"
+    if shares:
+        if backward is not None and backward.data.get("outcome") == "error":
+            then = f"The backward at {line_of(backward)} raised: \"is at version {now}; expected version {saved.saved_version}\"."
+        elif backward is not None:
+            then = f"The backward at {line_of(backward)} runs through it."
+        else:
+            then = "No backward has run through it yet: calling backward will raise."
+        return Finding(
+            FindingKind.POISONED_SAVED_TENSOR,
+            file,
+            line,
+            f"{what} at v{saved.saved_version}, was written in place at line {line} through {via}, which shares "
+            f"its version counter: now v{now}. {then}",
+            "Do not modify a tensor autograd saved: clone first (`x = x.clone()` or `c = out.detach().clone()`), "
+            "use the out-of-place op, or do the update after backward (for optimizers: build the next loss after "
+            "`step()`).",
+            code=code,
+            tensors=[tensor.id, write.tensor],
+            nodes=[node.id],
+            events=[write.event.seq] + ([backward.seq] if backward else []),
+            affected_backward=backward.seq if backward else None,
+        )
+    if backward is not None:
+        then = f"The backward at {line_of(backward)} used the changed values: its gradients are silently wrong."
+    else:
+        then = "No backward has run through it yet: when it does, its gradients will be silently wrong."
+    return Finding(
+        FindingKind.SILENTLY_CORRUPTED_SAVED_TENSOR,
+        file,
+        line,
+        f"{what} at v{saved.saved_version}, had its bytes changed at line {line} through {via}, which has its own "
+        f"version counter, so autograd did not notice (still v{saved.saved_version}). {then}",
+        "Use `.detach()` instead of `.data` so PyTorch raises on this write, and `.clone()` before modifying; "
+        "or make the update under `torch.no_grad()` after backward.",
+        code=code,
+        tensors=[tensor.id, write.tensor],
+        nodes=[node.id],
+        events=[write.event.seq] + ([backward.seq] if backward else []),
+        affected_backward=backward.seq if backward else None,
+    )
+
+
+def _data_set_findings(ctx: Context, entries: list[tuple[NodeRecord, SavedTensorRecord, TensorRecord]]) -> list[Finding]:
+    findings = []
+    for event in ctx.trace.events_of(EventKind.DATA_SET):
+        for node, saved, tensor in entries:
+            if tensor.id != event.tensor or not saved.original or node.seq >= event.seq:
+                continue
+            if ctx.freed_at.get(node.id, 1 << 62) < event.seq:
+                continue
+            backward, relevant = _consequence(ctx, event.seq, node)
+            if not relevant:
+                continue
+            file, line, code = ctx.where(event)
+            then = (
+                f"The backward at {line_of(backward)} used the new values: its gradients are silently wrong."
+                if backward
+                else "When backward runs, its gradients will be silently wrong."
+            )
+            findings.append(
+                Finding(
+                    FindingKind.SILENTLY_CORRUPTED_SAVED_TENSOR,
+                    file,
+                    line,
+                    f"{ctx.name(tensor.id)} was saved by {node.name} for backward itself (not a copy), and "
+                    f"`{code}` at line {line} swaps its data while the graph is live; its version stays "
+                    f"v{saved.saved_version}, so autograd does not notice. {then}",
+                    "Reassign `.data` only after backward (or not at all: update under `torch.no_grad()` with "
+                    "`p.copy_(new)`, which autograd tracks).",
+                    code=code,
+                    tensors=[tensor.id],
+                    nodes=[node.id],
+                    events=[event.seq] + ([backward.seq] if backward else []),
+                    affected_backward=backward.seq if backward else None,
+                )
+            )
+    return findings
+
+
+def _detach_inplace_findings(
+    ctx: Context, entries: list[tuple[NodeRecord, SavedTensorRecord, TensorRecord]]
+) -> list[Finding]:
+    findings = []
+    for event in ctx.trace.events_of(EventKind.DETACH_):
+        if event.data.get("error"):
+            continue
+        for node, saved, tensor in entries:
+            if tensor.id != event.tensor or saved.is_output or node.seq >= event.seq:
+                continue
+            if ctx.freed_at.get(node.id, 1 << 62) < event.seq:
+                continue
+            backward, relevant = _consequence(ctx, event.seq, node)
+            if not relevant:
+                continue
+            file, line, code = ctx.where(event)
+            then = (
+                f"The backward at {line_of(backward)} raised \"Trying to use a saved tensor that has been detached in-place\"."
+                if backward and backward.data.get("outcome") == "error"
+                else "Calling backward through it will raise \"Trying to use a saved tensor that has been detached in-place\"."
+            )
+            findings.append(
+                Finding(
+                    FindingKind.DETACH_INPLACE_SAVED,
+                    file,
+                    line,
+                    f"`{code}` at line {line} detaches {ctx.name(tensor.id)} in place, but {node.name} saved it as "
+                    f"an input for backward. {then}",
+                    f"Use the out-of-place `{tensor.label} = {tensor.label}.detach()` (a new tensor; the graph keeps "
+                    "the original), or call backward before detaching.",
+                    code=code,
+                    tensors=[tensor.id],
+                    nodes=[node.id],
+                    events=[event.seq] + ([backward.seq] if backward else []),
+                    affected_backward=backward.seq if backward else None,
+                )
+            )
+    return findings
+
+
+# ------------------------------------------------------------------------------------------ optimizer updates
+def update_without_gradient_findings(ctx: Context) -> list[Finding]:
+    trace = ctx.trace
+    findings = []
+    for event in trace.events_of(EventKind.OPTIMIZER_STEP):
+        latest = None
+        for backward in ctx.backwards:
+            if backward.seq < event.seq:
+                latest = backward
+        got = set(latest.data.get("reached_leaves", [])) if latest is not None else set()
+        for tid in event.data.get("changed", []):
+            if tid in got:
+                continue
+            file, line, code = ctx.where(event)
+            grad = event.data.get("grads", {}).get(tid)
+            held = {
+                "zero": "its `.grad` held only zeros (left by `zero_grad(set_to_none=False)`)",
+                "nonzero": "its `.grad` still held a gradient from an earlier backward",
+                "none": "it had no `.grad`",
+            }.get(grad or "", "it had no fresh gradient")
+            last = f"the latest backward ({line_of(latest)})" if latest is not None else "any backward"
+            findings.append(
+                Finding(
+                    FindingKind.UPDATE_WITHOUT_GRADIENT,
+                    file,
+                    line,
+                    f"{event.data.get('optimizer', 'The optimizer')}.step() at line {line} changed "
+                    f"{ctx.name(tid)} although no gradient reached it in {last}: {held}, and momentum or weight "
+                    "decay still moved it. detach() does not stop parameter updates.",
+                    "Use `optimizer.zero_grad(set_to_none=True)` (the default) so parameters without a gradient are "
+                    f"skipped, or leave `{trace.tensors[tid].label}` out of the optimizer / `requires_grad_(False)` "
+                    "if it is frozen.",
+                    parameter=trace.tensors[tid].label,
+                    code=code,
+                    tensors=[tid],
+                    events=[event.seq] + ([latest.seq] if latest else []),
+                    affected_backward=latest.seq if latest else None,
+                )
+            )
+    return findings
