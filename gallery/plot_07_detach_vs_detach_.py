@@ -27,7 +27,7 @@ class Net(nn.Module):
     def forward(self, x):
         h = self.layer1(x)
         d = h.detach()
-        print("after detach():  d.grad_fn =", d.grad_fn, "| h.grad_fn =", h.grad_fn)
+        print("after detach():  d.grad_fn =", d.grad_fn, "| h.grad_fn =", type(h.grad_fn).__name__)
         h.detach_()
         print("after detach_(): h.grad_fn =", h.grad_fn, "| h.requires_grad =", h.requires_grad)
         return self.layer2(torch.relu(h))

@@ -18,6 +18,6 @@ torch.manual_seed(0)
 a = torch.randn(4, requires_grad=True)
 b = a * 2
 v = b[:2]  # a view of b
-print("v is a view:", v._is_view(), "| v.grad_fn =", v.grad_fn)
+print("v is a view:", v._is_view(), "| v.grad_fn =", type(v.grad_fn).__name__)
 print("v.detach() works:", v.detach())
 v.detach_()  # RuntimeError: Can't detach views in-place. Use detach() instead.

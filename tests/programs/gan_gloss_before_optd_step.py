@@ -1,0 +1,24 @@
+# raises: RuntimeError
+"""GAN bug: g_loss is built through D before optD.step(); the step rewrites D's saved weights."""
+import torch
+import torch.nn as nn
+
+torch.manual_seed(0)
+
+G = nn.Sequential(nn.Linear(2, 4), nn.ReLU(), nn.Linear(4, 2))
+D = nn.Sequential(nn.Linear(2, 4), nn.ReLU(), nn.Linear(4, 1))
+opt_g = torch.optim.SGD(G.parameters(), lr=0.05)
+opt_d = torch.optim.SGD(D.parameters(), lr=0.05)
+bce = nn.BCEWithLogitsLoss()
+real = torch.randn(16, 2) + 3
+ones, zeros = torch.ones(16, 1), torch.zeros(16, 1)
+
+fake = G(torch.randn(16, 2))
+d_loss = bce(D(real), ones) + bce(D(fake), zeros)
+g_loss = bce(D(fake), ones)
+opt_d.zero_grad()
+d_loss.backward(retain_graph=True)
+opt_d.step()  # expect: poisoned_saved_tensor
+opt_g.zero_grad()
+g_loss.backward()
+opt_g.step()
