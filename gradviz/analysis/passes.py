@@ -188,8 +188,9 @@ def dead_parameter_findings(ctx: Context, found: list[Cut]) -> list[Finding]:
     trace = ctx.trace
     leaves = _requires_grad_leaves(trace)
     steps = trace.events_of(EventKind.OPTIMIZER_STEP)
-    if steps:  # where the program trains with optimizers, "should train" means "is given to one"
-        leaves &= {tid for step in steps for tid in step.data.get("grads", {})}
+    # where the program trains with optimizers, a leaf kept out of them and used under no_grad (a target network)
+    # is frozen on purpose; a detach in the path is a cut worth reporting either way
+    optimized = {tid for step in steps for tid in step.data.get("grads", {})} if steps else None
     reached = {leaf for event in ctx.backwards for leaf in event.data.get("reached_leaves", [])}
     participating: dict[str, Event] = {}
     for event in ctx.backwards:
@@ -207,7 +208,7 @@ def dead_parameter_findings(ctx: Context, found: list[Cut]) -> list[Finding]:
             events, nodes = [cut.event.seq, backward.seq], [n for n in [cut.event.data.get("source_grad_fn")] if n]
         else:
             step = _no_grad_break(ctx, leaf, backward)
-            if step is None:
+            if step is None or (optimized is not None and leaf not in optimized):
                 continue
             op, file, line = step
             code = _code(trace, file, line)
