@@ -91,8 +91,6 @@ def _simplify(
         for nxt in node.next:
             if nxt is not None:
                 core.add_edge(nxt, node.id)
-    big = len(nodes) > BIG
-    core.big = big
 
     # 1. loops: one body per loop, marked with its count
     order = [n.id for n in sorted(nodes.values(), key=lambda n: (n.seq, _num(n.id))) if not _is_leaf_node(n)]
@@ -100,6 +98,7 @@ def _simplify(
         n.id: (n.name, n.module, n.created.line if n.created else None, len(n.next)) for n in nodes.values()
     }
     core.roll_loops(order, tokens, notes.protected)
+    big = core.big = len(core.nodes) > BIG
 
     # 2. a parameter used by many steps: a node per use instead of edges across the picture
     copies: dict[str, str] = {}

@@ -226,17 +226,21 @@ class Core:
             take(nid)
             for other in neighbours.get(nid, []):  # the neighbourhood of every finding stays readable
                 take(other)
-        queue = list(keep_first)
+        queue = [n for n in dict.fromkeys(keep_first) if n in kept]
+        queued = set(queue)
         head = 0
-        while head < len(queue):
+        full = False
+        while head < len(queue) and not full:
             nid = queue[head]
             head += 1
             for src in inputs.get(nid, []):
-                if src not in kept:
-                    if not take(src):
-                        queue = queue[:head]
-                        break
-                    queue.append(src)
+                if src in queued:
+                    continue
+                if not take(src):
+                    full = True
+                    break
+                queued.add(src)
+                queue.append(src)
         hidden = [n for n in self.nodes if n not in kept]
         if not hidden:
             return

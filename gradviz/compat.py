@@ -1,0 +1,137 @@
+"""`make_dot` with torchviz's signature and picture, that does not crash on poisoned or freed saved tensors or deep graphs.
+
+Switch with one import: ``from gradviz import make_dot`` instead of ``from torchviz import make_dot``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import graphviz
+
+__all__ = ["make_dot", "resize_graph"]
+
+_NODE_ATTR = dict(style="filled", shape="box", align="left", fontsize="10", ranksep="0.1", height="0.2", fontname="monospace")
+
+
+def make_dot(
+    var: Any,
+    params: dict[str, Any] | None = None,
+    show_attrs: bool = False,
+    show_saved: bool = False,
+    max_attr_chars: int = 50,
+) -> graphviz.Digraph:
+    """The autograd graph of `var` (a tensor or tuple of tensors) as torchviz draws it.
+
+    Grey: backward nodes; light blue: leaves that receive .grad; orange: saved tensors; green: outputs (dark
+    green: the base of an output view). Where torchviz raises, this marks the state instead: a saved tensor
+    changed in place since it was saved reads "poisoned: v1, expected v0" (red); one freed by an earlier
+    backward reads "freed by backward" (white, dashed). The walk is iterative, so deep graphs do not hit
+    Python's recursion limit.
+    """
+    from .tracer.walk import walk
+
+    if params is not None:
+        import torch
+
+        bad = [k for k, v in params.items() if not isinstance(v, torch.Tensor)]
+        if bad:
+            raise TypeError(f"params must map names to tensors; not a tensor: {bad[0]!r}")
+    result = walk(var, params=params, show_attrs=show_attrs)
+    trace = result.trace
+    dot = graphviz.Digraph(node_attr=dict(_NODE_ATTR), graph_attr=dict(size="12,12"))
+
+    def var_label(tid: str, name: str | None = None) -> str:
+        tensor = trace.tensors[tid]
+        if not name:
+            name = result.params.get(tid, "")
+        return "%s\n %s" % (name, "(" + ", ".join("%d" % v for v in tensor.shape) + ")")
+
+    def fn_label(nid: str) -> str:
+        name = trace.nodes[nid].name
+        attrs = result.attrs.get(nid) if show_attrs else None
+        if not attrs:
+            return name
+        limit = max(max_attr_chars, 3)
+        col1 = max(len(k) for k in attrs)
+        col2 = min(max(len(v) for v in attrs.values()), limit)
+        sep = "-" * max(col1 + col2 + 2, len(name))
+        fmt = "%-" + str(col1) + "s: %" + str(col2) + "s"
+        lines = "\n".join(fmt % (k, v[: col2 - 3] + "..." if len(v) > col2 else v) for k, v in attrs.items())
+        return name + "\n" + sep + "\n" + lines
+
+    emitted_nodes: set[str] = set()
+    for kind, ident in result.order:
+        if kind == "tensor":
+            continue
+        node = trace.nodes[ident]
+        if show_saved and ident not in result.custom_saved:
+            for saved in node.saved:
+                status = result.status.get((ident, saved.name), "ok")
+                if saved.tensor is None:
+                    if status == "freed":
+                        sid = f"{ident}_{saved.name}_freed"
+                        dot.edge(ident, sid, dir="none")
+                        dot.node(sid, f"{saved.name}\n freed by backward", fillcolor="white", style="filled,dashed")
+                    continue
+                label = var_label(saved.tensor, saved.name)
+                if status == "poisoned":
+                    now = trace.tensors[saved.tensor].version
+                    label += f"\n poisoned: v{now}, expected v{saved.saved_version}"
+                    dot.edge(ident, saved.tensor, dir="none")
+                    dot.node(saved.tensor, label, fillcolor="red", fontcolor="white")
+                else:
+                    dot.edge(ident, saved.tensor, dir="none")
+                    dot.node(saved.tensor, label, fillcolor="orange")
+        if node.variable is not None:
+            dot.node(node.variable, var_label(node.variable), fillcolor="lightblue")
+            dot.edge(node.variable, ident)
+        dot.node(ident, fn_label(ident))
+        emitted_nodes.add(ident)
+        for nxt in node.next:
+            if nxt is not None:
+                dot.edge(nxt, ident)
+        for i, tid in enumerate(result.custom_saved.get(ident, [])):
+            if tid is None:
+                states = {v for (n, _), v in result.status.items() if n == ident} - {"ok"}
+                state = "poisoned" if "poisoned" in states else "freed by backward"
+                sid = f"{ident}_ctx_{i}"
+                dot.edge(sid, ident, dir="none")
+                dot.node(sid, f"saved_tensors\n {state}", fillcolor="white", style="filled,dashed")
+                continue
+            dot.edge(tid, ident, dir="none")
+            dot.node(tid, var_label(tid), fillcolor="orange")
+
+    drawn_roots: set[str] = set()
+    for root in result.roots:
+        pending = [(root, "darkolivegreen1")]
+        while pending:
+            tid, colour = pending.pop()
+            if tid in drawn_roots:
+                continue
+            drawn_roots.add(tid)
+            dot.node(tid, var_label(tid), fillcolor=colour)
+            tensor = trace.tensors[tid]
+            if tensor.grad_fn is not None:
+                dot.edge(tensor.grad_fn, tid)
+            base = result.bases.get(tid)
+            if base is not None:
+                if base not in drawn_roots and not _seen_elsewhere(result, base):
+                    pending.append((base, "darkolivegreen3"))
+                dot.edge(base, tid, style="dotted")
+    resize_graph(dot)
+    return dot
+
+
+def _seen_elsewhere(result: Any, tid: str) -> bool:
+    """torchviz skips a view base it already drew as a leaf or saved tensor."""
+    trace = result.trace
+    if any(n.variable == tid for n in trace.nodes.values()):
+        return True
+    return any(s.tensor == tid for n in trace.nodes.values() for s in n.saved)
+
+
+def resize_graph(dot: graphviz.Digraph, size_per_element: float = 0.15, min_size: int = 12) -> None:
+    """torchviz's sizing rule: the picture grows with the number of DOT statements."""
+    size = max(min_size, len(dot.body) * size_per_element)
+    dot.graph_attr.update(size=f"{size},{size}")
