@@ -1,0 +1,439 @@
+"""The memory view: storages, the tensors living in them, their version counters, and what each write did."""
+
+from __future__ import annotations
+
+import io
+import tokenize
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
+import graphviz
+
+from ..model import Event, EventKind, OpRecord, Trace, VersionChange
+from .escape import html_label_text, plain_label, quote_id, shorten
+
+if TYPE_CHECKING:
+    from ..analysis.findings import Finding
+
+__all__ = [
+    "FINDING_COLOURS",
+    "alias_text",
+    "change_text",
+    "code_text",
+    "memory_digraph",
+    "producers",
+    "relevant_tensors",
+    "tensor_title",
+]
+
+#: Outline colour of a tensor or storage a finding is about: the graph view's colours for the same findings.
+FINDING_COLOURS: dict[str, str] = {
+    "poisoned_saved_tensor": "#ff6666",  # red: backward raises
+    "detach_inplace_saved": "#ff6666",
+    "silently_corrupted_saved_tensor": "orchid",  # magenta: backward succeeds with wrong gradients
+    "update_without_gradient": "gold",
+    "dead_parameter": "gray55",
+    "cut_edge": "red",
+}
+#: Light fill behind a tensor drawn in one of the colours above.
+_FINDING_FILLS = {"#ff6666": "#ffe3e3", "orchid": "#f9e3f8", "gold": "#fff6cc", "gray55": "#eeeeee", "red": "#ffe8e8"}
+SAVED_COLOUR = "#f5a623"  # orange, as the graph view draws saved tensors
+WRITE_COLOUR = "#555555"
+_FONT = "Helvetica"
+_MONO = "Courier"
+
+# Events whose `versions` list tensors whose bytes were written.
+_WRITES = (EventKind.INPLACE_WRITE, EventKind.OPTIMIZER_STEP)
+
+
+def memory_digraph(
+    trace: Trace,
+    findings: Sequence[Finding] = (),
+    *,
+    show_all: bool = False,
+    max_tensors: int | None = 120,
+    max_writes: int = 40,
+    rankdir: str = "LR",
+) -> graphviz.Digraph:
+    """Storages as boxes, tensors pointing at the byte range they use and at their version counter, writes.
+
+    By default only tensors that share a storage with another tensor, or that events, findings or saved tensors
+    mention, are drawn; `show_all=True` draws every tensor. `max_tensors` bounds the drawing (findings first),
+    and a note says how many were left out.
+    """
+    tensor_ids, left_out = relevant_tensors(trace, findings, show_all=show_all, max_tensors=max_tensors)
+    shown = set(tensor_ids)
+    hot_tensor, hot_event = _finding_colours(findings)
+    saved_by = _saved_by(trace, shown)
+    made_by = producers(trace)
+
+    dot = graphviz.Digraph("memory")
+    dot.attr("graph", rankdir=rankdir, fontname=_FONT, fontsize="10", nodesep="0.2", ranksep="0.6")
+    dot.attr("node", fontname=_FONT, fontsize="10", shape="plaintext")
+    dot.attr("edge", fontname=_FONT, fontsize="9", color="#444444")
+
+    storages: list[str] = []
+    counters: list[str] = []
+    for tid in tensor_ids:
+        t = trace.tensors[tid]
+        if t.storage is not None and t.storage not in storages:
+            storages.append(t.storage)
+        if t.version_counter is not None and t.version_counter not in counters:
+            counters.append(t.version_counter)
+    hot_storage = {}
+    for tid in tensor_ids:
+        storage = trace.tensors[tid].storage
+        if tid in hot_tensor and storage is not None:
+            hot_storage.setdefault(storage, hot_tensor[tid])
+
+    # Columns, left to right: tensors | version counters | storages | writes. Keeping each kind on its own
+    # rank makes "same storage, different counter" readable at a glance.
+    with dot.subgraph(name="tensors") as column:
+        column.attr(rank="same")
+        for tid in tensor_ids:
+            column.node(_tensor_node(tid), _tensor_label(trace, tid, hot_tensor.get(tid), saved_by.get(tid, []), made_by))
+    with dot.subgraph(name="counters") as column:
+        column.attr(rank="same")
+        for cid in counters:
+            column.node(_counter_node(cid), _counter_label(trace, cid))
+    with dot.subgraph(name="storages") as column:
+        column.attr(rank="same")
+        for sid in storages:
+            column.node(_storage_node(sid), _storage_label(trace, sid, hot_storage.get(sid)))
+
+    for tid in tensor_ids:
+        t = trace.tensors[tid]
+        colour = hot_tensor.get(tid, "#444444")
+        if t.version_counter is not None:
+            dot.edge(_tensor_node(tid), _counter_node(t.version_counter), style="dashed", color=colour,
+                     arrowhead="odot", tooltip="uses this version counter")
+        if t.storage is not None:
+            # minlen=2 keeps storages one column further right than the counters
+            dot.edge(_tensor_node(tid), _storage_node(t.storage), label=plain_label(_range_text(t.byte_range)),
+                     color=colour, minlen="2", penwidth="1.6" if tid in hot_tensor else "1")
+
+    writes = [e for e in trace.events if e.kind in _WRITES and any(v.tensor in shown for v in e.versions)]
+    drawn_writes = _bound_writes(writes, hot_event, max_writes)
+    for event in drawn_writes:
+        colour = hot_event.get(event.seq, WRITE_COLOUR)
+        name = _write_node(event.seq)
+        dot.node(name, _write_label(trace, event, colour, shown))
+        for sid in _written_storages(trace, event):
+            if sid in storages:
+                dot.edge(_storage_node(sid), name, dir="back", color=colour, arrowtail="normal",
+                         label="written" if event.kind is EventKind.INPLACE_WRITE else "updated",
+                         penwidth="1.6" if event.seq in hot_event else "1")
+
+    notes = []
+    if left_out:
+        notes.append(f"\N{HORIZONTAL ELLIPSIS} {left_out} other tensor{'s' if left_out != 1 else ''} not shown "
+                     + ("(limit reached)" if show_all else "(no alias, event, finding or saved use)"))
+    if len(writes) > len(drawn_writes):
+        notes.append(f"\N{HORIZONTAL ELLIPSIS} {len(writes) - len(drawn_writes)} other writes not shown")
+    if not tensor_ids:
+        notes.insert(0, "no tensor shares memory, is written, or is saved for backward")
+    if notes:
+        dot.node("summary", f"<{html_label_text(chr(10).join(notes))}>", shape="note", fontcolor="#555555",
+                 color="#bbbbbb")
+    return dot
+
+
+# ---------------------------------------------------------------------- which tensors to draw
+def relevant_tensors(
+    trace: Trace, findings: Sequence[Finding] = (), *, show_all: bool = False, max_tensors: int | None = 120
+) -> tuple[list[str], int]:
+    """The tensor ids the memory view draws, in priority order then creation order, and how many are left out."""
+    tiers: list[list[str]] = [[], [], [], [], []]
+    for f in findings:
+        tiers[0].extend(f.tensors)
+    finding_events = {seq for f in findings for seq in f.events}
+    by_storage: dict[str, list[str]] = {}
+    for t in trace.tensors.values():
+        if t.storage is not None:
+            by_storage.setdefault(t.storage, []).append(t.id)
+    for e in trace.events:
+        involved = [tid for tid in (e.tensor, e.result) if tid] + [v.tensor for v in e.versions]
+        tiers[1 if e.seq in finding_events else 3].extend(involved)
+    for t in trace.tensors.values():
+        if t.storage is not None and len(by_storage[t.storage]) > 1:
+            tiers[2].append(t.id)
+    for node in trace.nodes.values():
+        tiers[4].extend(s.tensor for s in node.saved if s.tensor)
+    if show_all:
+        tiers.append(list(trace.tensors))
+
+    chosen: dict[str, None] = {}
+    for tier in tiers:
+        for tid in tier:
+            if tid in trace.tensors:
+                chosen.setdefault(tid, None)
+    ids = list(chosen)
+    if max_tensors is not None and len(ids) > max_tensors:
+        ids = ids[:max_tensors]
+    ids.sort(key=lambda tid: (trace.tensors[tid].seq, _id_number(tid)))
+    return ids, len(trace.tensors) - len(ids)
+
+
+def _id_number(identifier: str) -> int:
+    digits = "".join(ch for ch in identifier if ch.isdigit())
+    return int(digits) if digits else 0
+
+
+def _finding_colours(findings: Iterable[Finding]) -> tuple[dict[str, str], dict[int, str]]:
+    """Tensor id -> colour and event seq -> colour, the most severe finding winning."""
+    tensors: dict[str, str] = {}
+    events: dict[int, str] = {}
+    for f in sorted(findings, key=lambda f: f.severity.rank):
+        colour = FINDING_COLOURS.get(f.kind.value, "red")
+        for tid in f.tensors:
+            tensors.setdefault(tid, colour)
+        for seq in f.events:
+            events.setdefault(seq, colour)
+    return tensors, events
+
+
+def _saved_by(trace: Trace, shown: set[str]) -> dict[str, list[str]]:
+    """Tensor id -> lines like "saved by TanhBackward0 (result) at v0"."""
+    out: dict[str, list[str]] = {}
+    for node in trace.nodes.values():
+        for saved in node.saved:
+            if saved.tensor in shown:
+                version = "?" if saved.saved_version is None else saved.saved_version
+                out.setdefault(saved.tensor, []).append(f"saved by {node.name} ({saved.name}) at v{version}")
+    return out
+
+
+def _bound_writes(writes: list[Event], hot_event: dict[int, str], limit: int) -> list[Event]:
+    if len(writes) <= limit:
+        return writes
+    keep = {e.seq for e in writes if e.seq in hot_event}
+    for e in writes:
+        if len(keep) >= limit:
+            break
+        keep.add(e.seq)
+    return [e for e in writes if e.seq in keep]
+
+
+def _written_storages(trace: Trace, event: Event) -> list[str]:
+    storage = event.data.get("storage")
+    if isinstance(storage, str):
+        return [storage]
+    out: list[str] = []
+    for v in event.versions:
+        sid = trace.tensors[v.tensor].storage
+        if sid is not None and sid not in out:
+            out.append(sid)
+    return out
+
+
+# ---------------------------------------------------------------------- text shared with the other views
+def alias_text(trace: Trace, tensor_id: str | None) -> str:
+    """How an alias was made, in the user's words: "c = out.data", "d = out.detach()"; else its label."""
+    if tensor_id is None or tensor_id not in trace.tensors:
+        return ""
+    t = trace.tensors[tensor_id]
+    if t.source is None or t.source not in trace.tensors or t.origin not in ("data", "detach", "view"):
+        return t.label
+    source = trace.tensors[t.source].label
+    made = {"data": f"{source}.data", "detach": f"{source}.detach()", "view": f"view of {source}"}[t.origin]
+    return made if t.label == t.id else f"{t.label} = {made}"
+
+
+def producers(trace: Trace) -> dict[str, OpRecord]:
+    """Tensor id -> the call that produced it (the first one listing it as an output but not as an input)."""
+    out: dict[str, OpRecord] = {}
+    for op in trace.ops:
+        for tid in op.outputs:
+            if tid not in op.inputs:
+                out.setdefault(tid, op)
+    return out
+
+
+_OPERATORS = {"add": "+", "radd": "+", "sub": "-", "rsub": "-", "mul": "*", "rmul": "*", "truediv": "/",
+              "rtruediv": "/", "matmul": "@", "rmatmul": "@", "pow": "**", "rpow": "**", "neg": "-"}
+
+
+def tensor_title(trace: Trace, tensor_id: str, made_by: dict[str, OpRecord]) -> str:
+    """A tensor's label, or for an unnamed one how it was made: "out.sum()", "out.data", "a * b" rather than "t3"."""
+    t = trace.tensors[tensor_id]
+    if t.label != t.id:
+        return t.label
+    if t.source in trace.tensors and t.origin in ("data", "detach"):
+        return alias_text(trace, tensor_id)
+    op = made_by.get(tensor_id)
+    if op is None:
+        return t.id
+    args = [trace.tensors[i].label if i in trace.tensors else "?" for i in op.inputs]
+    first = args[0] if args else "\N{HORIZONTAL ELLIPSIS}"
+    name = op.name.removeprefix("Tensor.").removeprefix("torch.")
+    if name.endswith(".__get__"):  # a property read: x.grad
+        text = f"{first}.{name[: -len('.__get__')]}"
+    elif name == "__getitem__":
+        text = f"{first}[\N{HORIZONTAL ELLIPSIS}]"
+    elif name.startswith("__") and name.strip("_") in _OPERATORS:
+        symbol = _OPERATORS[name.strip("_")]
+        other = args[1] if len(args) > 1 else "\N{HORIZONTAL ELLIPSIS}"
+        text = f"{symbol}{first}" if symbol == "-" and name == "__neg__" else f"{first} {symbol} {other}"
+        if name.startswith("__r") and name != "__rshift__":
+            text = f"{other} {symbol} {first}"
+    elif op.name.startswith("Tensor.") and args:
+        text = f"{first}.{name}({', '.join(args[1:])})"
+    else:
+        text = f"{name.split('.')[-1]}({', '.join(args)})"
+    return shorten(text, 40)
+
+
+def change_text(trace: Trace, change: VersionChange, *, write: bool = True) -> str:
+    """ "c: v0 → v1", or "out: v0 → v0 (not noticed)" when a write changed the bytes but not the version."""
+    label = trace.tensors[change.tensor].label if change.tensor in trace.tensors else change.tensor
+    before = "?" if change.before is None else f"v{change.before}"
+    after = "?" if change.after is None else f"v{change.after}"
+    text = f"{label}: {before} \N{RIGHTWARDS ARROW} {after}"
+    if write and change.before == change.after and change.before is not None:
+        text += " (not noticed)"
+    return text
+
+
+def code_text(line: str) -> str:
+    """A source line without its indentation and trailing comment (tokenised, so `#` inside strings stays)."""
+    text = line.strip()
+    if "#" not in text:
+        return text
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(text + "\n").readline))
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        return text
+    for tok in tokens:
+        if tok.type == tokenize.COMMENT:
+            return text[: tok.start[1]].rstrip() or text
+    return text
+
+
+# ---------------------------------------------------------------------- labels
+def _tensor_node(tid: str) -> str:
+    return quote_id(f"tensor_{tid}")
+
+
+def _storage_node(sid: str) -> str:
+    return quote_id(f"storage_{sid}")
+
+
+def _counter_node(cid: str) -> str:
+    return quote_id(f"counter_{cid}")
+
+
+def _write_node(seq: int) -> str:
+    return f"write_{seq}"
+
+
+def _range_text(byte_range: tuple[int, int] | list[int] | None) -> str:
+    if byte_range is None:
+        return "bytes ?"
+    start, stop = byte_range
+    return f"bytes [{start}, {stop})"
+
+
+def _table(rows: list[str], colour: str, *, fill: str = "white", width: int = 1) -> str:
+    body = "".join(f"<TR>{row}</TR>" for row in rows)
+    return (f'<<TABLE BORDER="{width}" CELLBORDER="0" CELLSPACING="0" CELLPADDING="3" COLOR="{colour}" '
+            f'BGCOLOR="{fill}">{body}</TABLE>>')
+
+
+def _cell(text: str, *, bold: bool = False, colour: str | None = None, mono: bool = False, size: int = 10) -> str:
+    inner = html_label_text(text)
+    if bold:
+        inner = f"<B>{inner}</B>"
+    face = f' FACE="{_MONO}"' if mono else ""
+    font_colour = f' COLOR="{colour}"' if colour else ""
+    return f'<TD ALIGN="LEFT"><FONT POINT-SIZE="{size}"{face}{font_colour}>{inner}</FONT></TD>'
+
+
+def _tensor_label(
+    trace: Trace, tid: str, colour: str | None, saved: list[str], made_by: dict[str, OpRecord]
+) -> str:
+    t = trace.tensors[tid]
+    title = tensor_title(trace, tid, made_by)
+    rows = [_cell(shorten(title, 40), bold=True)]
+    alias = alias_text(trace, tid)
+    if alias != t.label:
+        rows.append(_cell(shorten(alias, 40), mono=True))
+    shape = "[" + ", ".join(str(n) for n in t.shape) + "]"
+    details = f"{t.id} \N{MIDDLE DOT} {shape} {t.dtype}"
+    if t.grad_fn and t.grad_fn in trace.nodes:
+        details += f" \N{MIDDLE DOT} {trace.nodes[t.grad_fn].name}"
+    elif t.requires_grad:
+        details += " \N{MIDDLE DOT} leaf, requires grad"
+    rows.append(_cell(shorten(details, 60), colour="#555555", size=9))
+    rows.extend(_cell(line, colour="#b36b00", size=9) for line in saved[:3])
+    if len(saved) > 3:
+        rows.append(_cell(f"saved by {len(saved) - 3} more nodes", colour="#b36b00", size=9))
+    if t.is_inference:
+        rows.append(_cell("inference tensor: no version counter", colour="#555555", size=9))
+    fill = "#fff6e5" if saved and colour is None else "#eef4fb"
+    if colour:
+        fill = _FINDING_FILLS.get(colour, "#ffffff")
+    return _table(rows, colour or "#6b8fb5", fill=fill, width=3 if colour else 1)
+
+
+def _storage_label(trace: Trace, sid: str, colour: str | None) -> str:
+    s = trace.storages[sid]
+    users = sorted((t for t in trace.tensors.values() if t.storage == sid), key=lambda t: t.seq)
+    rows = [
+        _cell(f"storage {s.id}", bold=True),
+        _cell(f"{s.nbytes} bytes \N{MIDDLE DOT} {s.dtype} \N{MIDDLE DOT} {s.device}"),
+    ]
+    if len(users) > 1:
+        names = ", ".join(t.label for t in users[:6]) + (", \N{HORIZONTAL ELLIPSIS}" if len(users) > 6 else "")
+        rows.append(_cell(shorten(f"shared by {names}", 60), colour="#555555", size=9))
+    return _table(rows, colour or "#333333", fill="#f2f2f2", width=3 if colour else 2)
+
+
+def _counter_label(trace: Trace, cid: str) -> str:
+    counter = trace.version_counters[cid]
+    members = [tid for tid in counter.tensors if tid in trace.tensors]
+    start = min((trace.tensors[tid].version or 0 for tid in members), default=0)
+    history, unnoticed = _counter_history(trace, set(members))
+    rows = [_cell(f"version counter {cid}", bold=True)]
+    if counter.created_by == "data":
+        rows.append(_cell("fresh counter (made by .data)", colour="#a0309a", size=9))
+    steps = [f"v{start}"] + [f"v{after} (line {line})" for after, line in history]
+    if len(steps) > 5:
+        steps = steps[:2] + [f"\N{HORIZONTAL ELLIPSIS} {len(steps) - 4} more"] + steps[-2:]
+    rows.append(_cell(" \N{RIGHTWARDS ARROW} ".join(steps) if history else f"v{start}, never moved", size=9))
+    if unnoticed:
+        lines = ", ".join(str(line) for line in unnoticed[:4]) + (", \N{HORIZONTAL ELLIPSIS}" if len(unnoticed) > 4 else "")
+        rows.append(_cell(f"not moved by the write{'s' if len(unnoticed) > 1 else ''} at line {lines}",
+                          colour="#a0309a", size=9))
+    return _table(rows, "#7a5aa8", fill="#f4f0fa")
+
+
+def _counter_history(trace: Trace, members: set[str]) -> tuple[list[tuple[int, int | None]], list[int | None]]:
+    """(new version, line) for every event that moved the counter of `members`, and the lines of writes to
+    their bytes that left it where it was (writes through an alias with its own counter)."""
+    moved: list[tuple[int, int | None]] = []
+    unnoticed: list[int | None] = []
+    for e in trace.events:
+        if e.kind not in _WRITES:
+            continue
+        line = e.location.line if e.location else None
+        changes = [v for v in e.versions if v.tensor in members]
+        if any(v.after is not None and v.after != v.before for v in changes):
+            moved.append((next(v.after for v in changes if v.after is not None and v.after != v.before), line))
+        elif changes and e.kind is EventKind.INPLACE_WRITE:
+            unnoticed.append(line)
+    return moved, unnoticed
+
+
+def _write_label(trace: Trace, event: Event, colour: str, shown: set[str]) -> str:
+    where = f"line {event.location.line}: " if event.location else ""
+    code = code_text(event.location.code) if event.location and event.location.code else (event.op or "")
+    if event.kind is EventKind.OPTIMIZER_STEP:
+        code = f"{event.data.get('optimizer', 'optimizer')}.step()" + (f"  ({code})" if code else "")
+    rows = [_cell(shorten(where + code, 50), bold=True, colour=colour if colour != WRITE_COLOUR else None)]
+    changes = [v for v in event.versions if v.tensor in shown]
+    for v in changes[:6]:
+        hidden = v.before == v.after
+        rows.append(_cell(change_text(trace, v), mono=True, size=9, colour="#a0309a" if hidden else None))
+    if len(changes) > 6:
+        rows.append(_cell(f"\N{HORIZONTAL ELLIPSIS} {len(changes) - 6} more tensors", size=9))
+    return _table(rows, colour, fill="#ffffff", width=2 if colour != WRITE_COLOUR else 1)

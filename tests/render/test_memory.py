@@ -1,0 +1,191 @@
+"""The memory view: storages, tensors with byte ranges, version counters as their own nodes, writes."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+import gradviz
+from gradviz.model import (
+    Event,
+    EventKind,
+    Location,
+    StorageRecord,
+    TensorRecord,
+    Trace,
+    VersionChange,
+    VersionCounterRecord,
+)
+from gradviz.render.memory import FINDING_COLOURS, memory_digraph
+
+needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz's dot is not installed")
+
+
+@pytest.fixture(scope="module")
+def data_trace(gallery: Path) -> Trace:
+    return gradviz.trace_script(gallery / "plot_02_data_silent.py")
+
+
+@pytest.fixture(scope="module")
+def detach_trace(gallery: Path) -> Trace:
+    trace = gradviz.trace_script(gallery / "plot_03_detach_raises.py")
+    assert trace.exception is not None and trace.exception.type == "RuntimeError"
+    return trace
+
+
+def edges(source: str) -> set[tuple[str, str]]:
+    return set(re.findall(r"^\s*(\w+) -> (\w+)", source, re.M))
+
+
+def node_line(source: str, name: str) -> str:
+    lines = [line for line in source.splitlines() if re.match(rf"\s*{name} \[", line)]
+    assert len(lines) == 1, f"node {name} appears {len(lines)} times"
+    return lines[0]
+
+
+def test_data_alias_shares_the_storage_but_not_the_version_counter(data_trace: Trace) -> None:
+    out, c = data_trace.tensor("out"), data_trace.tensor("c")
+    source = memory_digraph(data_trace, gradviz.diagnose(data_trace)).source
+    found = edges(source)
+    assert out.storage == c.storage
+    assert (f"tensor_{out.id}", f"storage_{out.storage}") in found
+    assert (f"tensor_{c.id}", f"storage_{c.storage}") in found
+    assert out.version_counter != c.version_counter
+    assert (f"tensor_{out.id}", f"counter_{out.version_counter}") in found
+    assert (f"tensor_{c.id}", f"counter_{c.version_counter}") in found
+    # c's counter is the fresh one .data made
+    assert "fresh counter (made by .data)" in node_line(source, f"counter_{c.version_counter}")
+    assert "not moved by the write at line 24" in node_line(source, f"counter_{out.version_counter}")
+
+
+def test_detach_alias_shares_storage_and_version_counter(detach_trace: Trace) -> None:
+    out, c = detach_trace.tensor("out"), detach_trace.tensor("c")
+    source = memory_digraph(detach_trace, gradviz.diagnose(detach_trace)).source
+    found = edges(source)
+    assert out.version_counter == c.version_counter
+    assert {(f"tensor_{out.id}", f"counter_{out.version_counter}"),
+            (f"tensor_{c.id}", f"counter_{out.version_counter}")} <= found
+    counter_nodes = re.findall(r"^\s*(counter_\w+) \[", source, re.M)
+    assert counter_nodes.count(f"counter_{out.version_counter}") == 1  # one node, shared
+    assert "v0 → v1 (line 24)" in node_line(source, f"counter_{out.version_counter}")
+
+
+def test_versions_before_and_after_the_write(data_trace: Trace, detach_trace: Trace) -> None:
+    data_source = memory_digraph(data_trace, gradviz.diagnose(data_trace)).source
+    write = [e for e in data_trace.events if e.kind is EventKind.INPLACE_WRITE][0]
+    label = node_line(data_source, f"write_{write.seq}")
+    assert "c: v0 → v1" in label
+    assert "out: v0 → v0 (not noticed)" in label
+    assert "line 24: c.zero_()" in label  # the trailing comment is dropped
+    assert (f"storage_{data_trace.tensor('out').storage}", f"write_{write.seq}") in edges(data_source)
+
+    detach_source = memory_digraph(detach_trace, gradviz.diagnose(detach_trace)).source
+    label = node_line(detach_source, f"write_{[e for e in detach_trace.events if e.kind is EventKind.INPLACE_WRITE][0].seq}")
+    assert "c: v0 → v1" in label and "out: v0 → v1" in label and "not noticed" not in label
+
+
+def test_tensors_and_labels(data_trace: Trace) -> None:
+    source = memory_digraph(data_trace, gradviz.diagnose(data_trace)).source
+    out, c = data_trace.tensor("out"), data_trace.tensor("c")
+    out_label = node_line(source, f"tensor_{out.id}")
+    assert "<B>out</B>" in out_label and "[3] float32" in out_label and "TanhBackward0" in out_label
+    assert "saved by TanhBackward0 (result) at v0" in out_label
+    assert "c = out.data" in node_line(source, f"tensor_{c.id}")
+    storage = node_line(source, f"storage_{out.storage}")
+    assert "12 bytes · float32 · cpu" in storage and "shared by out, c" in storage
+    assert re.search(rf'tensor_{c.id} -> storage_{c.storage} \[label="bytes \[0, 12\)"', source)
+
+
+def test_findings_are_coloured_like_the_graph_view(data_trace: Trace, detach_trace: Trace) -> None:
+    silent = FINDING_COLOURS["silently_corrupted_saved_tensor"]
+    poisoned = FINDING_COLOURS["poisoned_saved_tensor"]
+    assert silent != poisoned
+    data_source = memory_digraph(data_trace, gradviz.diagnose(data_trace)).source
+    out = data_trace.tensor("out")
+    assert f'COLOR="{silent}"' in node_line(data_source, f"tensor_{out.id}")
+    assert f'COLOR="{silent}"' in node_line(data_source, f"storage_{out.storage}")
+    detach_source = memory_digraph(detach_trace, gradviz.diagnose(detach_trace)).source
+    assert f'COLOR="{poisoned}"' in node_line(detach_source, f"tensor_{detach_trace.tensor('out').id}")
+    # without findings nothing is highlighted
+    plain = memory_digraph(data_trace, []).source
+    assert silent not in plain and poisoned not in plain
+
+
+def test_uninvolved_tensors_are_summarised(data_trace: Trace) -> None:
+    source = memory_digraph(data_trace, []).source
+    a = data_trace.tensor("a")  # a leaf nothing aliases, writes or saves
+    assert f"tensor_{a.id} [" not in source
+    shown = len(re.findall(r"^\s*tensor_\w+ \[", source, re.M))
+    assert f"… {len(data_trace.tensors) - shown} other tensors not shown" in source
+    everything = memory_digraph(data_trace, [], show_all=True).source
+    assert f"tensor_{a.id} [" in everything and "other tensors not shown" not in everything
+
+
+def big_trace(n: int) -> Trace:
+    """n independent tensors plus one `.data` alias pair and one write through it."""
+    trace = Trace(script="big.py")
+    where = Location("big.py", 3, "c.zero_()")
+    for i in range(n):
+        tid, sid, vid = f"t{i}", f"s{i}", f"v{i}"
+        trace.storages[sid] = StorageRecord(sid, "cpu", 4, 1000 + i, "float32")
+        trace.version_counters[vid] = VersionCounterRecord(vid, [tid])
+        trace.tensors[tid] = TensorRecord(tid, [1], "float32", "cpu", False, True, None, sid, (0, 4), vid, 0, "op", i)
+    alias = TensorRecord("c0", [1], "float32", "cpu", False, True, None, "s0", (0, 4), "vc", 0, "data", n,
+                         names=["c"], source="t0")
+    trace.tensors["c0"] = alias
+    trace.version_counters["vc"] = VersionCounterRecord("vc", ["c0"], created_by="data")
+    trace.events.append(Event(n + 1, EventKind.INPLACE_WRITE, where, tensor="c0",
+                              versions=[VersionChange("c0", 0, 1), VersionChange("t0", 0, 0)],
+                              data={"storage": "s0", "byte_range": [0, 4], "counter": "vc"}))
+    return trace
+
+
+def test_thousands_of_tensors_keep_only_the_aliases() -> None:
+    trace = big_trace(3000)
+    source = memory_digraph(trace, []).source
+    assert re.findall(r"^\s*(tensor_\w+) \[", source, re.M) == ["tensor_t0", "tensor_c0"]
+    assert "… 2999 other tensors not shown" in source
+    assert ("tensor_t0", "storage_s0") in edges(source) and ("tensor_c0", "storage_s0") in edges(source)
+    bounded = memory_digraph(trace, [], show_all=True, max_tensors=50).source
+    assert len(re.findall(r"^\s*tensor_\w+ \[", bounded, re.M)) == 50
+    assert "tensor_c0 [" in bounded  # the alias outranks the bystanders
+    assert "… 2951 other tensors not shown (limit reached)" in bounded
+
+
+HOSTILE = 'x<b>&"{y}|z\nw'
+
+
+def hostile_trace() -> Trace:
+    trace = big_trace(2)
+    trace.tensors["t0"].names = [HOSTILE]
+    trace.tensors["c0"].names = ["<script>alert(1)</script>"]
+    trace.events[0] = Event(trace.events[0].seq, EventKind.INPLACE_WRITE, Location("big.py", 3, 'c.add_(1)  # "<&>"'),
+                            tensor="c0", versions=trace.events[0].versions, data=trace.events[0].data)
+    return trace
+
+
+def test_hostile_names_are_escaped_in_dot() -> None:
+    source = memory_digraph(hostile_trace(), []).source
+    assert "x&lt;b&gt;&amp;&quot;{y}|z<BR/>w" in source
+    assert "&lt;script&gt;" in source
+    assert "<script>" not in source and "<b>" not in source
+
+
+@pytest.mark.dot
+@needs_dot
+def test_hostile_names_lay_out_and_show_as_written() -> None:
+    svg = memory_digraph(hostile_trace(), []).pipe(format="svg").decode("utf-8")
+    assert "x&lt;b&gt;&amp;&quot;{y}|z" in svg or "x&lt;b&gt;&amp;\"{y}|z" in svg
+    assert "<script>" not in svg
+
+
+@pytest.mark.dot
+@needs_dot
+def test_memory_view_through_render(data_trace: Trace) -> None:
+    diagram = gradviz.render.render(data_trace, "memory")
+    assert diagram.view == "memory"
+    svg = diagram.svg()
+    assert "<svg" in svg and "version counter" in svg and "storage s1" in svg
