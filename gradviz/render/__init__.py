@@ -86,7 +86,36 @@ def draw(tensor: Any, **options: Any) -> Diagram:
 
     params = options.pop("params", None)
     trace = walk_graph(tensor, params=params)
+    if options.get("findings") is None:
+        options["findings"] = _walk_findings(trace)
     return render(trace, "graph", **options)
+
+
+def _walk_findings(trace: Trace) -> list[Finding]:
+    """What a walked graph shows without events: saved tensors whose version moved since they were saved."""
+    from ..analysis.findings import Finding, FindingKind
+
+    found = []
+    for node in trace.nodes.values():
+        for saved in node.saved:
+            tensor = trace.tensors.get(saved.tensor) if saved.tensor else None
+            if tensor is None or saved.saved_version is None or tensor.version in (None, saved.saved_version):
+                continue
+            found.append(
+                Finding(
+                    kind=FindingKind.POISONED_SAVED_TENSOR,
+                    file=None,
+                    line=None,
+                    message=(
+                        f"{node.name} saved {saved.name!r} at version {saved.saved_version}; it is now at version "
+                        f"{tensor.version}, so backward will raise"
+                    ),
+                    fix="write to a copy (x.clone()) instead of the saved tensor, or do the in-place write after backward",
+                    tensors=[tensor.id],
+                    nodes=[node.id],
+                )
+            )
+    return found
 
 
 def _diagnose(trace: Trace) -> list[Finding]:

@@ -215,9 +215,14 @@ def _saved_lines(
             for change in e.versions:
                 if change.tensor == tensor and change.after is not None:
                     now = change.after
+        if now is None and tensor in trace.tensors and trace.tensors[tensor].version != saved_version:
+            now = trace.tensors[tensor].version  # a walked graph: no events, but the current version is known
         now_v = f"v{now}" if now is not None else "a later version"
         text = [f"saved {saved_v}, now {now_v},"]
-        text.append(f"written at line {line}" + (f" via {via}" if via else "") if line else "written in place" + (f" via {via}" if via else ""))
+        if line:
+            text.append(f"written at line {line}" + (f" via {via}" if via else ""))
+        else:
+            text.append("written in place after it was saved" + (f" via {via}" if via else ""))
         return text
     # silent: the bytes changed through an alias with its own version counter
     alias = via
