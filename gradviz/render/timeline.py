@@ -1,0 +1,343 @@
+"""The timeline view: the program's events in order, one row each, with versions before -> after every write."""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import graphviz
+
+from ..model import Event, EventKind, OpRecord, Trace
+from .escape import html_label_text, plain_label, shorten
+from .memory import alias_text, change_text, code_text, producers, tensor_title
+
+if TYPE_CHECKING:
+    from ..analysis.findings import Finding
+
+__all__ = ["SEVERITY_FILL", "SEVERITY_COLOURS", "timeline_digraph", "timeline_rows"]
+
+#: Row background and accent colour per finding severity (shared with the HTML report).
+SEVERITY_FILL = {"error": "#fde3e3", "warning": "#fff1cc", "info": "#e3eefc"}
+SEVERITY_COLOURS = {"error": "#c62828", "warning": "#b26a00", "info": "#1f6fbf"}
+_SEVERITY_RANK = {"error": 0, "warning": 1, "info": 2}
+_FONT = "Helvetica"
+_MONO = "Courier"
+_MAX_PERIOD = 8  # longest repeated block of rows (a loop body) that folding looks for
+
+# Column (title, width in points, characters per line, lines at most); texts are shortened or wrapped to fit so
+# the rows line up like a table.
+_COLUMNS = (("#", 40, 7, 1), ("line", 44, 12, 1), ("source", 200, 34, 1), ("event", 84, 14, 1),
+            ("alias", 150, 26, 1), ("versions before \N{RIGHTWARDS ARROW} after", 200, 34, 4),
+            ("outcome", 230, 42, 5))
+
+
+def timeline_rows(trace: Trace, findings: Sequence[Finding] = (), *, max_rows: int | None = 300) -> list[dict[str, Any]]:
+    """One dict per event in program order, repeated blocks (loop bodies) folded into one row with `count`.
+
+    Keys: index, seq, seqs, kind, file, line, where, code, alias, tensor, versions (list of
+    {tensor, label, before, after, noticed}), versions_text, outcome ('ok'/'error'/None), error (first line),
+    findings (kinds of the findings this row caused), affected_by (kinds of the findings whose effect this row is:
+    the backward that raised or used corrupted values), severity ('error'/'warning'/'info'/None, from the findings
+    caused), count, and for folded rows versions_last.
+    Rows beyond `max_rows` are dropped, keeping those with findings, and replaced by rows of kind "omitted".
+    """
+    causes, affected = _findings_by_event(trace, findings)
+    made_by = producers(trace)
+    rows = [_row(trace, e, causes.get(e.seq, []), affected.get(e.seq, []), made_by) for e in trace.events]
+    rows = _fold(rows)
+    if max_rows is not None and len(rows) > max_rows:
+        rows = _bound(rows, max_rows)
+    for i, row in enumerate(rows):
+        row["index"] = i
+    return rows
+
+
+def timeline_digraph(
+    trace: Trace, findings: Sequence[Finding] = (), *, max_rows: int | None = 300
+) -> graphviz.Digraph:
+    """The timeline as a chain of table rows, top to bottom; rows that caused findings coloured by severity."""
+    rows = timeline_rows(trace, findings, max_rows=max_rows)
+    several_files = len({r["file"] for r in rows if r.get("file")}) > 1
+    dot = graphviz.Digraph("timeline")
+    dot.attr("graph", rankdir="TB", fontname=_FONT, nodesep="0.1", ranksep="0.12")
+    dot.attr("node", shape="plaintext", fontname=_FONT, fontsize="10", margin="0")
+    dot.attr("edge", arrowsize="0.5", color="#999999")
+
+    header = "".join(f'<TD WIDTH="{w}" ALIGN="LEFT"><B>{html_label_text(name)}</B></TD>' for name, w, *_ in _COLUMNS)
+    dot.node("header", f'<<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="0" CELLPADDING="4" BGCOLOR="#e8e8e8">'
+                       f"<TR>{header}</TR></TABLE>>")
+    previous = "header"
+    for row in rows:
+        name = f"row_{row['index']}"
+        dot.node(name, _row_label(row, several_files), tooltip=_tooltip(row))
+        dot.edge(previous, name)
+        previous = name
+    if not rows:
+        dot.node("empty", "no events: the program made no aliases, in-place writes or backward calls",
+                 shape="note", fontcolor="#555555")
+        dot.edge("header", "empty", style="invis")
+    return dot
+
+
+# ---------------------------------------------------------------------- building rows
+def _findings_by_event(trace: Trace, findings: Sequence[Finding]) -> tuple[dict[int, list[Finding]], dict[int, list[Finding]]]:
+    """Event seq -> findings it caused, and event seq -> findings whose effect it is (the backward that raised or
+    used corrupted values). A finding's events name one occurrence; the other iterations of a loop doing the same
+    thing at the same line are causes too."""
+    by_seq = {e.seq: e for e in trace.events}
+    causes: dict[int, list[Finding]] = {}
+    affected: dict[int, list[Finding]] = {}
+    for f in findings:
+        cause_seqs = [s for s in f.events if s != f.affected_backward and s in by_seq]
+        if not cause_seqs and f.line is not None:
+            cause_seqs = [e.seq for e in trace.events
+                          if e.location and e.location.line == f.line and (f.file is None or e.location.file == f.file)
+                          and e.kind not in (EventKind.EXCEPTION, EventKind.BACKWARD)]
+        keys = {_place(by_seq[s]) for s in cause_seqs}
+        for e in trace.events:
+            if e.seq in cause_seqs or (f.count > 1 and _place(e) in keys):
+                causes.setdefault(e.seq, []).append(f)
+        if f.affected_backward in by_seq:
+            affected.setdefault(f.affected_backward, []).append(f)
+    return causes, affected
+
+
+def _place(event: Event) -> tuple[str | None, int | None, str]:
+    loc = event.location
+    return (loc.file if loc else None, loc.line if loc else None, event.kind.value)
+
+
+def _row(
+    trace: Trace, event: Event, findings: list[Finding], affected: list[Finding], made_by: dict[str, OpRecord]
+) -> dict[str, Any]:
+    loc = event.location
+    versions = [
+        {
+            "tensor": v.tensor,
+            "label": trace.tensors[v.tensor].label if v.tensor in trace.tensors else v.tensor,
+            "before": v.before,
+            "after": v.after,
+            "noticed": v.before != v.after,
+        }
+        for v in event.versions
+    ]
+    is_write = event.kind in (EventKind.INPLACE_WRITE, EventKind.OPTIMIZER_STEP)
+    if not is_write:
+        versions = [v for v in versions if v["before"] != v["after"]]  # aliasing events move nothing
+    outcome, error = _outcome(event)
+    severities = sorted({f.severity.value for f in findings}, key=_SEVERITY_RANK.__getitem__)
+    return {
+        "index": 0,
+        "seq": event.seq,
+        "seqs": [event.seq],
+        "kind": event.kind.value,
+        "file": loc.file if loc else None,
+        "line": loc.line if loc else None,
+        "where": loc.short() if loc else "",
+        "code": loc.code.strip() if loc else "",
+        "alias": _alias(trace, event, made_by),
+        "tensor": trace.tensors[event.tensor].label if event.tensor in trace.tensors else None,
+        "versions": versions,
+        "versions_text": ", ".join(change_text(trace, _Change(v), write=is_write) for v in versions),
+        "outcome": outcome,
+        "error": error,
+        "findings": sorted({f.kind.value for f in findings}),
+        "affected_by": sorted({f.kind.value for f in affected}),
+        "severity": severities[0] if severities else None,
+        "count": 1,
+    }
+
+
+class _Change:
+    """Adapter so `change_text` reads a row's version dict."""
+
+    def __init__(self, v: dict[str, Any]) -> None:
+        self.tensor, self.before, self.after = v["tensor"], v["before"], v["after"]
+
+
+def _alias(trace: Trace, event: Event, made_by: dict[str, OpRecord]) -> str:
+    kind = event.kind
+    if kind in (EventKind.DATA_GET, EventKind.DETACH):
+        if event.result in trace.tensors:
+            text = alias_text(trace, event.result)
+            if " = " in text or "." in text:
+                return text
+        source = event.data.get("expression") or (trace.tensors[event.tensor].label if event.tensor else "?")
+        return f"{source}.data" if kind is EventKind.DATA_GET else f"{source}.detach()"
+    if kind is EventKind.DATA_SET:
+        target = trace.tensors[event.tensor].label if event.tensor in trace.tensors else "?"
+        value = trace.tensors[event.result].label if event.result in trace.tensors else "\N{HORIZONTAL ELLIPSIS}"
+        return f"{target}.data = {value}"
+    if kind is EventKind.DETACH_:
+        return f"{trace.tensors[event.tensor].label}.detach_()" if event.tensor in trace.tensors else "detach_()"
+    if kind is EventKind.INPLACE_WRITE and event.tensor in trace.tensors:
+        return "via " + alias_text(trace, event.tensor)
+    if kind is EventKind.BACKWARD:
+        roots = [tensor_title(trace, r, made_by) for r in event.data.get("roots") or [] if r in trace.tensors]
+        return f"{', '.join(roots) or '?'}.backward()"
+    if kind is EventKind.OPTIMIZER_STEP:
+        changed = event.data.get("changed") or []
+        return f"{event.data.get('optimizer', 'optimizer')}.step(): {len(changed)} changed"
+    if kind is EventKind.REQUIRES_GRAD_ and event.tensor in trace.tensors:
+        return f"{trace.tensors[event.tensor].label}.requires_grad_()"
+    return ""
+
+
+def _outcome(event: Event) -> tuple[str | None, str | None]:
+    if event.kind is EventKind.BACKWARD:
+        outcome = event.data.get("outcome")
+        error = event.data.get("error")
+        message = None
+        if isinstance(error, dict):
+            first = str(error.get("message", "")).strip().splitlines()
+            message = f"{error.get('type', 'Error')}: {first[0] if first else ''}"
+        return (str(outcome) if outcome else None), message
+    if event.kind is EventKind.EXCEPTION:
+        first = str(event.data.get("message", "")).strip().splitlines()
+        return "error", f"{event.data.get('type', 'Error')}: {first[0] if first else ''}"
+    return None, None
+
+
+def _signature(row: dict[str, Any]) -> tuple[Any, ...]:
+    """What makes two rows "the same" for folding: everything but the version numbers themselves."""
+    deltas = tuple((v["label"], None if v["before"] is None or v["after"] is None else v["after"] - v["before"])
+                   for v in row["versions"])
+    return (row["kind"], row["file"], row["line"], row["code"], row["alias"], deltas, row["outcome"],
+            row["error"], tuple(row["findings"]), tuple(row["affected_by"]))
+
+
+def _fold(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Fold a block of rows repeated back to back (a loop body of up to _MAX_PERIOD rows) into one copy × N."""
+    signatures = [_signature(r) for r in rows]
+    out: list[dict[str, Any]] = []
+    i, n = 0, len(rows)
+    while i < n:
+        best_period, best_repeats = 1, 1
+        for period in range(1, min(_MAX_PERIOD, (n - i) // 2) + 1):
+            block = signatures[i:i + period]
+            repeats = 1
+            while signatures[i + repeats * period:i + (repeats + 1) * period] == block:
+                repeats += 1
+            if repeats > 1 and repeats * period > best_repeats * best_period:
+                best_period, best_repeats = period, repeats
+        if best_repeats == 1:
+            out.append(rows[i])
+            i += 1
+            continue
+        for k in range(best_period):
+            copies = [rows[i + r * best_period + k] for r in range(best_repeats)]
+            merged = dict(copies[0])
+            merged["count"] = best_repeats
+            merged["seqs"] = [s for c in copies for s in c["seqs"]]
+            merged["versions_last"] = copies[-1]["versions"]
+            if copies[-1]["versions"] != copies[0]["versions"]:
+                merged["versions_text"] = _span_text(copies[0]["versions"], copies[-1]["versions"])
+            out.append(merged)
+        i += best_period * best_repeats
+    return out
+
+
+def _span_text(first: list[dict[str, Any]], last: list[dict[str, Any]]) -> str:
+    parts = []
+    for a, b in zip(first, last):
+        parts.append(f"{a['label']}: v{a['before']} \N{RIGHTWARDS ARROW} v{a['after']} \N{HORIZONTAL ELLIPSIS} "
+                     f"v{b['before']} \N{RIGHTWARDS ARROW} v{b['after']}")
+    return ", ".join(parts)
+
+
+def _bound(rows: list[dict[str, Any]], max_rows: int) -> list[dict[str, Any]]:
+    """Keep rows with findings (and one row around each), then the earliest rows, up to max_rows."""
+    keep: set[int] = set()
+    for i, row in enumerate(rows):
+        if row["severity"] is not None:
+            keep.update(j for j in (i - 1, i, i + 1) if 0 <= j < len(rows))
+    keep = set(sorted(keep)[: max_rows])
+    budget = max_rows - len(keep)
+    for i in range(len(rows)):
+        if budget <= 0:
+            break
+        if i not in keep:
+            keep.add(i)
+            budget -= 1
+    out: list[dict[str, Any]] = []
+    skipped: list[dict[str, Any]] = []
+    for i, row in enumerate(rows):
+        if i in keep:
+            if skipped:
+                out.append(_omitted(skipped))
+                skipped = []
+            out.append(row)
+        else:
+            skipped.append(row)
+    if skipped:
+        out.append(_omitted(skipped))
+    return out
+
+
+def _omitted(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    events = sum(r["count"] for r in rows)
+    return {
+        "index": 0, "seq": rows[0]["seq"], "seqs": [s for r in rows for s in r["seqs"]], "kind": "omitted",
+        "file": None, "line": None, "where": "", "code": f"\N{HORIZONTAL ELLIPSIS} {events} more events not shown",
+        "alias": "", "tensor": None, "versions": [], "versions_text": "", "outcome": None, "error": None,
+        "findings": [], "affected_by": [], "severity": None, "count": events,
+    }
+
+
+# ---------------------------------------------------------------------- drawing rows
+def _row_label(row: dict[str, Any], several_files: bool) -> str:
+    severity = row["severity"]
+    fill = SEVERITY_FILL.get(severity, "#ffffff") if severity else ("#f7f7f7" if row["index"] % 2 else "#ffffff")
+    border = SEVERITY_COLOURS.get(severity, "#dddddd") if severity else "#dddddd"
+    if several_files:
+        where = f"{Path(row['file']).name}:{row['line']}" if row["file"] else ""
+    else:
+        where = str(row["line"]) if row["line"] is not None else ""
+    outcome = (row["error"] or row["outcome"] or "").split(" Hint:")[0]  # PyTorch's hint is in the tooltip
+    if row["findings"]:
+        outcome = (outcome + "\n" if outcome else "") + "! " + ", ".join(k.replace("_", " ") for k in row["findings"])
+    if row["affected_by"]:
+        outcome = (outcome + "\n" if outcome else "") + "\N{LEFTWARDS ARROW} because of: " + ", ".join(
+            k.replace("_", " ") for k in row["affected_by"])
+    count = f"\N{MULTIPLICATION SIGN} {row['count']}" if row["count"] > 1 and row["kind"] != "omitted" else ""
+    version_lines = row["versions_text"].split(", ") if row["versions_text"] else []
+    if len(version_lines) > 4:
+        version_lines = version_lines[:3] + [f"\N{HORIZONTAL ELLIPSIS} {len(version_lines) - 3} more"]
+    texts = [
+        (str(row["index"] + 1) + (f" {count}" if count else ""), False, None),
+        (where, False, None),
+        (code_text(row["code"]), True, None),
+        (row["kind"], False, None),
+        (row["alias"], True, None),
+        ("\n".join(version_lines), True, "#a0309a" if any(not v["noticed"] for v in row["versions"]) else None),
+        (outcome, False, SEVERITY_COLOURS["error"] if row["outcome"] == "error" or severity == "error" else None),
+    ]
+    cells = []
+    for (text, mono, colour), (_, width, chars, max_lines) in zip(texts, _COLUMNS):
+        inner = html_label_text(_fit(text, chars, max_lines))
+        attrs = f' FACE="{_MONO}"' if mono else ""
+        attrs += f' COLOR="{colour}"' if colour else ""
+        attrs += ' POINT-SIZE="9"' if mono else ""
+        cells.append(f'<TD WIDTH="{width}" ALIGN="LEFT" BALIGN="LEFT"><FONT{attrs}>{inner or " "}</FONT></TD>')
+    width = "2" if severity else "1"
+    return (f'<<TABLE BORDER="{width}" COLOR="{border}" CELLBORDER="0" CELLSPACING="0" CELLPADDING="4" '
+            f'BGCOLOR="{fill}"><TR>{"".join(cells)}</TR></TABLE>>')
+
+
+def _fit(text: str, chars: int, max_lines: int) -> str:
+    """Text wrapped to `chars` per line, at most `max_lines` lines, the last one shortened with an ellipsis."""
+    if max_lines == 1:
+        return shorten(text, chars)
+    lines: list[str] = []
+    for paragraph in text.split("\n"):
+        lines.extend(textwrap.wrap(paragraph, chars, break_long_words=True) or [""])
+    if len(lines) > max_lines:
+        lines = lines[: max_lines - 1] + [shorten(" ".join(lines[max_lines - 1:]), chars)]
+    return "\n".join(lines)
+
+
+def _tooltip(row: dict[str, Any]) -> str:
+    parts = [row["where"], row["code"], row["versions_text"], row["error"] or ""]
+    return plain_label(shorten(" | ".join(p for p in parts if p), 300))
