@@ -432,8 +432,8 @@ def _detach_inplace_findings(
 ) -> list[Finding]:
     findings = []
     for event in ctx.trace.events_of(EventKind.DETACH_):
-        if event.data.get("error"):
-            continue
+        if event.data.get("error") or event.data.get("source_grad_fn") is None:
+            continue  # detaching a tensor that is in no graph changes nothing autograd saved
         for node, saved, tensor in entries:
             if tensor.id != event.tensor or saved.is_output or node.seq >= event.seq:
                 continue
