@@ -1,0 +1,156 @@
+"""Big graphs: iterative walks (20,000-node chains), loop rolling, a node per use of shared parameters, module
+collapsing and the max_nodes bound that keeps every finding's neighbourhood."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from gradviz.analysis.findings import Finding, FindingKind
+from gradviz.model import Location, NodeRecord, SavedTensorRecord, TensorRecord, Trace
+from gradviz.render import render
+from gradviz.render.simplify import Core, CoreNode, find_repeats
+
+
+def _tensor(tid: str, *, names: list[str] | None = None, parameter: str | None = None, grad_fn: str | None = None) -> TensorRecord:
+    return TensorRecord(
+        id=tid, shape=[2], dtype="float32", device="cpu", requires_grad=True, is_leaf=grad_fn is None,
+        grad_fn=grad_fn, storage=None, byte_range=None, version_counter=None, version=0, origin="op", seq=0,
+        names=names or [], parameter=parameter,
+    )
+
+
+def _chain(n: int, name: str = lambda i: f"Op{i}Backward0") -> Trace:  # type: ignore[assignment]
+    """n autograd nodes in a chain, n0 the output; node i uses node i+1."""
+    trace = Trace()
+    for i in range(n):
+        trace.nodes[f"n{i}"] = NodeRecord(f"n{i}", name(i), [f"n{i + 1}"] if i < n - 1 else [], seq=n - i)
+    return trace
+
+
+def _drawn_nodes(source: str) -> list[str]:
+    return re.findall(r"^\s*(\w+) \[label=", source, re.M)
+
+
+def test_find_repeats() -> None:
+    assert find_repeats(list("abcabcabcabcx")) == [(0, 3, 4)]
+    assert find_repeats(list("xyabababab")) == [(2, 2, 4)]
+    assert find_repeats(list("abcabcabc")) == []  # three repetitions are drawn as they are
+    assert find_repeats(list("aaaaaaa")) == [(0, 1, 7)]
+
+
+def test_20000_node_chain_of_distinct_ops_is_cut_to_max_nodes() -> None:
+    source = render(_chain(20_000), findings=[]).source  # no RecursionError anywhere
+    drawn = _drawn_nodes(source)
+    assert "n0" in drawn and "n19999" not in drawn
+    assert len(drawn) <= 300
+    hidden = re.search(r"… (\d+) nodes not shown", source)
+    assert hidden and int(hidden.group(1)) == 20_000 - len([d for d in drawn if re.fullmatch(r"n\d+", d)])
+    assert "nodes not shown (max_nodes=300)" in source
+
+
+def test_20000_node_chain_of_one_op_rolls_into_one_loop() -> None:
+    source = render(_chain(20_000, lambda i: "MulBackward0"), findings=[]).source
+    assert "loop body ×19999 iterations" in source  # the first node has no input: not the same op
+    assert re.search(r"^\s*(\w+) -> \1 \[color=blue constraint=false style=dashed\]", source, re.M)  # carried
+
+
+def test_max_nodes_keeps_the_neighbourhood_of_a_deep_finding() -> None:
+    trace = _chain(5_000)
+    trace.tensors["t0"] = _tensor("t0", names=["h"])
+    trace.nodes["n4000"].saved = [SavedTensorRecord("self", "t0", 0)]
+    trace.tensors["t0"].version = 2
+    finding = Finding(FindingKind.POISONED_SAVED_TENSOR, None, 7, "m", "f", tensors=["t0"], nodes=["n4000"])
+    source = render(trace, findings=[finding], max_nodes=100).source
+    drawn = _drawn_nodes(source)
+    assert {"n0", "n3999", "n4000", "n4001", "n4000_s_self"} <= set(drawn)
+    assert "saved v0, now v2," in source
+    assert len(drawn) <= 100
+    assert source.count("nodes not shown") >= 2  # the stretches on both sides of the finding
+
+
+def test_roll_leaves_the_iteration_with_a_finding_expanded() -> None:
+    trace = _chain(40, lambda i: ["TanhBackward0", "AddBackward0"][i % 2])
+    finding = Finding(FindingKind.CUT_EDGE, None, 3, "m", "f", nodes=["n20"])
+    source = render(trace, findings=[finding]).source
+    assert re.search(r"^\s*n20 \[label=<<B>TanhBackward0</B>>\]$", source, re.M)
+    counts = sorted(int(c) for c in re.findall(r"loop body ×(\d+) iterations", source))
+    # n39 (no input) differs; then bodies (n38, n37) ... (n22, n21) roll, (n20, n19) stays, (n18, n17) ... (n2, n1) roll
+    assert counts == [9, 9]
+    assert re.search(r"^\s*n19 \[label=<<B>AddBackward0</B>>\]$", source, re.M)
+
+
+def test_rnn_cell_loop_rolls_with_carried_edge() -> None:
+    torch = pytest.importorskip("torch")
+    import gradviz
+
+    torch.manual_seed(0)
+    cell = torch.nn.RNNCell(3, 3)
+    with gradviz.trace() as trace:
+        h = torch.zeros(1, 3)
+        for _ in range(12):
+            h = cell(torch.ones(1, 3), h)
+        h.sum().backward()
+    source = render(trace, findings=[]).source
+    assert "loop body ×12 iterations" in source
+    assert "color=blue constraint=false style=dashed" in source
+    assert len(re.findall(r"\[label=<<B>TanhBackward0</B>", source)) == 1
+    for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
+        assert name in source
+
+
+def test_shared_parameter_gets_a_node_per_use() -> None:
+    trace = Trace()
+    trace.tensors["t0"] = _tensor("t0", parameter="emb.weight")
+    trace.nodes["acc"] = NodeRecord("acc", "AccumulateGrad", [], seq=0, variable="t0")
+    n = 80
+    for i in range(n):  # distinct ops so that nothing rolls; each uses the previous one and the parameter
+        nxt = [f"n{i + 1}" if i < n - 1 else None, "acc"]
+        trace.nodes[f"n{i}"] = NodeRecord(f"n{i}", f"Op{i}Backward0", nxt, seq=n - i)
+    source = render(trace, findings=[]).source
+    copies = re.findall(r"^\s*(acc_u\d+) \[label=", source, re.M)
+    assert len(copies) == n
+    for copy in copies:
+        assert len(re.findall(rf"^\s*{copy} -> ", source, re.M)) == 1
+        assert re.search(rf"^\s*{copy}_var \[label=<emb\.weight", source, re.M)
+    assert not re.search(r"^\s*acc \[", source, re.M)
+
+
+def test_core_split_shared_keeps_single_use_leaves() -> None:
+    core = Core()
+    for nid in ("a", "b", "p", "q"):
+        core.add_node(CoreNode(nid, nid))
+    core.add_edge("p", "a")
+    core.add_edge("p", "b")
+    core.add_edge("q", "a")
+    copies = core.split_shared({"p", "q"})
+    assert copies == {"p_u0": "p", "p_u1": "p"}
+    assert set(core.edges) == {("p_u0", "a"), ("p_u1", "b"), ("q", "a")}
+
+
+def _modular(blocks: int, ops_per_block: int) -> Trace:
+    trace = Trace()
+    n = blocks * ops_per_block
+    for i in range(n):
+        block, op = divmod(i, ops_per_block)
+        trace.nodes[f"n{i}"] = NodeRecord(
+            f"n{i}", f"Op{op}Backward0", [f"n{i + 1}"] if i < n - 1 else [], seq=n - i,
+            module=f"layer{block}.conv{op}", created=Location("/x/model.py", 10 + op),
+        )
+    return trace
+
+
+def test_too_many_nodes_collapse_module_calls_automatically() -> None:
+    source = render(_modular(60, 8), findings=[]).source  # 480 nodes > 300
+    groups = re.findall(r"^\s*group\d+ \[label=<<B>([\w.]+)</B>", source, re.M)
+    assert groups[:2] == ["layer0", "layer1"] and len(groups) == 60
+    assert "modules collapsed to fit max_nodes=300" in source
+    assert "8 ops" in source
+
+
+def test_collapse_modules_depth_is_selectable() -> None:
+    source = render(_modular(3, 4), findings=[], collapse_modules=2).source
+    groups = re.findall(r"^\s*group\d+ \[label=<<B>([\w.]+)</B>", source, re.M)
+    assert groups == [f"layer{b}.conv{o}" for b in range(3) for o in range(4)]
+    assert "modules collapsed" not in source  # asked for, not forced
