@@ -91,7 +91,8 @@ def memory_digraph(
     with dot.subgraph(name="tensors") as column:
         column.attr(rank="same")
         for tid in tensor_ids:
-            column.node(_tensor_node(tid), _tensor_label(trace, tid, hot_tensor.get(tid), saved_by.get(tid, []), made_by))
+            label = _tensor_label(trace, tid, hot_tensor.get(tid), saved_by.get(tid, []), made_by)
+            column.node(_tensor_node(tid), label)
     with dot.subgraph(name="counters") as column:
         column.attr(rank="same")
         for cid in counters:
@@ -401,7 +402,9 @@ def _counter_label(trace: Trace, cid: str) -> str:
         steps = steps[:2] + [f"\N{HORIZONTAL ELLIPSIS} {len(steps) - 4} more"] + steps[-2:]
     rows.append(_cell(" \N{RIGHTWARDS ARROW} ".join(steps) if history else f"v{start}, never moved", size=9))
     if unnoticed:
-        lines = ", ".join(str(line) for line in unnoticed[:4]) + (", \N{HORIZONTAL ELLIPSIS}" if len(unnoticed) > 4 else "")
+        lines = ", ".join(str(line) for line in unnoticed[:4])
+        if len(unnoticed) > 4:
+            lines += ", \N{HORIZONTAL ELLIPSIS}"
         rows.append(_cell(f"not moved by the write{'s' if len(unnoticed) > 1 else ''} at line {lines}",
                           colour="#a0309a", size=9))
     return _table(rows, "#7a5aa8", fill="#f4f0fa")

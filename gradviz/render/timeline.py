@@ -33,7 +33,9 @@ _COLUMNS = (("#", 40, 7, 1), ("line", 44, 12, 1), ("source", 200, 34, 1), ("even
             ("outcome", 230, 42, 5))
 
 
-def timeline_rows(trace: Trace, findings: Sequence[Finding] = (), *, max_rows: int | None = 300) -> list[dict[str, Any]]:
+def timeline_rows(
+    trace: Trace, findings: Sequence[Finding] = (), *, max_rows: int | None = 300
+) -> list[dict[str, Any]]:
     """One dict per event in program order, repeated blocks (loop bodies) folded into one row with `count`.
 
     Keys: index, seq, seqs, kind, file, line, where, code, alias, tensor, versions (list of
@@ -82,7 +84,9 @@ def timeline_digraph(
 
 
 # ---------------------------------------------------------------------- building rows
-def _findings_by_event(trace: Trace, findings: Sequence[Finding]) -> tuple[dict[int, list[Finding]], dict[int, list[Finding]]]:
+def _findings_by_event(
+    trace: Trace, findings: Sequence[Finding]
+) -> tuple[dict[int, list[Finding]], dict[int, list[Finding]]]:
     """Event seq -> findings it caused, and event seq -> findings whose effect it is (the backward that raised or
     used corrupted values). A finding's events name one occurrence; the other iterations of a loop doing the same
     thing at the same line are causes too."""

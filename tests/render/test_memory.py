@@ -83,7 +83,8 @@ def test_versions_before_and_after_the_write(data_trace: Trace, detach_trace: Tr
     assert (f"storage_{data_trace.tensor('out').storage}", f"write_{write.seq}") in edges(data_source)
 
     detach_source = memory_digraph(detach_trace, gradviz.diagnose(detach_trace)).source
-    label = node_line(detach_source, f"write_{[e for e in detach_trace.events if e.kind is EventKind.INPLACE_WRITE][0].seq}")
+    write = [e for e in detach_trace.events if e.kind is EventKind.INPLACE_WRITE][0]
+    label = node_line(detach_source, f"write_{write.seq}")
     assert "c: v0 → v1" in label and "out: v0 → v1" in label and "not noticed" not in label
 
 

@@ -11,7 +11,16 @@ import pytest
 
 import gradviz
 from gradviz.analysis.findings import Finding, FindingKind
-from gradviz.model import Event, EventKind, Location, StorageRecord, TensorRecord, Trace, VersionChange, VersionCounterRecord
+from gradviz.model import (
+    Event,
+    EventKind,
+    Location,
+    StorageRecord,
+    TensorRecord,
+    Trace,
+    VersionChange,
+    VersionCounterRecord,
+)
 from gradviz.render.timeline import SEVERITY_FILL, timeline_digraph, timeline_rows
 
 needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz's dot is not installed")
