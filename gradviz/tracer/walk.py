@@ -139,8 +139,9 @@ def walk(tensors: Any, *, params: dict[str, Any] | None = None, show_attrs: bool
         pending = [t]
         while pending:
             cur = pending.pop()
-            if id(cur) in tensor_ids and first is not None:
+            if id(cur) in drawn_tensors:
                 continue
+            drawn_tensors.add(id(cur))
             tid = tensor_id(cur, "output")
             first = first or tid
             result.order.append(("tensor", tid))
@@ -155,6 +156,7 @@ def walk(tensors: Any, *, params: dict[str, Any] | None = None, show_attrs: bool
                 pending.append(base)
         return first or ""
 
+    drawn_tensors: set[int] = set()
     for t in roots_in:
         result.roots.append(add_base_tensor(t))
     # program order is the reverse of a walk from the outputs: number nodes so loop rolling reads them in order
