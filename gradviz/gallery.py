@@ -162,6 +162,7 @@ def build(src: str | os.PathLike[str] = "gallery", out: str | os.PathLike[str] |
     results: list[Result] = []
     with _progress_bar(len(examples), enabled=progress) as advance:
         for example in examples:
+            advance(example.name, 0)
             digest = _source_hash(example.path)
             cached = cache.get(example.name)
             if not force and cached is not None and cached.get("source_hash") == digest and _outputs_exist(out, example.name):
@@ -171,7 +172,7 @@ def build(src: str | os.PathLike[str] = "gallery", out: str | os.PathLike[str] |
                 result = _build_one(example, out, digest)
                 cache[example.name] = {k: v for k, v in asdict(result).items() if k != "rebuilt"}
             results.append(result)
-            advance(example.name)
+            advance(example.name, 1)
     # forget examples that were removed from the gallery
     cache = {name: cache[name] for name in (r.name for r in results)}
     cache_path.write_text(json.dumps({"builder": BUILDER_VERSION, "examples": cache}, indent=1, ensure_ascii=False), encoding="utf-8")
@@ -283,12 +284,12 @@ def _progress_bar(total: int, *, enabled: bool) -> Iterator[Any]:
 
     console = Console(stderr=True)
     if not enabled or not console.is_terminal:
-        yield lambda name: None
+        yield lambda name, step: None
         return
     with Progress(TextColumn("gallery"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
                   console=console, transient=True) as bar:
         task = bar.add_task("", total=total)
-        yield lambda name: bar.update(task, advance=1, description=name)
+        yield lambda name, step: bar.update(task, advance=step, description=name)
 
 
 # ---------------------------------------------------------------------------------------------- pages
