@@ -148,3 +148,16 @@ def test_command_line_as_a_user_runs_it(src: Path) -> None:
     )
     assert missing.returncode == 2
     assert "no such gallery folder" in missing.stderr
+
+
+def test_gradviz_gallery_command(src: Path) -> None:
+    from gradviz.cli import COMMANDS
+
+    if "gallery" not in COMMANDS:
+        pytest.skip("`gradviz gallery` is not registered in gradviz.cli.COMMANDS yet")
+    done = subprocess.run(
+        [sys.executable, "-m", "gradviz", "gallery", str(src), "-o", str(src / "out"), "-q"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert (src / "out" / "plot_03_detach_raises" / "graph.svg").is_file()
