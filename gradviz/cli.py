@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from . import __version__
-from .runner_options import OptionsError, add_render_options, check_suffix, output_path, render_kwargs
+from .runner_options import OptionsError, add_render_options, check_suffix, output_path, render_kwargs, script_frames
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -25,7 +25,6 @@ if TYPE_CHECKING:
     from .model import Trace
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
-_GRADVIZ_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
 class UsageError(Exception):
@@ -426,30 +425,11 @@ def format_script_error(error: BaseException) -> str:
         if id(current) in seen:
             continue
         seen.add(id(current))
-        current.stack = traceback.StackSummary.from_list(_script_frames(list(current.stack)))
+        frames = list(current.stack)
+        keep = script_frames([(f.filename, f.name) for f in frames])
+        current.stack = traceback.StackSummary.from_list([f for f, kept in zip(frames, keep) if kept])
         stack.extend(e for e in (current.__cause__, current.__context__) if e is not None)
     return "".join(te.format())
-
-
-def _script_frames(frames: list[traceback.FrameSummary]) -> list[traceback.FrameSummary]:
-    drop: set[int] = set()
-    for i, frame in enumerate(frames):
-        # torch calls handle_torch_function, which enters our mode, which calls the same torch function again:
-        # Python alone would show only that second call
-        if (
-            frame.name == "handle_torch_function"
-            and os.path.basename(frame.filename) == "overrides.py"
-            and i + 1 < len(frames)
-            and _internal_frame(frames[i + 1].filename)
-        ):
-            drop.add(i)
-            if i > 0 and not _internal_frame(frames[i - 1].filename) and "torch" in frames[i - 1].filename:
-                drop.add(i - 1)
-    return [f for i, f in enumerate(frames) if i not in drop and not _internal_frame(f.filename)]
-
-
-def _internal_frame(filename: str) -> bool:
-    return filename.startswith(_GRADVIZ_DIR) or filename == "<frozen runpy>" or os.path.basename(filename) == "runpy.py"
 
 
 @contextlib.contextmanager

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 from collections.abc import Sequence
 from pathlib import Path
@@ -125,3 +126,26 @@ def parse_magic_line(line: str) -> argparse.Namespace:
     except ValueError as exc:
         raise OptionsError(f"%%gradviz: cannot parse {line!r}: {exc}") from None
     return magic_parser().parse_args(list(words))
+
+
+# ---------------------------------------------------------------------------------------------- tracebacks
+_GRADVIZ_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def script_frames(frames: Sequence[tuple[str, str]]) -> list[bool]:
+    """Which frames (filename, function name) of a traced program's traceback Python alone would show:
+    not gradviz's own, not runpy's, and not torch's detour through the tracer's TorchFunctionMode."""
+    keep = [not _added_by_gradviz(filename) for filename, _ in frames]
+    for i, (filename, name) in enumerate(frames):
+        # torch calls handle_torch_function, which enters our mode, which calls the same torch function
+        # again: Python alone shows only that second call
+        if name == "handle_torch_function" and os.path.basename(filename) == "overrides.py":
+            if i + 1 < len(frames) and _added_by_gradviz(frames[i + 1][0]):
+                keep[i] = False
+                if i > 0 and keep[i - 1] and f"{os.sep}torch{os.sep}" in frames[i - 1][0]:
+                    keep[i - 1] = False
+    return keep
+
+
+def _added_by_gradviz(filename: str) -> bool:
+    return filename.startswith(_GRADVIZ_DIR) or filename == "<frozen runpy>" or os.path.basename(filename) == "runpy.py"

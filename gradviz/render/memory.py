@@ -86,6 +86,13 @@ def memory_digraph(
         if tid in hot_tensor and storage is not None:
             hot_storage.setdefault(storage, hot_tensor[tid])
 
+    histories = _counter_histories(trace, set(counters))
+    users: dict[str, list[str]] = {}
+    wanted = set(storages)
+    for t in trace.tensors.values():
+        if t.storage in wanted:
+            users.setdefault(t.storage, []).append(t.label)
+
     # Columns, left to right: tensors | version counters | storages | writes. Keeping each kind on its own
     # rank makes "same storage, different counter" readable at a glance.
     with dot.subgraph(name="tensors") as column:
@@ -96,11 +103,11 @@ def memory_digraph(
     with dot.subgraph(name="counters") as column:
         column.attr(rank="same")
         for cid in counters:
-            column.node(_counter_node(cid), _counter_label(trace, cid))
+            column.node(_counter_node(cid), _counter_label(trace, cid, histories.get(cid, ([], []))))
     with dot.subgraph(name="storages") as column:
         column.attr(rank="same")
         for sid in storages:
-            column.node(_storage_node(sid), _storage_label(trace, sid, hot_storage.get(sid)))
+            column.node(_storage_node(sid), _storage_label(trace, sid, hot_storage.get(sid), users.get(sid, [])))
 
     for tid in tensor_ids:
         t = trace.tensors[tid]
@@ -118,7 +125,7 @@ def memory_digraph(
     for event in drawn_writes:
         colour = hot_event.get(event.seq, WRITE_COLOUR)
         name = _write_node(event.seq)
-        dot.node(name, _write_label(trace, event, colour, shown))
+        dot.node(name, _write_label(trace, event, colour, shown, made_by))
         for sid in _written_storages(trace, event):
             if sid in storages:
                 dot.edge(_storage_node(sid), name, dir="back", color=colour, arrowtail="normal",
@@ -284,9 +291,10 @@ def tensor_title(trace: Trace, tensor_id: str, made_by: dict[str, OpRecord]) -> 
     return shorten(text, 40)
 
 
-def change_text(trace: Trace, change: VersionChange, *, write: bool = True) -> str:
+def change_text(trace: Trace, change: VersionChange, *, write: bool = True, label: str | None = None) -> str:
     """ "c: v0 → v1", or "out: v0 → v0 (not noticed)" when a write changed the bytes but not the version."""
-    label = trace.tensors[change.tensor].label if change.tensor in trace.tensors else change.tensor
+    if label is None:
+        label = trace.tensors[change.tensor].label if change.tensor in trace.tensors else change.tensor
     before = "?" if change.before is None else f"v{change.before}"
     after = "?" if change.after is None else f"v{change.after}"
     text = f"{label}: {before} \N{RIGHTWARDS ARROW} {after}"
@@ -376,24 +384,26 @@ def _tensor_label(
     return _table(rows, colour or "#6b8fb5", fill=fill, width=3 if colour else 1)
 
 
-def _storage_label(trace: Trace, sid: str, colour: str | None) -> str:
+def _storage_label(trace: Trace, sid: str, colour: str | None, users: list[str]) -> str:
+    """`users`: labels of the tensors living in this storage, in creation order."""
     s = trace.storages[sid]
-    users = sorted((t for t in trace.tensors.values() if t.storage == sid), key=lambda t: t.seq)
     rows = [
         _cell(f"storage {s.id}", bold=True),
         _cell(f"{s.nbytes} bytes \N{MIDDLE DOT} {s.dtype} \N{MIDDLE DOT} {s.device}"),
     ]
     if len(users) > 1:
-        names = ", ".join(t.label for t in users[:6]) + (", \N{HORIZONTAL ELLIPSIS}" if len(users) > 6 else "")
+        names = ", ".join(users[:6]) + (", \N{HORIZONTAL ELLIPSIS}" if len(users) > 6 else "")
         rows.append(_cell(shorten(f"shared by {names}", 60), colour="#555555", size=9))
     return _table(rows, colour or "#333333", fill="#f2f2f2", width=3 if colour else 2)
 
 
-def _counter_label(trace: Trace, cid: str) -> str:
+def _counter_label(
+    trace: Trace, cid: str, history_and_unnoticed: tuple[list[tuple[int, int | None]], list[int | None]]
+) -> str:
     counter = trace.version_counters[cid]
     members = [tid for tid in counter.tensors if tid in trace.tensors]
     start = min((trace.tensors[tid].version or 0 for tid in members), default=0)
-    history, unnoticed = _counter_history(trace, set(members))
+    history, unnoticed = history_and_unnoticed
     rows = [_cell(f"version counter {cid}", bold=True)]
     if counter.created_by == "data":
         rows.append(_cell("fresh counter (made by .data)", colour="#a0309a", size=9))
@@ -410,24 +420,38 @@ def _counter_label(trace: Trace, cid: str) -> str:
     return _table(rows, "#7a5aa8", fill="#f4f0fa")
 
 
-def _counter_history(trace: Trace, members: set[str]) -> tuple[list[tuple[int, int | None]], list[int | None]]:
-    """(new version, line) for every event that moved the counter of `members`, and the lines of writes to
-    their bytes that left it where it was (writes through an alias with its own counter)."""
-    moved: list[tuple[int, int | None]] = []
-    unnoticed: list[int | None] = []
+def _counter_histories(
+    trace: Trace, counters: set[str]
+) -> dict[str, tuple[list[tuple[int, int | None]], list[int | None]]]:
+    """Counter id -> ((new version, line) for every event that moved it, lines of writes to its tensors' bytes
+    that left it where it was: writes through an alias with its own counter), in one pass over the events."""
+    counter_of = {t.id: t.version_counter for t in trace.tensors.values() if t.version_counter in counters}
+    out: dict[str, tuple[list[tuple[int, int | None]], list[int | None]]] = {}
     for e in trace.events:
         if e.kind not in _WRITES:
             continue
         line = e.location.line if e.location else None
-        changes = [v for v in e.versions if v.tensor in members]
-        if any(v.after is not None and v.after != v.before for v in changes):
-            moved.append((next(v.after for v in changes if v.after is not None and v.after != v.before), line))
-        elif changes and e.kind is EventKind.INPLACE_WRITE:
-            unnoticed.append(line)
-    return moved, unnoticed
+        moved: dict[str, int] = {}
+        touched: set[str] = set()
+        for v in e.versions:
+            cid = counter_of.get(v.tensor)
+            if cid is None:
+                continue
+            touched.add(cid)
+            if v.after is not None and v.after != v.before:
+                moved.setdefault(cid, v.after)
+        for cid in touched:
+            history, unnoticed = out.setdefault(cid, ([], []))
+            if cid in moved:
+                history.append((moved[cid], line))
+            elif e.kind is EventKind.INPLACE_WRITE:
+                unnoticed.append(line)
+    return out
 
 
-def _write_label(trace: Trace, event: Event, colour: str, shown: set[str]) -> str:
+def _write_label(
+    trace: Trace, event: Event, colour: str, shown: set[str], made_by: dict[str, OpRecord]
+) -> str:
     where = f"line {event.location.line}: " if event.location else ""
     code = code_text(event.location.code) if event.location and event.location.code else (event.op or "")
     if event.kind is EventKind.OPTIMIZER_STEP:
@@ -436,7 +460,8 @@ def _write_label(trace: Trace, event: Event, colour: str, shown: set[str]) -> st
     changes = [v for v in event.versions if v.tensor in shown]
     for v in changes[:6]:
         hidden = v.before == v.after
-        rows.append(_cell(change_text(trace, v), mono=True, size=9, colour="#a0309a" if hidden else None))
+        text = change_text(trace, v, label=tensor_title(trace, v.tensor, made_by))
+        rows.append(_cell(text, mono=True, size=9, colour="#a0309a" if hidden else None))
     if len(changes) > 6:
         rows.append(_cell(f"\N{HORIZONTAL ELLIPSIS} {len(changes) - 6} more tensors", size=9))
     return _table(rows, colour, fill="#ffffff", width=2 if colour != WRITE_COLOUR else 1)

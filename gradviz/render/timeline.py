@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
@@ -9,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import graphviz
 
-from ..model import Event, EventKind, OpRecord, Trace
+from ..model import Event, EventKind, OpRecord, Trace, VersionChange
 from .escape import html_label_text, plain_label, shorten
 from .memory import alias_text, change_text, code_text, producers, tensor_title
 
@@ -24,7 +25,7 @@ SEVERITY_COLOURS = {"error": "#c62828", "warning": "#b26a00", "info": "#1f6fbf"}
 _SEVERITY_RANK = {"error": 0, "warning": 1, "info": 2}
 _FONT = "Helvetica"
 _MONO = "Courier"
-_MAX_PERIOD = 8  # longest repeated block of rows (a loop body) that folding looks for
+_MAX_PERIOD = 64  # longest repeated block of rows (a loop body) that folding looks for
 
 # Column (title, width in points, characters per line, lines at most); texts are shortened or wrapped to fit so
 # the rows line up like a table.
@@ -120,7 +121,7 @@ def _row(
     versions = [
         {
             "tensor": v.tensor,
-            "label": trace.tensors[v.tensor].label if v.tensor in trace.tensors else v.tensor,
+            "label": tensor_title(trace, v.tensor, made_by) if v.tensor in trace.tensors else v.tensor,
             "before": v.before,
             "after": v.after,
             "noticed": v.before != v.after,
@@ -139,12 +140,14 @@ def _row(
         "kind": event.kind.value,
         "file": loc.file if loc else None,
         "line": loc.line if loc else None,
-        "where": loc.short() if loc else "",
+        "where": f"{os.path.basename(loc.file)}:{loc.line}" if loc else "",  # Location.short(), without pathlib
         "code": loc.code.strip() if loc else "",
         "alias": _alias(trace, event, made_by),
         "tensor": trace.tensors[event.tensor].label if event.tensor in trace.tensors else None,
         "versions": versions,
-        "versions_text": ", ".join(change_text(trace, _Change(v), write=is_write) for v in versions),
+        "versions_text": ", ".join(
+            change_text(trace, VersionChange(v["tensor"], v["before"], v["after"]), write=is_write, label=v["label"])
+            for v in versions),
         "outcome": outcome,
         "error": error,
         "findings": sorted({f.kind.value for f in findings}),
@@ -152,13 +155,6 @@ def _row(
         "severity": severities[0] if severities else None,
         "count": 1,
     }
-
-
-class _Change:
-    """Adapter so `change_text` reads a row's version dict."""
-
-    def __init__(self, v: dict[str, Any]) -> None:
-        self.tensor, self.before, self.after = v["tensor"], v["before"], v["after"]
 
 
 def _alias(trace: Trace, event: Event, made_by: dict[str, OpRecord]) -> str:
@@ -214,12 +210,15 @@ def _signature(row: dict[str, Any]) -> tuple[Any, ...]:
 
 def _fold(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Fold a block of rows repeated back to back (a loop body of up to _MAX_PERIOD rows) into one copy × N."""
-    signatures = [_signature(r) for r in rows]
+    numbering: dict[tuple[Any, ...], int] = {}
+    signatures = [numbering.setdefault(_signature(r), len(numbering)) for r in rows]  # ints compare fast
     out: list[dict[str, Any]] = []
     i, n = 0, len(rows)
     while i < n:
         best_period, best_repeats = 1, 1
         for period in range(1, min(_MAX_PERIOD, (n - i) // 2) + 1):
+            if signatures[i + period] != signatures[i]:
+                continue  # a repeat of the block would start with this row again
             block = signatures[i:i + period]
             repeats = 1
             while signatures[i + repeats * period:i + (repeats + 1) * period] == block:
@@ -243,9 +242,17 @@ def _fold(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def _each_time(v: dict[str, Any]) -> str:
+    text = f"{v['label']}: v{v['before']} \N{RIGHTWARDS ARROW} v{v['after']}"
+    return text + (" (not noticed) each time" if v["before"] == v["after"] else " each time")
+
+
 def _span_text(first: list[dict[str, Any]], last: list[dict[str, Any]]) -> str:
     parts = []
     for a, b in zip(first, last):
+        if (a["before"], a["after"]) == (b["before"], b["after"]):
+            parts.append(_each_time(a))
+            continue
         parts.append(f"{a['label']}: v{a['before']} \N{RIGHTWARDS ARROW} v{a['after']} \N{HORIZONTAL ELLIPSIS} "
                      f"v{b['before']} \N{RIGHTWARDS ARROW} v{b['after']}")
     return ", ".join(parts)

@@ -38,6 +38,14 @@ def _version(t: torch.Tensor) -> int | None:
         return None
 
 
+def _grad_fn(t: torch.Tensor) -> Any:
+    """t.grad_fn, or None where reading it raises (a no_grad view whose base was later written in place)."""
+    try:
+        return t.grad_fn
+    except RuntimeError:
+        return None
+
+
 def _flatten(args: Any, kwargs: dict[str, Any] | None, out: list[torch.Tensor]) -> list[torch.Tensor]:
     for a in args:
         if isinstance(a, _Tensor):
@@ -136,8 +144,9 @@ class Recorder(TorchFunctionMode):
         self._finished = True
         for live in list(self._live.values()):
             t = live.ref()
-            if t is not None and t.grad_fn is not None:
-                self._unmark(t.grad_fn)
+            fn = _grad_fn(t) if t is not None else None
+            if fn is not None:
+                self._unmark(fn)
         self._live.clear()
         self._by_storage.clear()
         for path in {e.location.file for e in self.trace.events if e.location} | (
@@ -286,8 +295,9 @@ class Recorder(TorchFunctionMode):
         if skey is not None:
             self._by_storage.setdefault(skey, set()).add(key)
             self._layout[(sid, t.storage_offset(), tuple(t.shape), tuple(t.stride()))] = tid
-        if t.grad_fn is not None:
-            record.grad_fn = self._node(t.grad_fn, output=None if origin == "saved" else tid)
+        fn = _grad_fn(t)
+        if fn is not None:
+            record.grad_fn = self._node(fn, output=None if origin == "saved" else tid)
         return tid
 
     def _dead_callback(self, key: int, skey: int | None, record: TensorRecord) -> Callable[[Any], None]:
@@ -360,8 +370,9 @@ class Recorder(TorchFunctionMode):
             "byte_range": [start, stop],
             "counter": counter,
         }
-        if t.grad_fn is not None:  # an in-place op on a graph tensor gives it a new grad_fn
-            data["grad_fn"] = self._node(t.grad_fn)
+        fn = _grad_fn(t)
+        if fn is not None:  # an in-place op on a graph tensor gives it a new grad_fn
+            data["grad_fn"] = self._node(fn)
         self._event(EventKind.INPLACE_WRITE, file, line, tensor=tid, op=op, versions=changes, data=data)
 
     def _event(self, kind: EventKind, file: str | None, line: int | None, **fields: Any) -> Event:
@@ -377,7 +388,7 @@ class Recorder(TorchFunctionMode):
         while frame is not None and (frame.f_code.co_filename != loc.file or frame.f_lineno != loc.line):
             frame = frame.f_back
         if frame is not None:
-            self.name_locals(frame.f_locals)
+            self.name_locals(source.frame_variables(frame))
 
     def name_locals(self, namespace: dict[str, Any]) -> None:
         """Give tracked tensors found in `namespace` (a frame's locals or a module's globals) their names."""
@@ -424,7 +435,8 @@ class Recorder(TorchFunctionMode):
     ) -> None:
         src = self._tid(src_tensor)
         # the source's grad_fn now, which an in-place op may have changed since it was first seen
-        grad_fn = self._node(src_tensor.grad_fn) if src_tensor.grad_fn is not None else None
+        fn = _grad_fn(src_tensor)
+        grad_fn = self._node(fn) if fn is not None else None
         version = self.trace.tensors[rid].version
         data: dict[str, Any] = {"source_grad_fn": grad_fn, "source_requires_grad": src_tensor.requires_grad}
         event = self._event(kind, file, line, tensor=src, result=rid, op=attribute, data=data)
@@ -482,8 +494,9 @@ class Recorder(TorchFunctionMode):
         try:
             tid = self._tid(target)
             grad_fn = self.trace.tensors[tid].grad_fn
-            if target.grad_fn is not None:
-                grad_fn = self._node(target.grad_fn, output=tid)
+            fn = _grad_fn(target)
+            if fn is not None:
+                grad_fn = self._node(fn, output=tid)
         except Exception as exc:
             self._internal(exc)
             return func(*args, **kwargs)
@@ -516,7 +529,7 @@ class Recorder(TorchFunctionMode):
             roots_arg = args[0] if args else kwargs.get("tensors", kwargs.get("outputs"))
             roots = _flatten((roots_arg,), None, [])
             root_ids = [self._tid(t) for t in roots]
-            reached_nodes, reached_leaves = self._reachable([t.grad_fn for t in roots if t.grad_fn is not None])
+            reached_nodes, reached_leaves = self._reachable([fn for fn in map(_grad_fn, roots) if fn is not None])
             inputs_arg = kwargs.get("inputs")
             if is_grad:
                 inputs_arg = args[1] if len(args) > 1 else inputs_arg

@@ -37,7 +37,8 @@ class trace:  # noqa: N801 - used as `with gradviz.trace() as t`, like a functio
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         self._recorder.stop()
         caller = sys._getframe(1)
-        self._recorder.name_locals(caller.f_locals)
+        self._recorder.name_locals(source.frame_variables(caller))
+        del caller
         if exc is not None:
             _record_exception(self._recorder, exc, tb)
         self._recorder.finish()
@@ -76,8 +77,11 @@ def trace_script(path: str | os.PathLike[str], argv: tuple[str, ...] | list[str]
                 recorder.name_locals(frame.f_globals)
         for frame in frames:
             if source.is_user_file(frame.f_code.co_filename):
-                recorder.name_locals(frame.f_locals)
+                recorder.name_locals(source.frame_variables(frame))
+        del frames
         _record_exception(recorder, exc, exc.__traceback__, prefer=script_path)
+        # keep the exception (callers may re-raise it) but not the script's tensors in its frames' locals
+        traceback.clear_frames(exc.__traceback__)
     finally:
         sys.argv = saved_argv
         if saved_path0 is not None:

@@ -8,6 +8,7 @@ import linecache
 import os
 import sys
 from types import FrameType
+from typing import Any
 
 import torch
 
@@ -32,6 +33,22 @@ def user_frame(depth: int = 2) -> FrameType | None:
     while frame is not None and not is_user_file(frame.f_code.co_filename):
         frame = frame.f_back
     return frame
+
+
+_CO_OPTIMIZED = 0x0001
+
+
+def frame_variables(frame: FrameType) -> dict[str, Any]:
+    """A copy of a frame's variables that leaves nothing behind on the frame.
+
+    Before Python 3.13, reading `f_locals` of a function frame caches a snapshot dict on the frame that keeps
+    every local alive until the function returns, even after `del x`: the tracer must not keep tensors alive.
+    """
+    variables = dict(frame.f_locals)
+    if sys.version_info < (3, 13) and frame.f_code.co_flags & _CO_OPTIMIZED:
+        # the snapshot is refreshed from the fast locals before anything reads it again
+        frame.f_locals.clear()
+    return variables
 
 
 def location_of(frame: FrameType | None) -> Location | None:

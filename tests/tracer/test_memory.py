@@ -84,12 +84,6 @@ def test_trace_keeps_no_tensor_alive() -> None:
     assert t.to_json()
 
 
-@pytest.mark.xfail(
-    sys.version_info < (3, 13),  # 3.13 made f_locals a write-through proxy with no cached snapshot (PEP 667)
-    strict=True,
-    reason="tracer bug: reading frame.f_locals (name_locals at events and in trace.__exit__) caches a snapshot "
-    "dict on a function's frame in Python < 3.13, which keeps every local tensor alive after `del`",
-)
 def test_deleted_local_freed_after_an_event_in_a_function() -> None:
     a = torch.ones(3)
     with gradviz.trace():
@@ -100,12 +94,6 @@ def test_deleted_local_freed_after_an_event_in_a_function() -> None:
         assert ref() is None
 
 
-@pytest.mark.xfail(
-    sys.version_info < (3, 13),
-    strict=True,
-    reason="tracer bug: trace.__exit__ reads the caller's f_locals; in Python < 3.13 the snapshot dict stays on "
-    "the frame and keeps the block's tensors (and the Trace) alive after `del`",
-)
 def test_deleted_local_freed_after_the_block_in_a_function() -> None:
     with gradviz.trace():
         y = torch.ones(3) * 2

@@ -214,7 +214,7 @@ def test_testdetach_layer1_unreachable_by_shape(testdetach_trace: Trace) -> None
     assert all(s.data["grads"] == {layer1: "none", layer2: "nonzero"} for s in steps)
 
 
-@pytest.mark.xfail(strict=True, reason="tracer bug: parameters named 'weight' (from the inner Linear) instead of 'layer1.weight'")
+
 def test_testdetach_layer1_unreachable_by_name(testdetach_trace: Trace) -> None:
     layer1 = testdetach_trace.tensor("layer1.weight")
     layer2 = testdetach_trace.tensor("layer2.weight")

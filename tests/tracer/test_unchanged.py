@@ -378,8 +378,8 @@ def test_generated_program_unchanged(text: str) -> None:
 # ---------------------------------------------------------------------------------------------- regressions
 @pytest.mark.xfail(
     strict=True,
-    reason="tracer bug: Recorder.finish() reads grad_fn of a view made under no_grad whose base was then written "
-    "in place; PyTorch raises 'A view was created in no_grad mode...' and that error replaces the program's outcome",
+    reason="tracer bug (open): a view made under no_grad whose base is then written under no_grad ends up with an "
+    "invalid grad_fn only when traced; reading it afterwards raises 'A view was created in no_grad mode...'",
 )
 def test_regression_no_grad_view_then_base_written() -> None:
     """Found by test_generated_program_unchanged. When this passes, set VIEWS_UNDER_NO_GRAD = True above."""
