@@ -106,7 +106,21 @@ COMMANDS: dict[str, Command] = {
         add_arguments=_add_check_arguments,
         run=lambda options: run_check(options),
     ),
+    "gallery": Command(
+        help="build the example gallery: trace every plot_*.py, check its declared findings, draw it",
+        description="Trace every SRC/plot_*.py, check the findings and exception its docstring declares, and write "
+        "SVG/PNG diagrams, a page per example, OUT/index.html and SRC/README.md.",
+        epilog="examples:\n  gradviz gallery\n  gradviz gallery gallery -o gallery/_build --force\n",
+        add_arguments=lambda parser: _gallery().add_arguments(parser),
+        run=lambda options: _gallery().run(options),
+    ),
 }
+
+
+def _gallery() -> Any:
+    from . import gallery  # the builder pulls in rendering: load it only for this command
+
+    return gallery
 
 
 def build_parser(prog: str = "gradviz") -> argparse.ArgumentParser:
@@ -345,7 +359,7 @@ def _run_traced(script: Path, argv: list[str], progress: Progress) -> Trace:
     import gradviz
 
     progress.note(f"running {_shown(script)} under the tracer")
-    stdout, stderr = sys.stdout, sys.stderr
+    stdout, stderr, cwd = sys.stdout, sys.stderr, os.getcwd()
     try:
         trace = gradviz.trace_script(script, argv)
     except FileNotFoundError as exc:  # it vanished since we looked
@@ -354,7 +368,10 @@ def _run_traced(script: Path, argv: list[str], progress: Progress) -> Trace:
         for stream in (sys.stdout, sys.stderr):  # what the script printed comes before what we print
             with contextlib.suppress(Exception):
                 stream.flush()
+        # undo what the script may have changed in this process, so our messages and files are where we said
         sys.stdout, sys.stderr = stdout, stderr
+        with contextlib.suppress(OSError):
+            os.chdir(cwd)
     error = trace.error
     if isinstance(error, SyntaxError) and _never_ran(error, trace):
         raise UsageError(_syntax_message(error, str(script)))

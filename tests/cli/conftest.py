@@ -38,10 +38,8 @@ class Result:
     cwd: Path
 
 
-@pytest.fixture(params=FORMS)
-def gradviz_cli(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[..., Result]:
-    """`gradviz_cli(*args, env=None, cwd=None)`: run the command in `tmp_path` (its own folder per test)."""
-    prefix = [_console_script()] if request.param == "gradviz" else [sys.executable, "-m", "gradviz"]
+def _runner(form: str, tmp_path: Path) -> Callable[..., Result]:
+    prefix = [_console_script()] if form == "gradviz" else [sys.executable, "-m", "gradviz"]
 
     def run(*args: str | Path, env: dict[str, str] | None = None, cwd: Path | None = None, timeout: int = 240) -> Result:
         full_env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "NO_COLOR", "GRADVIZ_DEBUG")}
@@ -52,8 +50,21 @@ def gradviz_cli(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[...,
         )
         return Result(proc.returncode, proc.stdout, proc.stderr, where)
 
-    run.form = request.param  # type: ignore[attr-defined]
+    run.form = form  # type: ignore[attr-defined]
     return run
+
+
+@pytest.fixture(params=FORMS)
+def gradviz_cli(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[..., Result]:
+    """`gradviz_cli(*args, env=None, cwd=None)`: run the command in `tmp_path`, once as `gradviz` and once as
+    `python -m gradviz`."""
+    return _runner(request.param, tmp_path)
+
+
+@pytest.fixture
+def python_m_gradviz(tmp_path: Path) -> Callable[..., Result]:
+    """Like `gradviz_cli`, as `python -m gradviz` only: for behaviour that does not depend on how it starts."""
+    return _runner("python -m gradviz", tmp_path)
 
 
 def svg_texts(path: Path) -> list[str]:
