@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from .model import Event, EventKind, Location, Trace
+from .render import Diagram, draw, render  # the function shadows the subpackage name on purpose
+
 
 __version__ = "0.1.0"
 
@@ -14,10 +16,29 @@ __all__ = [
     "Location",
     "Trace",
     "__version__",
+    "Diagram",
     "diagnose",
+    "draw",
+    "load_ipython_extension",
+    "make_dot",
+    "render",
     "trace",
     "trace_script",
 ]
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """`%load_ext gradviz`: registers the `%%gradviz` cell magic (IPython is imported only here)."""
+    from .notebook import load_ipython_extension as load
+
+    load(ipython)
+
+
+def _get_sg_image_scraper() -> Any:
+    """sphinx-gallery's hook: `image_scrapers: ("gradviz",)` uses this scraper."""
+    from .sphinx import scraper
+
+    return scraper
 
 
 def __getattr__(name: str) -> Any:
@@ -30,4 +51,8 @@ def __getattr__(name: str) -> Any:
         from . import analysis
 
         return getattr(analysis, name)
+    if name == "make_dot":
+        from .compat import make_dot
+
+        return make_dot
     raise AttributeError(f"module 'gradviz' has no attribute {name!r}")

@@ -51,7 +51,7 @@ def memory_digraph(
     findings: Sequence[Finding] = (),
     *,
     show_all: bool = False,
-    max_tensors: int | None = 120,
+    max_tensors: int | None = 60,
     max_writes: int = 40,
     rankdir: str = "LR",
 ) -> graphviz.Digraph:
@@ -148,7 +148,7 @@ def memory_digraph(
 
 # ---------------------------------------------------------------------- which tensors to draw
 def relevant_tensors(
-    trace: Trace, findings: Sequence[Finding] = (), *, show_all: bool = False, max_tensors: int | None = 120
+    trace: Trace, findings: Sequence[Finding] = (), *, show_all: bool = False, max_tensors: int | None = 60
 ) -> tuple[list[str], int]:
     """The tensor ids the memory view draws, in priority order then creation order, and how many are left out."""
     tiers: list[list[str]] = [[], [], [], [], []]

@@ -288,7 +288,9 @@ def _steps_section(trace: Trace, findings: Sequence[Finding], rows: list[dict[st
     spans = []
     for row in rows:
         indices = [position[s] for s in row["seqs"] if s in position] or [0]
-        spans.append((min(indices), max(indices) + 1))
+        # a folded loop row shows its first occurrence (the versions in the row are that one's); an omitted
+        # stretch shows the state across all of it
+        spans.append((min(indices), max(indices) + 1) if row["kind"] == "omitted" else (indices[0], indices[0] + 1))
     followed, _ = relevant_tensors(trace, findings, max_tensors=_STATE_TENSORS)
     states = _simulate(trace, followed, [p for span in spans for p in span])
     followed_set = set(followed)
@@ -364,7 +366,8 @@ def _step_panel(
     for node_id, name, tid, version in saved:
         status0 = _saved_status(trace, node_id, tid, version, before)
         status1 = _saved_status(trace, node_id, tid, version, after)
-        if status1[0] == "future" or (tid not in shown_set and status0 == status1 and status1[0] == "intact"):
+        unchanged = status0 == status1
+        if status1[0] == "future" or (unchanged and (status1[0] == "freed" or tid not in shown_set)):
             continue
         changed = " changed" if status0 != status1 else ""
         saved_rows.append(
@@ -392,7 +395,7 @@ def _step_panel(
     findings = ", ".join(k.replace("_", " ") for k in row["findings"])
     affected = ", ".join(k.replace("_", " ") for k in row.get("affected_by", []))
     where = html_text(_where(row["file"], row["line"]) if row["file"] else "")
-    after_note = f" (after the last of {row['count']})" if row["count"] > 1 else ""
+    after_note = f" (the first of {row['count']} times)" if row["count"] > 1 and row["kind"] != "omitted" else ""
     state_table = (
         '<table class="state"><thead><tr><th>tensor</th><th>storage</th><th>version counter</th>'
         f"<th>version before</th><th>version after{html_text(after_note)}</th><th></th></tr></thead>"
