@@ -61,7 +61,10 @@ def memory_digraph(
     mention, are drawn; `show_all=True` draws every tensor. `max_tensors` bounds the drawing (findings first),
     and a note says how many were left out.
     """
-    tensor_ids, left_out = relevant_tensors(trace, findings, show_all=show_all, max_tensors=max_tensors)
+    ranked = _ranked(trace, findings, show_all=show_all)
+    tensor_ids = _bounded(trace, ranked, max_tensors)
+    over_limit = len(ranked) - len(tensor_ids)
+    uninvolved = len(trace.tensors) - len(ranked)
     shown = set(tensor_ids)
     hot_tensor, hot_event = _finding_colours(findings)
     saved_by = _saved_by(trace, shown)
@@ -133,16 +136,22 @@ def memory_digraph(
                          penwidth="1.6" if event.seq in hot_event else "1")
 
     notes = []
-    if left_out:
-        notes.append(f"\N{HORIZONTAL ELLIPSIS} {left_out} other tensor{'s' if left_out != 1 else ''} not shown "
-                     + ("(limit reached)" if show_all else "(no alias, event, finding or saved use)"))
+    if over_limit:
+        notes.append(f"\N{HORIZONTAL ELLIPSIS} {over_limit} other tensor{'s' if over_limit != 1 else ''} not shown "
+                     f"(limit of {max_tensors}: max_tensors)")
+    if uninvolved:
+        notes.append(f"\N{HORIZONTAL ELLIPSIS} {uninvolved} other tensor{'s' if uninvolved != 1 else ''} not shown "
+                     "(no alias, event, finding or saved use; show_all=True draws them)")
     if len(writes) > len(drawn_writes):
         notes.append(f"\N{HORIZONTAL ELLIPSIS} {len(writes) - len(drawn_writes)} other writes not shown")
     if not tensor_ids:
         notes.insert(0, "no tensor shares memory, is written, or is saved for backward")
-    if notes:
-        dot.node("summary", f"<{html_label_text(chr(10).join(notes))}>", shape="note", fontcolor="#555555",
-                 color="#bbbbbb")
+    with dot.subgraph(name="cluster_legend") as legend:
+        legend.attr(label="legend", style="rounded", color="gray60", fontsize="10")
+        legend.node("legend", _legend(set(hot_tensor.values()), any(saved_by.values()), bool(drawn_writes)))
+        if notes:
+            legend.node("summary", f"<{html_label_text(chr(10).join(notes))}>", shape="note", fontcolor="#555555",
+                        color="#bbbbbb")
     return dot
 
 
@@ -150,7 +159,16 @@ def memory_digraph(
 def relevant_tensors(
     trace: Trace, findings: Sequence[Finding] = (), *, show_all: bool = False, max_tensors: int | None = 60
 ) -> tuple[list[str], int]:
-    """The tensor ids the memory view draws, in priority order then creation order, and how many are left out."""
+    """The tensor ids the memory view draws, in creation order, and how many tensors it leaves out.
+
+    Involved tensors come first (findings, events behind findings, aliases sharing a storage, other events, saved
+    tensors); `max_tensors` keeps the most involved ones.
+    """
+    ids = _bounded(trace, _ranked(trace, findings, show_all=show_all), max_tensors)
+    return ids, len(trace.tensors) - len(ids)
+
+
+def _ranked(trace: Trace, findings: Sequence[Finding], *, show_all: bool) -> list[str]:
     tiers: list[list[str]] = [[], [], [], [], []]
     for f in findings:
         tiers[0].extend(f.tensors)
@@ -169,17 +187,17 @@ def relevant_tensors(
         tiers[4].extend(s.tensor for s in node.saved if s.tensor)
     if show_all:
         tiers.append(list(trace.tensors))
-
     chosen: dict[str, None] = {}
     for tier in tiers:
         for tid in tier:
             if tid in trace.tensors:
                 chosen.setdefault(tid, None)
-    ids = list(chosen)
-    if max_tensors is not None and len(ids) > max_tensors:
-        ids = ids[:max_tensors]
-    ids.sort(key=lambda tid: (trace.tensors[tid].seq, _id_number(tid)))
-    return ids, len(trace.tensors) - len(ids)
+    return list(chosen)
+
+
+def _bounded(trace: Trace, ranked: list[str], max_tensors: int | None) -> list[str]:
+    ids = ranked if max_tensors is None else ranked[:max_tensors]
+    return sorted(ids, key=lambda tid: (trace.tensors[tid].seq, _id_number(tid)))
 
 
 def _id_number(identifier: str) -> int:
@@ -220,6 +238,39 @@ def _bound_writes(writes: list[Event], hot_event: dict[int, str], limit: int) ->
             break
         keep.add(e.seq)
     return [e for e in writes if e.seq in keep]
+
+
+_FINDING_WORDS = {
+    "#ff6666": "finding: saved tensor written in place (backward raises)",
+    "orchid": "finding: saved tensor's bytes changed, version did not move (gradients silently wrong)",
+    "gold": "finding: parameter updated without a gradient",
+    "gray55": "finding: parameter that never gets a gradient",
+    "red": "finding: gradient path cut here",
+}
+
+
+def _legend(colours: set[str], saved: bool, writes: bool) -> str:
+    """Only the marks this drawing uses."""
+    rows = [
+        _legend_row("\N{BOX DRAWINGS LIGHT HORIZONTAL}" * 3 + "\N{BLACK RIGHT-POINTING TRIANGLE}", "#444444",
+                    "the tensor lives in this storage, at these bytes"),
+        _legend_row("- - \N{WHITE CIRCLE}", "#444444", "the tensor uses this version counter (shared = same versions)"),
+    ]
+    if saved:
+        rows.append(_legend_row("saved by \N{HORIZONTAL ELLIPSIS}", "#b36b00", "kept by an autograd node for backward, "
+                                "at the version shown"))
+    if writes:
+        rows.append(_legend_row("v0 \N{RIGHTWARDS ARROW} v0", "#a0309a", "in-place write: versions before \N{RIGHTWARDS ARROW} after; "
+                                "(not noticed) = bytes changed, version did not"))
+    for colour, words in _FINDING_WORDS.items():
+        if colour in colours:
+            rows.append(_legend_row("\N{FULL BLOCK}" * 3, colour, words))
+    return f'<<TABLE BORDER="0" CELLSPACING="0" CELLPADDING="2">{"".join(rows)}</TABLE>>'
+
+
+def _legend_row(mark: str, colour: str, words: str) -> str:
+    return (f'<TR><TD ALIGN="LEFT"><FONT COLOR="{colour}" FACE="{_MONO}">{html_label_text(mark)}</FONT></TD>'
+            f'<TD ALIGN="LEFT"><FONT POINT-SIZE="9">{html_label_text(words)}</FONT></TD></TR>')
 
 
 def _written_storages(trace: Trace, event: Event) -> list[str]:

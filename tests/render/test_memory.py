@@ -19,6 +19,7 @@ from gradviz.model import (
     VersionChange,
     VersionCounterRecord,
 )
+from gradviz.render import render
 from gradviz.render.memory import FINDING_COLOURS, memory_digraph
 
 needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz's dot is not installed")
@@ -153,7 +154,7 @@ def test_thousands_of_tensors_keep_only_the_aliases() -> None:
     bounded = memory_digraph(trace, [], show_all=True, max_tensors=50).source
     assert len(re.findall(r"^\s*tensor_\w+ \[", bounded, re.M)) == 50
     assert "tensor_c0 [" in bounded  # the alias outranks the bystanders
-    assert "… 2951 other tensors not shown (limit reached)" in bounded
+    assert "… 2951 other tensors not shown (limit of 50: max_tensors)" in bounded
 
 
 HOSTILE = 'x<b>&"{y}|z\nw'
@@ -186,7 +187,7 @@ def test_hostile_names_lay_out_and_show_as_written() -> None:
 @pytest.mark.dot
 @needs_dot
 def test_memory_view_through_render(data_trace: Trace) -> None:
-    diagram = gradviz.render.render(data_trace, "memory")
+    diagram = render(data_trace, "memory")
     assert diagram.view == "memory"
     svg = diagram.svg()
     assert "<svg" in svg and "version counter" in svg and "storage s1" in svg

@@ -21,6 +21,7 @@ from gradviz.model import (
     VersionChange,
     VersionCounterRecord,
 )
+from gradviz.render import render
 from gradviz.render.timeline import SEVERITY_FILL, timeline_digraph, timeline_rows
 
 needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz's dot is not installed")
@@ -165,7 +166,7 @@ def test_hostile_code_is_escaped() -> None:
 @pytest.mark.dot
 @needs_dot
 def test_timeline_lays_out(detach_trace: Trace) -> None:
-    svg = gradviz.render.render(detach_trace, "timeline").svg()
+    svg = render(detach_trace, "timeline").svg()
     assert "<svg" in svg and "row_1" in svg and "c: v0 → v1" in svg
 
 
