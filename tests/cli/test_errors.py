@@ -157,13 +157,14 @@ def test_no_command_and_unknown_command(gradviz_cli):
 
 def test_internal_error_is_one_line_with_a_hint_and_exit_3(tmp_path, monkeypatch, capsys):
     """A bug in the analysis: the diagram is still written, then one line and exit 3 (run in-process)."""
-    import gradviz.analysis
+    import importlib
+
     from gradviz import cli
 
     def broken(trace):
         raise KeyError("boom")
 
-    monkeypatch.setattr(gradviz.analysis, "diagnose", broken)
+    monkeypatch.setattr(importlib.import_module("gradviz.analysis"), "diagnose", broken)
     monkeypatch.chdir(tmp_path)
     status = cli.main(["render", str(DATA), "-o", "out.dot"])
 
@@ -178,13 +179,15 @@ def test_internal_error_is_one_line_with_a_hint_and_exit_3(tmp_path, monkeypatch
 
 
 def test_internal_error_in_rendering_writes_the_trace(tmp_path, monkeypatch, capsys):
-    import gradviz.render
+    import importlib
+
     from gradviz import cli, model
 
     def broken(*args, **kwargs):
         raise ZeroDivisionError("division by zero")
 
-    monkeypatch.setattr(gradviz.render, "render", broken)
+    # `gradviz.render` is the function; the subpackage is reached through importlib
+    monkeypatch.setattr(importlib.import_module("gradviz.render"), "render", broken)
     monkeypatch.chdir(tmp_path)
     status = cli.main(["render", str(DATA), "-q"])
 

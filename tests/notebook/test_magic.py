@@ -1,0 +1,164 @@
+"""The `%%gradviz` cell magic in an in-process IPython shell: tracing, display, namespace, line numbers, errors."""
+
+from __future__ import annotations
+
+import html
+import re
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("IPython")
+
+DATA_CELL = """\
+%%gradviz{options}
+a = torch.tensor([1, 2, 3.], requires_grad=True)
+out = a.tanh()
+c = out.data
+c.zero_()
+out.sum().backward()
+"""
+
+DETACH_CELL = """\
+%%gradviz
+a = torch.tensor([1, 2, 3.], requires_grad=True)
+out = a.tanh()
+c = out.detach()
+c.zero_()
+out.sum().backward()
+"""
+
+
+@pytest.fixture(scope="module")
+def shell():
+    from IPython import get_ipython
+    from IPython.testing.globalipapp import start_ipython
+
+    ip = get_ipython() or start_ipython()
+    ip.run_line_magic("load_ext", "gradviz.notebook")
+    ip.run_cell("import torch")
+    return ip
+
+
+def run(shell, cell):
+    from IPython.utils.capture import capture_output
+
+    with capture_output() as captured:
+        result = shell.run_cell(cell)
+    return result, captured
+
+
+def svgs(captured) -> list[list[str]]:
+    """The text of every SVG the cell displayed, one list of strings per display."""
+    return [
+        [html.unescape(t).replace("\xa0", " ") for t in re.findall(r"<text[^>]*>([^<]*)</text>", out.data["image/svg+xml"])]
+        for out in captured.outputs
+        if "image/svg+xml" in out.data
+    ]
+
+
+@pytest.mark.dot
+def test_magic_displays_the_annotated_graph_and_keeps_the_cells_variables(shell):
+    shell.user_ns.pop("c", None)
+    result, captured = run(shell, DATA_CELL.format(options=""))
+
+    assert result.success, result.error_in_exec
+    (texts,) = svgs(captured)
+    assert "TanhBackward0" in texts
+    # line 5 of the cell as shown, counting the %%gradviz line
+    assert "bytes changed via c = out.data, line 5;" in texts
+    assert "version unchanged (v0)" in texts
+    assert shell.user_ns["c"].tolist() == [0.0, 0.0, 0.0]
+    assert shell.user_ns["a"].grad.tolist() == [1.0, 1.0, 1.0]
+
+
+def test_findings_point_at_cell_lines_and_tensors_get_the_cells_names(shell):
+    from gradviz.analysis import diagnose
+    from gradviz.notebook import run_cell_traced
+
+    body = DATA_CELL.format(options="").split("\n", 1)[1]
+    trace, value, error = run_cell_traced(shell, body)
+
+    assert error is None and value is None
+    (finding,) = diagnose(trace)
+    assert finding.kind.value == "silently_corrupted_saved_tensor"
+    assert finding.line == 5
+    assert finding.code == "c.zero_()"
+    assert trace.tensor("c").origin == "data"
+    assert trace.tensor("out").grad_fn is not None
+    assert finding.file in trace.sources and trace.sources[finding.file].splitlines()[4] == "c.zero_()"
+
+
+@pytest.mark.dot
+def test_an_error_in_the_cell_comes_after_its_diagram_with_the_cells_own_traceback(shell):
+    result, captured = run(shell, DETACH_CELL)
+
+    assert isinstance(result.error_in_exec, RuntimeError)
+    assert "is at version 1; expected version 0" in str(result.error_in_exec)
+    (texts,) = svgs(captured)
+    assert "saved v0, now v1," in texts
+    assert "written at line 5 via c" in texts
+    assert any(t.startswith("raised RuntimeError at line 6") for t in texts)
+    shown = re.sub(r"\x1b\[[0-9;]*m", "", captured.stdout)
+    assert "----> 6 out.sum().backward()" in shown
+    frames = re.findall(r"^File (\S+?):\d+, in ([\w.]+)", shown, re.M)
+    assert [name for _, name in frames] == [
+        "InteractiveShell.run_cell_magic",  # IPython shows this for every cell magic
+        "Tensor.backward",
+        "backward",
+        "_engine_run_backward",
+    ], shown
+    assert shell.user_ns["c"].tolist() == [0.0, 0.0, 0.0]  # what ran before the error stays defined
+
+
+@pytest.mark.dot
+def test_options_are_the_clis_and_output_is_saved(shell, tmp_path):
+    target = tmp_path / "cell.dot"
+    result, captured = run(shell, DATA_CELL.format(options=f" --view memory --max-nodes 5 -o {target}"))
+
+    assert result.success, result.error_in_exec
+    assert len(svgs(captured)) == 1
+    assert target.read_text().startswith("digraph")
+    assert "storage" in target.read_text().lower()
+
+
+def test_bad_options_stop_the_cell_with_a_usage_error(shell):
+    shell.user_ns.pop("never", None)
+    result, captured = run(shell, "%%gradviz --view sideways\nnever = 1\n")
+    result_suffix, _ = run(shell, "%%gradviz -o picture.gif\nnever = 1\n")
+
+    assert type(result.error_in_exec).__name__ == "UsageError"
+    assert "argument --view: invalid choice: 'sideways'" in str(result.error_in_exec)
+    assert "cannot tell the output format of 'picture.gif'" in str(result_suffix.error_in_exec)
+    assert "never" not in shell.user_ns
+
+
+@pytest.mark.dot
+def test_the_value_of_a_final_expression_is_displayed_before_the_diagram(shell):
+    result, captured = run(shell, "%%gradviz\nw = torch.ones(2, requires_grad=True)\n(w * 2).sum()\n")
+
+    assert result.success
+    kinds = ["svg" if "image/svg+xml" in out.data else out.data.get("text/plain") for out in captured.outputs]
+    assert kinds == ["tensor(4., grad_fn=<SumBackward0>)", "svg"]
+
+
+def test_magic_options_parser_is_the_clis():
+    from gradviz.runner_options import OptionsError, parse_magic_line, render_kwargs
+
+    options = parse_magic_line("--view timeline --max-nodes 40 --collapse-modules --no-show-saved")
+    assert render_kwargs(options) == {"view": "timeline", "max_nodes": 40, "collapse_modules": True, "show_saved": False}
+    assert render_kwargs(parse_magic_line("")) == {
+        "view": "graph", "max_nodes": None, "collapse_modules": False, "show_saved": True
+    }
+    with pytest.raises(OptionsError, match="--max-nodes: expected a whole number, got 'many'"):
+        parse_magic_line("--max-nodes many")
+    with pytest.raises(OptionsError, match="usage: %%gradviz"):
+        parse_magic_line("--help")
+
+
+def test_importing_gradviz_and_its_notebook_module_does_not_import_ipython():
+    code = "import gradviz, gradviz.notebook, sys; print('IPython' in sys.modules, 'torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "False"]
+
