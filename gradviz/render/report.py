@@ -291,7 +291,9 @@ def _steps_section(trace: Trace, findings: Sequence[Finding], rows: list[dict[st
         # a folded loop row shows its first occurrence (the versions in the row are that one's); an omitted
         # stretch shows the state across all of it
         spans.append((min(indices), max(indices) + 1) if row["kind"] == "omitted" else (indices[0], indices[0] + 1))
+    touched_by_row = [_touched(trace, row, events_by_seq) for row in rows]
     followed, _ = relevant_tensors(trace, findings, max_tensors=_STATE_TENSORS)
+    followed += [tid for tid in dict.fromkeys(t for touched in touched_by_row for t in touched) if tid not in followed]
     states = _simulate(trace, followed, [p for span in spans for p in span])
     followed_set = set(followed)
     saved = [(n.id, s.name, s.tensor, s.saved_version) for n in trace.nodes.values() for s in n.saved
@@ -301,10 +303,10 @@ def _steps_section(trace: Trace, findings: Sequence[Finding], rows: list[dict[st
         by_storage.setdefault(trace.tensors[tid].storage, []).append(tid)
 
     panels = []
-    for number, (row, (start, stop)) in enumerate(zip(rows, spans), start=1):
+    for number, (row, (start, stop), touched) in enumerate(zip(rows, spans, touched_by_row), start=1):
         before, after = states[start], states[stop]
         panels.append(_step_panel(trace, row, number, len(rows), before, after, followed, by_storage, saved, files,
-                                  events_by_seq))
+                                  touched))
     controls = ('<div class="controls"><button type="button" id="step-prev" aria-label="previous event">'
                 "\N{LEFTWARDS ARROW} prev</button>"
                 f'<span id="step-counter">1 / {len(rows)}</span>'
@@ -312,6 +314,15 @@ def _steps_section(trace: Trace, findings: Sequence[Finding], rows: list[dict[st
                 '<span class="hint">or use the \N{LEFTWARDS ARROW} \N{RIGHTWARDS ARROW} keys</span></div>')
     return (f'<section id="steps" data-step="1" data-steps="{len(rows)}"><h2>Step through the events</h2>'
             f"{controls}{''.join(panels)}</section>")
+
+
+def _touched(trace: Trace, row: dict[str, Any], events_by_seq: dict[int, Event]) -> list[str]:
+    """Tensors the (first) event of a row names: written, aliased, or aliases."""
+    touched = [v["tensor"] for v in row["versions"]]
+    event = events_by_seq.get(row["seq"])
+    if event is not None and row["kind"] != "omitted":
+        touched += [tid for tid in (event.tensor, event.result) if tid]
+    return [tid for tid in dict.fromkeys(touched) if tid in trace.tensors]
 
 
 def _step_panel(
@@ -325,12 +336,8 @@ def _step_panel(
     by_storage: dict[str | None, list[str]],
     saved: list[tuple[str, str, str, int | None]],
     files: list[str],
-    events_by_seq: dict[int, Event],
+    touched: list[str],
 ) -> str:
-    touched = [v["tensor"] for v in row["versions"]]
-    event = events_by_seq.get(row["seq"])
-    if event is not None:
-        touched += [tid for tid in (event.tensor, event.result) if tid]
     shown: list[str] = []
     for tid in touched:
         if tid in trace.tensors:
@@ -385,9 +392,10 @@ def _step_panel(
         storage = trace.tensors[tid].storage if tid in trace.tensors else None
         if storage and tid in written:
             hits.add(quote_id(f"storage_{storage}"))
-    for node_id, _, tid, _ in saved:
+    # in the graph view: the node that saved a touched tensor and its saved-tensor box (`n0_s_result`)
+    for node_id, name, tid, _ in saved:
         if tid in touched:
-            hits.add(quote_id(node_id))
+            hits.update({quote_id(node_id), quote_id(f"{node_id}_s_{name}")})
     line_id = _line_id(files, row["file"], row["line"])
     severity = f' sev-{row["severity"]}' if row["severity"] else ""
     count = f" \N{MULTIPLICATION SIGN} {row['count']}" if row["count"] > 1 else ""
