@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 import graphviz
 
-from ..model import Event, EventKind, Trace
+from ..model import Event, EventKind, OpRecord, Trace
 from .escape import html_text, quote_id
-from .memory import memory_digraph, relevant_tensors
+from .memory import memory_digraph, producers, relevant_tensors, tensor_title
 from .timeline import timeline_digraph, timeline_rows
 
 if TYPE_CHECKING:
@@ -292,6 +292,7 @@ def _steps_section(trace: Trace, findings: Sequence[Finding], rows: list[dict[st
         # stretch shows the state across all of it
         spans.append((min(indices), max(indices) + 1) if row["kind"] == "omitted" else (indices[0], indices[0] + 1))
     touched_by_row = [_touched(trace, row, events_by_seq) for row in rows]
+    made_by = producers(trace)
     followed, _ = relevant_tensors(trace, findings, max_tensors=_STATE_TENSORS)
     followed += [tid for tid in dict.fromkeys(t for touched in touched_by_row for t in touched) if tid not in followed]
     states = _simulate(trace, followed, [p for span in spans for p in span])
@@ -306,7 +307,7 @@ def _steps_section(trace: Trace, findings: Sequence[Finding], rows: list[dict[st
     for number, (row, (start, stop), touched) in enumerate(zip(rows, spans, touched_by_row), start=1):
         before, after = states[start], states[stop]
         panels.append(_step_panel(trace, row, number, len(rows), before, after, followed, by_storage, saved, files,
-                                  touched))
+                                  touched, made_by))
     controls = ('<div class="controls"><button type="button" id="step-prev" aria-label="previous event">'
                 "\N{LEFTWARDS ARROW} prev</button>"
                 f'<span id="step-counter">1 / {len(rows)}</span>'
@@ -337,6 +338,7 @@ def _step_panel(
     saved: list[tuple[str, str, str, int | None]],
     files: list[str],
     touched: list[str],
+    made_by: dict[str, OpRecord],
 ) -> str:
     shown: list[str] = []
     for tid in touched:
@@ -364,7 +366,7 @@ def _step_panel(
         elif not exists:
             note = "appears here"
         state_rows.append(
-            f'<tr class="{" ".join(classes)}"><td>{html_text(t.label)}</td><td>{html_text(t.storage or "-")}</td>'
+            f'<tr class="{" ".join(classes)}"><td>{html_text(tensor_title(trace, tid, made_by))}</td><td>{html_text(t.storage or "-")}</td>'
             f"<td>{html_text(t.version_counter or '-')}</td><td>{_v(v0) if exists else '-'}</td><td>{_v(v1)}</td>"
             f"<td>{html_text(note)}</td></tr>"
         )
@@ -379,7 +381,7 @@ def _step_panel(
         changed = " changed" if status0 != status1 else ""
         saved_rows.append(
             f'<tr class="saved-{status1[0]}{changed}"><td>{html_text(trace.nodes[node_id].name)}</td>'
-            f"<td>{html_text(name)}</td><td>{html_text(trace.tensors[tid].label)}</td>"
+            f"<td>{html_text(name)}</td><td>{html_text(tensor_title(trace, tid, made_by))}</td>"
             f"<td>{html_text(status0[1])}</td><td>{html_text(status1[1])}</td></tr>"
         )
         if len(saved_rows) >= 20:

@@ -159,29 +159,33 @@ def _row(
 
 def _alias(trace: Trace, event: Event, made_by: dict[str, OpRecord]) -> str:
     kind = event.kind
+
+    def name(tid: str | None) -> str:
+        return tensor_title(trace, tid, made_by) if tid in trace.tensors else "?"
+
     if kind in (EventKind.DATA_GET, EventKind.DETACH):
         if event.result in trace.tensors:
             text = alias_text(trace, event.result)
             if " = " in text or "." in text:
                 return text
-        source = event.data.get("expression") or (trace.tensors[event.tensor].label if event.tensor else "?")
+        source = event.data.get("expression") or name(event.tensor)
         return f"{source}.data" if kind is EventKind.DATA_GET else f"{source}.detach()"
     if kind is EventKind.DATA_SET:
-        target = trace.tensors[event.tensor].label if event.tensor in trace.tensors else "?"
-        value = trace.tensors[event.result].label if event.result in trace.tensors else "\N{HORIZONTAL ELLIPSIS}"
-        return f"{target}.data = {value}"
+        value = name(event.result) if event.result in trace.tensors else "\N{HORIZONTAL ELLIPSIS}"
+        return f"{name(event.tensor)}.data = {value}"
     if kind is EventKind.DETACH_:
-        return f"{trace.tensors[event.tensor].label}.detach_()" if event.tensor in trace.tensors else "detach_()"
+        return f"{name(event.tensor)}.detach_()"
     if kind is EventKind.INPLACE_WRITE and event.tensor in trace.tensors:
-        return "via " + alias_text(trace, event.tensor)
+        alias = alias_text(trace, event.tensor)
+        return "via " + (name(event.tensor) if alias == event.tensor else alias)
     if kind is EventKind.BACKWARD:
-        roots = [tensor_title(trace, r, made_by) for r in event.data.get("roots") or [] if r in trace.tensors]
+        roots = [name(r) for r in event.data.get("roots") or [] if r in trace.tensors]
         return f"{', '.join(roots) or '?'}.backward()"
     if kind is EventKind.OPTIMIZER_STEP:
         changed = event.data.get("changed") or []
         return f"{event.data.get('optimizer', 'optimizer')}.step(): {len(changed)} changed"
     if kind is EventKind.REQUIRES_GRAD_ and event.tensor in trace.tensors:
-        return f"{trace.tensors[event.tensor].label}.requires_grad_()"
+        return f"{name(event.tensor)}.requires_grad_()"
     return ""
 
 
