@@ -51,7 +51,7 @@ def test_no_grad() -> None:
         with torch.no_grad():
             y = w * 2
             w.sub_(0.5)
-        z = w * 3
+        z = w * w
     assert t.tensor("y").requires_grad is False and t.tensor("y").grad_fn is None
     assert t.tensor("z").grad_fn is not None
     write = t.events_of(EventKind.INPLACE_WRITE)[0]
@@ -60,6 +60,16 @@ def test_no_grad() -> None:
     assert "grad_fn" not in write.data  # a leaf stays a leaf
     saved = {s.name: s for s in t.nodes[t.tensor("z").grad_fn].saved}
     assert saved["self"].tensor == t.tensor("w").id and saved["self"].saved_version == 1
+
+
+class TwoLayers(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.layer1 = torch.nn.Linear(3, 4)
+        self.layer2 = torch.nn.Linear(4, 1, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.layer2(self.layer1(x))
 
 
 def test_inference_mode_has_no_version_counter() -> None:
@@ -125,16 +135,15 @@ def test_optimizer_steps(make, changed_when_grad_zero: bool) -> None:
     optimizer (momentum, Adam's moments) still moves it. `frozen` is in the optimizer but never used."""
     torch.manual_seed(0)
     with gradviz.trace() as t:
-        layer1 = torch.nn.Linear(3, 4)
-        layer2 = torch.nn.Linear(4, 1, bias=False)
+        model = TwoLayers()
         frozen = torch.nn.Parameter(torch.ones(2))
-        opt = make([layer1.weight, layer1.bias, layer2.weight, frozen])
+        opt = make([*model.parameters(), frozen])
         x = torch.randn(6, 3)
-        layer2(layer1(x)).sum().backward()
+        model(x).sum().backward()
         opt.step()
         opt.zero_grad()
-        layer2(layer1(x)).sum().backward()
-        layer2.weight.grad.zero_()
+        model(x).sum().backward()
+        model.layer2.weight.grad.zero_()
         opt.step()
     first, second = t.events_of(EventKind.OPTIMIZER_STEP)
     w1, b1, w2 = (t.tensor(f"{n}") for n in ("layer1.weight", "layer1.bias", "layer2.weight"))
