@@ -1,0 +1,85 @@
+"""Names: the user's variable names for tensors, qualified parameter names from nn.Modules, and labels."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+import gradviz
+from gradviz import EventKind
+
+GALLERY = Path(__file__).resolve().parents[2] / "gallery"
+
+
+def test_seed_variables_named() -> None:
+    trace = gradviz.trace_script(GALLERY / "plot_02_data_silent.py")
+    a, out, c = trace.tensor("a"), trace.tensor("out"), trace.tensor("c")
+    assert (a.names, out.names, c.names) == (["a"], ["out"], ["c"])
+    assert (a.label, out.label, c.label) == ("a", "out", "c")
+    assert len({a.id, out.id, c.id}) == 3
+    assert trace.nodes[out.grad_fn].name == "TanhBackward0"
+
+
+def test_testdetach_parameters_and_modules_named() -> None:
+    trace = gradviz.trace_script(GALLERY / "plot_01_testdetach.py")
+    w1, w2 = trace.tensor("layer1.weight"), trace.tensor("layer2.weight")
+    assert (w1.shape, w2.shape) == ([3, 4], [2, 3])
+    assert (w1.label, w2.label) == ("layer1.weight", "layer2.weight")
+    assert w1.origin == w2.origin == "parameter"
+    leaves = {trace.nodes[n].variable for n in trace.nodes if trace.nodes[n].name == "AccumulateGrad"}
+    assert leaves == {w1.id, w2.id}
+    # the nodes a module's forward made are attributed to it
+    mm_modules = [n.module for n in trace.nodes.values() if n.name == "MmBackward0"]
+    assert set(mm_modules) == {"layer1", "layer2"}
+    assert trace.tensor("w1_before").names == ["w1_before"]
+
+
+def test_names_in_functions_and_aliases(trace_of, line_of) -> None:
+    text = """
+    import torch
+
+    def poison(weights):
+        hidden = weights * 2
+        view_of_hidden = hidden[1:]
+        alias = hidden.data
+        alias.mul_(0)
+        return hidden
+
+    w = torch.ones(3, requires_grad=True)
+    result = poison(w)
+    """
+    trace = trace_of(text)
+    assert trace.exception is None
+    hidden = trace.tensor("hidden")
+    assert "result" in hidden.names  # the same tensor under its name at the call site
+    assert trace.tensor("weights").id == trace.tensor("w").id
+    assert trace.tensor("view_of_hidden").source == hidden.id
+    alias = trace.tensor("alias")
+    assert alias.source == hidden.id and alias.origin == "data"
+    event = trace.events_of(EventKind.DATA_GET)[0]
+    assert event.data["expression"] == "hidden"
+    assert event.location.line == line_of(text, "alias = hidden.data")
+
+
+def test_unnamed_temporaries_are_labelled_by_id() -> None:
+    with gradviz.trace() as t:
+        a = torch.ones(2, requires_grad=True)
+        total = (a * 2).sum()
+    temporary = [r for r in t.tensors.values() if not r.names and r.parameter is None]
+    assert temporary, "the product a * 2 is never bound to a name"
+    for record in temporary:
+        assert record.label == record.id
+    assert t.tensor("total").label == "total"
+
+
+def test_parameter_name_wins_over_variable_name() -> None:
+    with gradviz.trace() as t:
+        model = torch.nn.Sequential(torch.nn.Linear(2, 2))
+        w = model[0].weight
+        model(torch.ones(1, 2)).sum().backward()
+    record = t.tensor("0.weight")
+    assert record.parameter == "0.weight"
+    assert "w" in record.names
+    assert record.label == "0.weight"
+    assert t.tensor("w").id == record.id
