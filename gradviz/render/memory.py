@@ -260,7 +260,8 @@ def _legend(colours: set[str], saved: bool, writes: bool) -> str:
         rows.append(_legend_row("saved by \N{HORIZONTAL ELLIPSIS}", "#b36b00", "kept by an autograd node for backward, "
                                 "at the version shown"))
     if writes:
-        rows.append(_legend_row("v0 \N{RIGHTWARDS ARROW} v0", "#a0309a", "in-place write: versions before \N{RIGHTWARDS ARROW} after; "
+        rows.append(_legend_row("v0 \N{RIGHTWARDS ARROW} v0", "#a0309a",
+                                "in-place write: versions before \N{RIGHTWARDS ARROW} after; "
                                 "(not noticed) = bytes changed, version did not"))
     for colour, words in _FINDING_WORDS.items():
         if colour in colours:

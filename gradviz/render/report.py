@@ -366,7 +366,8 @@ def _step_panel(
         elif not exists:
             note = "appears here"
         state_rows.append(
-            f'<tr class="{" ".join(classes)}"><td>{html_text(tensor_title(trace, tid, made_by))}</td><td>{html_text(t.storage or "-")}</td>'
+            f'<tr class="{" ".join(classes)}"><td>{html_text(tensor_title(trace, tid, made_by))}</td>'
+            f'<td>{html_text(t.storage or "-")}</td>'
             f"<td>{html_text(t.version_counter or '-')}</td><td>{_v(v0) if exists else '-'}</td><td>{_v(v1)}</td>"
             f"<td>{html_text(note)}</td></tr>"
         )
