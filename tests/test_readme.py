@@ -1,0 +1,94 @@
+"""Every command README.md tells a user to run is run here, so the README cannot rot."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+SHELL_LINES = [
+    line.split("#", 1)[0].strip()
+    for block in re.findall(r"```sh\n(.*?)```", README, re.S)
+    for line in block.splitlines()
+    if line.strip()
+]
+GRADVIZ_LINES = [line for line in SHELL_LINES if line.startswith("gradviz ")]
+# what each README command must do: exit status, and the file it writes (None: prints only)
+EXPECTED = {
+    "gradviz render gallery/plot_02_data_silent.py -o data.svg": (0, "data.svg"),
+    "gradviz render gallery/plot_01_testdetach.py --view memory -o testdetach-memory.png": (0, "testdetach-memory.png"),
+    "gradviz render gallery/plot_03_detach_raises.py --view report -o detach-report.html": (1, "detach-report.html"),
+    "gradviz check gallery/plot_02_data_silent.py": (1, None),
+    "gradviz check gallery/plot_01_testdetach.py --json": (0, None),
+}
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    shutil.copytree(ROOT / "gallery", tmp_path / "gallery", ignore=shutil.ignore_patterns("_build", "images"))
+    return tmp_path
+
+
+def test_readme_lists_exactly_the_checked_commands() -> None:
+    assert set(GRADVIZ_LINES) == set(EXPECTED)
+    assert [line for line in SHELL_LINES if line.startswith("make")] == ["make demo", "make test"]
+
+
+@pytest.mark.dot
+@pytest.mark.parametrize("command", sorted(EXPECTED))
+def test_readme_command_runs(command: str, workdir: Path) -> None:
+    code, output = EXPECTED[command]
+    argv = [sys.executable, "-m", "gradviz", *shlex.split(command)[1:]]
+    result = subprocess.run(argv, cwd=workdir, capture_output=True, text=True, timeout=300)
+    assert result.returncode == code, result.stderr
+    assert "Traceback (most recent call last)" not in result.stderr or "plot_03" in command
+    if output is not None:
+        written = workdir / output
+        assert written.stat().st_size > 1000
+        head = written.read_bytes()[:64]
+        assert head.startswith(b"\x89PNG") if output.endswith(".png") else b"<" in head
+    if "--json" in command:
+        document = json.loads(result.stdout)
+        assert {(f["kind"], f["line"]) for f in document["findings"]} == {("cut_edge", 29), ("dead_parameter", 29)}
+    elif command.startswith("gradviz check"):
+        assert "silently_corrupted_saved_tensor" in result.stdout and ":24" in result.stdout
+
+
+def test_readme_python_example_runs(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    block = re.search(r"```python\n(.*?)```", README, re.S).group(1)  # type: ignore[union-attr]
+    monkeypatch.chdir(workdir)
+    namespace: dict[str, object] = {}
+    exec(compile(block, "README.md", "exec"), namespace)
+    assert [f.line for f in namespace["gradviz"].diagnose(namespace["t"])] == [8]  # type: ignore[attr-defined]
+    assert (workdir / "memory.svg").read_text().startswith(("<?xml", "<svg"))
+    assert namespace["same"].to_dict() == namespace["t"].to_dict()  # type: ignore[attr-defined]
+    assert (workdir / "loss.svg").exists()
+
+
+def test_make_targets_are_the_readme_commands() -> None:
+    demo = subprocess.run(["make", "-n", "demo"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    assert "gradviz render gallery/plot_02_data_silent.py -o data-example.svg" in demo
+    test = subprocess.run(["make", "-n", "test"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    assert "-m pytest" in test
+    assert (ROOT / ".ci" / "run").read_text().strip().endswith("make test")
+
+
+@pytest.mark.dot
+def test_make_demo_draws_the_data_example(tmp_path: Path) -> None:
+    """`make demo`'s drawing step, with the interpreter running these tests (the setup step is CI's `make test`)."""
+    demo = subprocess.run(["make", "-n", "demo"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    line = next(x for x in demo.splitlines() if "gradviz render" in x)
+    argv = [sys.executable, "-m", "gradviz", *shlex.split(line)[1:]]
+    argv[-1] = str(tmp_path / "data-example.svg")
+    result = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    svg = (tmp_path / "data-example.svg").read_text()
+    assert "bytes changed via c = out.data, line 24" in svg
