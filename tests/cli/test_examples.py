@@ -131,8 +131,8 @@ def test_check_human_report_has_severity_place_source_message_and_fix(gradviz_cl
     assert "\x1b[" not in result.stdout  # no colour when stdout is not a terminal
 
 
-def test_check_human_report_on_testdetach_exits_0_without_strict(gradviz_cli):
-    result = gradviz_cli("check", MODULE, "-q")
+def test_check_human_report_on_testdetach_exits_0_without_strict(python_m_gradviz):
+    result = python_m_gradviz("check", MODULE, "-q")
 
     assert result.returncode == 0, result.stderr
     assert f"warning  {MODULE}:{line_of(MODULE, 'x = x.detach()')}  dead_parameter" in result.stdout
