@@ -8,7 +8,6 @@ import json
 import os
 import re
 import sys
-import tokenize
 import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -16,7 +15,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from . import __version__
-from .runner_options import OptionsError, add_render_options, check_suffix, output_path, render_kwargs, script_frames
+from .runner_options import (
+    OptionsError,
+    ScriptError,
+    add_render_options,
+    check_script,
+    check_suffix,
+    exit_code,
+    format_script_error,
+    output_path,
+    render_kwargs,
+    run_script,
+    stdout_to_stderr,
+)
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -141,7 +152,7 @@ def build_parser(prog: str = "gradviz") -> argparse.ArgumentParser:
             description=command.description,
             epilog=command.epilog,
             formatter_class=argparse.RawDescriptionHelpFormatter,
-            usage=f"%(prog)s SCRIPT [options] [-- SCRIPT_ARGS...]" if name in ("render", "check") else None,
+            usage="%(prog)s SCRIPT [options] [-- SCRIPT_ARGS...]" if name in ("render", "check") else None,
         )
         command.add_arguments(child)
     return parser
@@ -159,7 +170,7 @@ def main(argv: list[str] | None = None, *, prog: str = "gradviz") -> int:
     options.script_args = script_args
     try:
         return COMMANDS[options.command].run(options)
-    except (UsageError, OptionsError) as exc:
+    except (UsageError, OptionsError, ScriptError) as exc:
         _error(str(exc))
         return EXIT_USAGE
     except KeyboardInterrupt:
@@ -242,7 +253,7 @@ def run_check(options: argparse.Namespace) -> int:
     script = check_script(options.script)
     progress = Progress(quiet=options.quiet or options.json)
     if options.json:
-        with _stdout_to_stderr():
+        with stdout_to_stderr():
             trace = _run_traced(script, options.script_args, progress)
     else:
         trace = _run_traced(script, options.script_args, progress)
@@ -272,7 +283,7 @@ def run_check(options: argparse.Namespace) -> int:
 
 
 def _script_exception(trace: Trace) -> dict[str, Any] | None:
-    if trace.exception is None or _exit_code(trace.error) == 0:
+    if trace.exception is None or exit_code(trace.error) == 0:
         return None
     location = trace.exception.location
     return {"type": trace.exception.type, "message": trace.exception.message, "line": location.line if location else None}
@@ -302,7 +313,7 @@ def _print_report(findings: list[Finding], script: Path, trace: Trace, *, quiet:
     if not quiet:
         counts = {level: sum(f.severity.value == level for f in findings) for level in ("error", "warning", "info")}
         tally = ", ".join(_plural(counts[level], level) for level in ("error", "warning", "info"))
-        status = _exit_code(trace.error)
+        status = exit_code(trace.error)
         if trace.error is None or status == 0:
             ending = ""
         elif isinstance(trace.error, SystemExit):
@@ -321,68 +332,9 @@ _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
 
 # ---------------------------------------------------------------------------------------------- the script
-def check_script(name: str) -> Path:
-    """The script as a path, after making sure it exists and is Python that compiles; UsageError otherwise."""
-    path = Path(name).expanduser()
-    if not path.exists():
-        raise UsageError(f"no such script: {name!r}")
-    if path.is_dir():
-        raise UsageError(f"{name!r} is a folder, not a Python script")
-    if path.suffix.lower() not in (".py", ".pyw", ""):
-        raise UsageError(f"{name!r} is not a Python file (expected a .py script)")
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise UsageError(f"cannot read {name!r}: {exc.strerror or exc}") from None
-    try:
-        encoding, _ = tokenize.detect_encoding(iter(raw.splitlines(keepends=True)).__next__)
-        text = raw.decode(encoding)
-    except (SyntaxError, UnicodeDecodeError, LookupError):
-        raise UsageError(f"{name!r} is not a Python file (it is not text)") from None
-    if "\0" in text:
-        raise UsageError(f"{name!r} is not a Python file (it contains binary data)")
-    try:
-        compile(raw, str(path), "exec", dont_inherit=True)
-    except SyntaxError as exc:
-        raise UsageError(_syntax_message(exc, name)) from None
-    except ValueError as exc:
-        raise UsageError(f"{name!r} is not a Python file ({exc})") from None
-    return path
-
-
-def _syntax_message(exc: SyntaxError, name: str) -> str:
-    where = f"{exc.filename or name}:{exc.lineno}" if exc.lineno else (exc.filename or name)
-    return f"syntax error in {where}: {exc.msg}"
-
-
 def _run_traced(script: Path, argv: list[str], progress: Progress) -> Trace:
-    import gradviz
-
     progress.note(f"running {_shown(script)} under the tracer")
-    stdout, stderr, cwd = sys.stdout, sys.stderr, os.getcwd()
-    try:
-        trace = gradviz.trace_script(script, argv)
-    except FileNotFoundError as exc:  # it vanished since we looked
-        raise UsageError(str(exc)) from None
-    finally:
-        for stream in (sys.stdout, sys.stderr):  # what the script printed comes before what we print
-            with contextlib.suppress(Exception):
-                stream.flush()
-        # undo what the script may have changed in this process, so our messages and files are where we said
-        sys.stdout, sys.stderr = stdout, stderr
-        with contextlib.suppress(OSError):
-            os.chdir(cwd)
-    error = trace.error
-    if isinstance(error, SyntaxError) and _never_ran(error, trace):
-        raise UsageError(_syntax_message(error, str(script)))
-    return trace
-
-
-def _never_ran(error: SyntaxError, trace: Trace) -> bool:
-    """A SyntaxError raised while compiling the script itself, not one the script raised while running."""
-    script = trace.script or ""
-    ran = any(frame.f_code.co_filename == script for frame, _ in traceback.walk_tb(error.__traceback__))
-    return not ran and os.path.abspath(error.filename or "") == os.path.abspath(script)
+    return run_script(script, argv)
 
 
 def _warn_if_empty(trace: Trace, script: Path) -> None:
@@ -401,20 +353,6 @@ def _diagnose(trace: Trace, progress: Progress) -> tuple[list[Finding], Exceptio
             return [], exc
 
 
-def _exit_code(error: BaseException | None) -> int:
-    """The status `python script.py` would exit with."""
-    if error is None:
-        return EXIT_OK
-    if isinstance(error, SystemExit):
-        code = error.code
-        if code is None:
-            return EXIT_OK
-        return code if isinstance(code, int) else 1
-    if isinstance(error, KeyboardInterrupt):
-        return 130
-    return 1
-
-
 def _finish_script(trace: Trace, *, keep_code: bool = True, show_traceback: bool = True) -> int:
     """Print the script's error as Python would, and the status to exit with."""
     error = trace.error
@@ -423,49 +361,12 @@ def _finish_script(trace: Trace, *, keep_code: bool = True, show_traceback: bool
     if isinstance(error, SystemExit):
         if error.code is not None and not isinstance(error.code, int) and show_traceback:
             print(error.code, file=sys.stderr)  # sys.exit("message") prints the message, as Python does
-        code = _exit_code(error)
+        code = exit_code(error)
         return code if keep_code else min(code, EXIT_FINDINGS)
     if show_traceback:
         sys.stderr.write(format_script_error(error))
         sys.stderr.flush()
-    return _exit_code(error) if keep_code else EXIT_FINDINGS
-
-
-def format_script_error(error: BaseException) -> str:
-    """The script's traceback as Python prints it, without the frames gradviz added (its own, runpy's, and
-    torch's detour through the tracer's TorchFunctionMode)."""
-    te = traceback.TracebackException(type(error), error, error.__traceback__)
-    seen: set[int] = set()
-    stack = [te]
-    while stack:
-        current = stack.pop()
-        if id(current) in seen:
-            continue
-        seen.add(id(current))
-        frames = list(current.stack)
-        keep = script_frames([(f.filename, f.name) for f in frames])
-        current.stack = traceback.StackSummary.from_list([f for f, kept in zip(frames, keep) if kept])
-        stack.extend(e for e in (current.__cause__, current.__context__) if e is not None)
-    return "".join(te.format())
-
-
-@contextlib.contextmanager
-def _stdout_to_stderr() -> Iterator[None]:
-    """Send the script's output to stderr, at the Python and the file-descriptor level, so stdout stays ours."""
-    sys.stdout.flush()
-    saved_fd = None
-    with contextlib.suppress(OSError, ValueError, AttributeError):
-        saved_fd = os.dup(sys.__stdout__.fileno())  # type: ignore[union-attr]
-        os.dup2(sys.__stderr__.fileno(), sys.__stdout__.fileno())  # type: ignore[union-attr]
-    try:
-        with contextlib.redirect_stdout(sys.stderr):
-            yield
-    finally:
-        with contextlib.suppress(Exception):
-            sys.stderr.flush()
-        if saved_fd is not None:
-            os.dup2(saved_fd, sys.__stdout__.fileno())  # type: ignore[union-attr]
-            os.close(saved_fd)
+    return exit_code(error) if keep_code else EXIT_FINDINGS
 
 
 # ---------------------------------------------------------------------------------------------- output helpers

@@ -1,13 +1,20 @@
-"""Options shared by `gradviz render`, `gradviz check` and the `%%gradviz` cell magic (argparse only, no torch)."""
+"""The runner and the options shared by `gradviz render`, `gradviz check` and the `%%gradviz` cell magic (no torch)."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shlex
-from collections.abc import Sequence
+import sys
+import tokenize
+import traceback
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .model import Trace
 
 #: The suffix of the default output file where it is not .svg: the report is a page, not a picture.
 DEFAULT_SUFFIX: dict[str, str] = {"report": ".html"}
@@ -15,6 +22,10 @@ DEFAULT_SUFFIX: dict[str, str] = {"report": ".html"}
 
 class OptionsError(ValueError):
     """Bad options: raised instead of exiting, so the notebook magic can report it in the cell."""
+
+
+class ScriptError(ValueError):
+    """The script cannot be run: missing, not Python, or it does not compile."""
 
 
 class OptionParser(argparse.ArgumentParser):
@@ -149,3 +160,120 @@ def script_frames(frames: Sequence[tuple[str, str]]) -> list[bool]:
 
 def _added_by_gradviz(filename: str) -> bool:
     return filename.startswith(_GRADVIZ_DIR) or filename == "<frozen runpy>" or os.path.basename(filename) == "runpy.py"
+
+
+# ---------------------------------------------------------------------------------------------- the script
+def check_script(name: str) -> Path:
+    """The script as a path, after making sure it exists and is Python that compiles; ScriptError otherwise."""
+    path = Path(name).expanduser()
+    if not path.exists():
+        raise ScriptError(f"no such script: {name!r}")
+    if path.is_dir():
+        raise ScriptError(f"{name!r} is a folder, not a Python script")
+    if path.suffix.lower() not in (".py", ".pyw", ""):
+        raise ScriptError(f"{name!r} is not a Python file (expected a .py script)")
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ScriptError(f"cannot read {name!r}: {exc.strerror or exc}") from None
+    try:
+        encoding, _ = tokenize.detect_encoding(iter(raw.splitlines(keepends=True)).__next__)
+        text = raw.decode(encoding)
+    except (SyntaxError, UnicodeDecodeError, LookupError):
+        raise ScriptError(f"{name!r} is not a Python file (it is not text)") from None
+    if "\0" in text:
+        raise ScriptError(f"{name!r} is not a Python file (it contains binary data)")
+    try:
+        compile(raw, str(path), "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        raise ScriptError(syntax_message(exc, name)) from None
+    except ValueError as exc:
+        raise ScriptError(f"{name!r} is not a Python file ({exc})") from None
+    return path
+
+
+def syntax_message(exc: SyntaxError, name: str) -> str:
+    where = f"{exc.filename or name}:{exc.lineno}" if exc.lineno else (exc.filename or name)
+    return f"syntax error in {where}: {exc.msg}"
+
+
+def run_script(script: Path, argv: list[str]) -> Trace:
+    """Trace `script` as `python script argv...` would run it, putting back what the script may change in this
+    process (stdout, stderr, working folder). ScriptError when it cannot be run at all."""
+    from .tracer import trace_script
+
+    stdout, stderr, cwd = sys.stdout, sys.stderr, os.getcwd()
+    try:
+        trace = trace_script(script, argv)
+    except FileNotFoundError as exc:  # it vanished since we looked
+        raise ScriptError(str(exc)) from None
+    finally:
+        for stream in (sys.stdout, sys.stderr):  # what the script printed comes before what we print
+            with contextlib.suppress(Exception):
+                stream.flush()
+        # undo what the script may have changed in this process, so our messages and files are where we said
+        sys.stdout, sys.stderr = stdout, stderr
+        with contextlib.suppress(OSError):
+            os.chdir(cwd)
+    error = trace.error
+    if isinstance(error, SyntaxError) and never_ran(error, trace):
+        raise ScriptError(syntax_message(error, str(script)))
+    return trace
+
+
+def never_ran(error: SyntaxError, trace: Trace) -> bool:
+    """A SyntaxError raised while compiling the script itself, not one the script raised while running."""
+    script = trace.script or ""
+    ran = any(frame.f_code.co_filename == script for frame, _ in traceback.walk_tb(error.__traceback__))
+    return not ran and os.path.abspath(error.filename or "") == os.path.abspath(script)
+
+
+def exit_code(error: BaseException | None) -> int:
+    """The status `python script.py` would exit with."""
+    if error is None:
+        return 0
+    if isinstance(error, SystemExit):
+        code = error.code
+        if code is None:
+            return 0
+        return code if isinstance(code, int) else 1
+    if isinstance(error, KeyboardInterrupt):
+        return 130
+    return 1
+
+
+def format_script_error(error: BaseException) -> str:
+    """The script's traceback as Python prints it, without the frames gradviz added (its own, runpy's, and
+    torch's detour through the tracer's TorchFunctionMode)."""
+    te = traceback.TracebackException(type(error), error, error.__traceback__)
+    seen: set[int] = set()
+    stack = [te]
+    while stack:
+        current = stack.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        frames = list(current.stack)
+        keep = script_frames([(f.filename, f.name) for f in frames])
+        current.stack = traceback.StackSummary.from_list([f for f, kept in zip(frames, keep) if kept])
+        stack.extend(e for e in (current.__cause__, current.__context__) if e is not None)
+    return "".join(te.format())
+
+
+@contextlib.contextmanager
+def stdout_to_stderr() -> Iterator[None]:
+    """Send the script's output to stderr, at the Python and the file-descriptor level, so stdout stays ours."""
+    sys.stdout.flush()
+    saved_fd = None
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        saved_fd = os.dup(sys.__stdout__.fileno())  # type: ignore[union-attr]
+        os.dup2(sys.__stderr__.fileno(), sys.__stdout__.fileno())  # type: ignore[union-attr]
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stderr.flush()
+        if saved_fd is not None:
+            os.dup2(saved_fd, sys.__stdout__.fileno())  # type: ignore[union-attr]
+            os.close(saved_fd)
