@@ -52,11 +52,11 @@ def gradviz_cell(shell: InteractiveShell, cell: str, options: Any) -> Trace:
 
     trace, value, error = run_cell_traced(shell, cell)
     diagram = _render(trace, options)
-    if value is not None:
+    if value is not None and not cell.rstrip().endswith(";"):  # a trailing `;` silences the value, as in IPython
         display(value)
     display(diagram)
     if options.output:
-        diagram.save(_path(options.output))
+        _save(diagram, options.output)
     if error is not None:
         raise error.with_traceback(_from_cell(error.__traceback__))
     return trace
@@ -121,6 +121,18 @@ def _from_cell(tb: TracebackType | None) -> TracebackType | None:
         if kept:
             clean = TracebackType(clean, entry.tb_frame, entry.tb_lasti, entry.tb_lineno)
     return clean
+
+
+def _save(diagram: Diagram, name: str) -> None:
+    """Save as -o asked; a failure is reported below the diagram and does not hide the cell's own error."""
+    import sys
+
+    from .render.diagram import GraphvizNotFound
+
+    try:
+        diagram.save(_path(name))
+    except (GraphvizNotFound, OSError, ValueError) as exc:
+        print(f"gradviz: could not write {name!r}: {getattr(exc, 'strerror', None) or exc}", file=sys.stderr)
 
 
 def _cached_lines(filename: str) -> list[str]:

@@ -141,6 +141,17 @@ def test_the_value_of_a_final_expression_is_displayed_before_the_diagram(shell):
     assert result.success
     kinds = ["svg" if "image/svg+xml" in out.data else out.data.get("text/plain") for out in captured.outputs]
     assert kinds == ["tensor(4., grad_fn=<SumBackward0>)", "svg"]
+    _, silenced = run(shell, "%%gradviz\nw = torch.ones(2, requires_grad=True)\n(w * 2).sum();\n")
+    assert len(silenced.outputs) == 1 and "image/svg+xml" in silenced.outputs[0].data
+
+
+@pytest.mark.dot
+def test_an_unwritable_output_is_reported_without_hiding_the_diagram(shell, tmp_path):
+    result, captured = run(shell, f"%%gradviz -o {tmp_path}/missing/cell.svg\nv = torch.ones(2) * 2\n")
+
+    assert result.success
+    assert len(svgs(captured)) == 1
+    assert captured.stderr.startswith(f"gradviz: could not write '{tmp_path}/missing/cell.svg': ")
 
 
 def test_magic_options_parser_is_the_clis():
