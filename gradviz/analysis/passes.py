@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -106,7 +107,10 @@ class Cut:
 
 def cuts(ctx: Context) -> Iterator[Cut]:
     """Detaches of graph tensors whose result later flows into a tensor that backward() is called on."""
-    roots_at = [(e.seq, root, e) for e in ctx.backwards for root in e.data.get("roots", [])]
+    roots_at: dict[str, list[Event]] = {}
+    for backward in ctx.backwards:
+        for root in backward.data.get("roots", []):
+            roots_at.setdefault(root, []).append(backward)
     for event in ctx.trace.events:
         if event.kind not in CUT_EVENTS or event.tensor is None:
             continue
@@ -120,8 +124,14 @@ def cuts(ctx: Context) -> Iterator[Cut]:
             start, skip = event.result, event.seq
         reached = ctx.flow.descendants(start, event.seq, skip_alias=skip)
         reached[start] = event.seq
-        hits = [(seq, root, bw) for seq, root, bw in roots_at if root in reached and reached[root] < seq]
+        hits = [
+            (bw.seq, root, bw)
+            for root in reached.keys() & roots_at.keys()
+            for bw in roots_at[root]
+            if reached[root] < bw.seq
+        ]
         if hits:
+            hits.sort(key=lambda hit: hit[0])
             yield Cut(event, sorted({root for _, root, _ in hits}), hits[0][2])
 
 
@@ -303,22 +313,25 @@ def _overlaps(a: tuple[int, int], b: tuple[int, int] | None) -> bool:
 
 def saved_tensor_findings(ctx: Context) -> list[Finding]:
     trace = ctx.trace
-    entries = list(_saved_entries(trace))
-    by_storage: dict[str | None, list[tuple[NodeRecord, SavedTensorRecord, TensorRecord]]] = {}
-    for entry in entries:
-        by_storage.setdefault(entry[2].storage, []).append(entry)
+    entries = sorted(_saved_entries(trace), key=lambda entry: entry[0].seq)
+    never = 1 << 62
+    # per storage, the saved tensors not yet freed; writes come in program order, so a freed one is dropped for good
+    alive: dict[str | None, list[tuple[NodeRecord, SavedTensorRecord, TensorRecord]]] = {}
+    pending = iter(entries)
+    upcoming = next(pending, None)
     findings = []
-    seen: set[tuple[str, str, int]] = set()
     for write in _writes(trace):
-        for node, saved, tensor in by_storage.get(write.storage, []) if write.storage else []:
-            if node.seq >= write.event.seq or ctx.freed_at.get(node.id, 1 << 62) < write.event.seq:
-                continue
+        seq = write.event.seq
+        while upcoming is not None and upcoming[0].seq < seq:
+            alive.setdefault(upcoming[2].storage, []).append(upcoming)
+            upcoming = next(pending, None)
+        if write.storage is None or write.storage not in alive:
+            continue
+        still = [entry for entry in alive[write.storage] if ctx.freed_at.get(entry[0].id, never) >= seq]
+        alive[write.storage] = still
+        for node, saved, tensor in still:
             if not _overlaps(write.byte_range, tensor.byte_range):
                 continue
-            key = (node.id, saved.name, write.event.seq)
-            if key in seen:
-                continue
-            seen.add(key)
             shares = write.counter is not None and write.counter == tensor.version_counter
             finding = _saved_write_finding(ctx, write, node, saved, tensor, shares)
             if finding is not None:
@@ -471,11 +484,10 @@ def _detach_inplace_findings(
 def update_without_gradient_findings(ctx: Context) -> list[Finding]:
     trace = ctx.trace
     findings = []
+    backward_seqs = [backward.seq for backward in ctx.backwards]
     for event in trace.events_of(EventKind.OPTIMIZER_STEP):
-        latest = None
-        for backward in ctx.backwards:
-            if backward.seq < event.seq:
-                latest = backward
+        before = bisect.bisect_left(backward_seqs, event.seq)
+        latest = ctx.backwards[before - 1] if before else None
         got = set(latest.data.get("reached_leaves", [])) if latest is not None else set()
         for tid in event.data.get("changed", []):
             if tid in got:

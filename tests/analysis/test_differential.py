@@ -1,9 +1,13 @@
 """Differential testing: gradviz's findings must agree with what PyTorch itself does on generated programs.
 
 Ground truth comes from PyTorch: a plain run tells whether backward raises and which participating leaves end
-with `grad is None`; the same program under `allow_mutation_on_saved_tensors()` (which clones saved tensors
-before they are written) gives the true gradients, so a clean plain run whose gradients differ is silent
-corruption. gradviz must predict each of the three exactly.
+with `grad is None`; the same program with every saved tensor cloned at save time gives the true gradients, so a
+clean plain run whose gradients differ is silent corruption. gradviz must predict each of the three exactly.
+
+The true gradients come from `saved_tensors_hooks` that clone on pack, not from
+`allow_mutation_on_saved_tensors()`: that one keys its clones by (id, data_ptr, version), which a write through
+`.data` does not change, so a tensor saved again after such a write is handed the stale pre-write clone
+(regression `resaved_after_data_write` below).
 """
 
 from __future__ import annotations
@@ -103,7 +107,7 @@ class Outcome:
 def run_plain(source: str, *, mutation_safe: bool = False) -> Outcome:
     body, backward = source.rsplit("loss.backward()", 1)
     namespace: dict[str, object] = {}
-    context = torch.autograd.graph.allow_mutation_on_saved_tensors() if mutation_safe else _null()
+    context = _clone_on_save() if mutation_safe else _null()
     with context:
         try:
             exec(compile(body, "<program>", "exec"), namespace)
@@ -116,6 +120,11 @@ def run_plain(source: str, *, mutation_safe: bool = False) -> Outcome:
             error = str(exc)
         grads = {leaf: namespace[leaf].grad for leaf in LEAVES}  # type: ignore[union-attr]
     return Outcome(False, error, grads)
+
+
+def _clone_on_save() -> torch.autograd.graph.saved_tensors_hooks:
+    """Every saved tensor frozen at save time: what backward should have seen."""
+    return torch.autograd.graph.saved_tensors_hooks(lambda t: t.detach().clone(), lambda t: t)
 
 
 class _null:
@@ -181,6 +190,10 @@ REGRESSIONS = {
     "detach_cuts_leaf": ("t0 = a.exp()\nt1 = t0.detach()\nt2 = t1 * b\nloss = t2.sum()\nloss.backward()", {"a", "b"}),
     "leaf_data_used": ("t0 = a.data\nt1 = t0 * b\nloss = t1.sum()\nloss.backward()", {"a", "b"}),
     "write_view_of_saved": ("t0 = a.sin()\nt1 = t0.tanh()\nt2 = t1.t()\nt2.add_(0.5)\nloss = t1.sum()\nloss.backward()", {"a"}),
+    "resaved_after_data_write": (
+        "t0 = a.sin()\nt1 = a.tanh()\na.data.add_(0.5)\nt2 = a.sin()\nloss = t1.sum() + t2.sum()\nloss.backward()",
+        {"a"},
+    ),
     "no_grad_path": ("with torch.no_grad():\n    t0 = a.exp()\nt1 = t0 * b\nloss = t1.sum()\nloss.backward()", {"a", "b"}),
 }
 
