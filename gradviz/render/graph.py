@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,9 +71,15 @@ def graph_digraph(
 ) -> graphviz.Digraph:
     """The annotated autograd graph of every tensor in `trace` as a `graphviz.Digraph`."""
     budget = DEFAULT_MAX_NODES if max_nodes is None else max(int(max_nodes), 1)
-    notes = annotate(trace, findings)
-    core, copies = _simplify(trace, notes, budget=budget, collapse_modules=collapse_modules, show_saved=show_saved)
-    return _emit(trace, notes, core, copies, budget=budget, show_saved=show_saved)
+    collecting = gc.isenabled()
+    gc.disable()  # only allocation happens here; collections triggered by 10k+ new objects would dominate
+    try:
+        notes = annotate(trace, findings)
+        core, copies = _simplify(trace, notes, budget=budget, collapse_modules=collapse_modules, show_saved=show_saved)
+        return _emit(trace, notes, core, copies, budget=budget, show_saved=show_saved)
+    finally:
+        if collecting:
+            gc.enable()
 
 
 # ---------------------------------------------------------------------- simplification
@@ -152,6 +159,9 @@ def _copy_core(core: Core) -> Core:
 
 
 def _num(node_id: str) -> int:
+    tail = node_id[1:]
+    if tail.isdigit():  # the recorder's ids: n0, n1, ...
+        return int(tail)
     digits = "".join(ch for ch in node_id if ch.isdigit())
     return int(digits) if digits else 0
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable
@@ -157,8 +158,14 @@ def walk(tensors: Any, *, params: dict[str, Any] | None = None, show_attrs: bool
         return first or ""
 
     drawn_tensors: set[int] = set()
-    for t in roots_in:
-        result.roots.append(add_base_tensor(t))
+    collecting = gc.isenabled()
+    gc.disable()  # the walk only adds objects: full collections as they pile up would dominate big graphs
+    try:
+        for t in roots_in:
+            result.roots.append(add_base_tensor(t))
+    finally:
+        if collecting:
+            gc.enable()
     # program order is the reverse of a walk from the outputs: number nodes so loop rolling reads them in order
     count = len(trace.nodes)
     for i, record in enumerate(trace.nodes.values()):
@@ -181,7 +188,7 @@ def _version(t: torch.Tensor) -> int | None:
 def _saved(fn: Any, nid: str, result: Walk, tensor_id: Any) -> list[SavedTensorRecord]:
     """Saved tensors through the unchecked `_raw_saved_*` handles; the checked getter only classifies the state."""
     records: list[SavedTensorRecord] = []
-    for attr in sorted(a for a in dir(fn) if a.startswith(RAW_PREFIX)):
+    for attr in _raw_names(fn):
         name = attr[len(RAW_PREFIX):]
         try:
             raw = getattr(fn, attr)
@@ -200,6 +207,20 @@ def _saved(fn: Any, nid: str, result: Walk, tensor_id: Any) -> list[SavedTensorR
             version = saved_version if saved_version is not None else _version(tensor)
             records.append(SavedTensorRecord(label, tid, version, name.startswith("result")))
     return records
+
+
+_RAW_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _raw_names(fn: Any) -> tuple[str, ...]:
+    """The `_raw_saved_*` attributes of a node; they depend only on its type (custom Functions excepted)."""
+    kind = type(fn)
+    names = _RAW_NAMES.get(kind)
+    if names is None:
+        names = tuple(sorted(a for a in dir(fn) if a.startswith(RAW_PREFIX)))
+        if not hasattr(fn, "_forward_cls"):
+            _RAW_NAMES[kind] = names
+    return names
 
 
 def _check(fn: Any, name: str) -> tuple[str, int | None]:
