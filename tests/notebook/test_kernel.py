@@ -104,6 +104,17 @@ def test_testdetach_shows_the_cut_edge_and_the_parameter_without_gradient(execut
 
 @pytest.mark.kernel
 @pytest.mark.dot
+def test_draw_shows_an_existing_tensors_graph_without_the_cut_off_layer(executed):
+    drawn = cell_starting(executed, "gradviz.draw(")
+
+    assert kinds(drawn) == ["svg"]
+    texts = texts_of(drawn.outputs[0])
+    assert "layer2.weight" in texts and "MeanBackward0" in texts
+    assert "layer1.weight" not in texts
+
+
+@pytest.mark.kernel
+@pytest.mark.dot
 def test_detach_example_shows_the_poisoned_saved_tensor_and_the_error(executed):
     magic = executed.cells[-1]
     traced = cell_starting(executed, "t_detach")
