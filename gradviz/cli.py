@@ -221,9 +221,8 @@ def _write_diagram(trace: Trace, findings: list[Finding], out: Path, options: ar
     from .render.diagram import INSTALL_ADVICE, GraphvizNotFound
 
     with progress.spinner(f"laying out the {options.view} view"):
-        diagram = render(trace, findings=findings, **render_kwargs(options))
         try:
-            diagram.save(out)
+            render(trace, findings=findings, **render_kwargs(options)).save(out)
         except GraphvizNotFound as exc:
             dot_file = getattr(exc, "dot_path", None) or out.with_suffix(".dot")
             raise UsageError(
