@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import itertools
 import os
 import weakref
@@ -46,6 +47,24 @@ def _grad_fn(t: torch.Tensor) -> Any:
         return None
 
 
+_dtype_names: dict[torch.dtype, str] = {}
+_device_names: dict[torch.device, str] = {}
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    name = _dtype_names.get(dtype)
+    if name is None:
+        name = _dtype_names[dtype] = str(dtype).removeprefix("torch.")
+    return name
+
+
+def _device_name(device: torch.device) -> str:
+    name = _device_names.get(device)
+    if name is None:
+        name = _device_names[device] = str(device)
+    return name
+
+
 def _flatten(args: Any, kwargs: dict[str, Any] | None, out: list[torch.Tensor]) -> list[torch.Tensor]:
     for a in args:
         if isinstance(a, _Tensor):
@@ -60,8 +79,11 @@ def _flatten(args: Any, kwargs: dict[str, Any] | None, out: list[torch.Tensor]) 
 def _byte_span(t: torch.Tensor) -> tuple[int, int]:
     item = t.element_size()
     start = t.storage_offset() * item
-    if t.numel() == 0:
+    numel = t.numel()
+    if numel == 0:
         return (start, start)
+    if t.is_contiguous():
+        return (start, start + numel * item)
     span = 1 + sum((size - 1) * stride for size, stride in zip(t.shape, t.stride()))
     return (start, start + span * item)
 
@@ -76,14 +98,18 @@ def _storage_key(t: torch.Tensor) -> int | None:
 class _Live:
     """What the recorder keeps about a tensor while it is alive: a weak reference, never the tensor."""
 
-    __slots__ = ("ref", "tid", "storage", "byte_range", "version")
+    __slots__ = ("ref", "tid", "storage", "byte_range", "version", "layout", "record")
 
-    def __init__(self, ref: weakref.ref, tid: str, storage: int | None, byte_range: Any, version: int | None):
+    def __init__(
+        self, ref: weakref.ref, tid: str, storage: int | None, byte_range: Any, version: int | None, layout: Any, record: TensorRecord
+    ):
         self.ref = ref
         self.tid = tid
         self.storage = storage
         self.byte_range = byte_range
         self.version = version
+        self.layout = layout
+        self.record = record
 
 
 class Recorder(TorchFunctionMode):
@@ -100,10 +126,15 @@ class Recorder(TorchFunctionMode):
         self._layout: dict[tuple[Any, ...], str] = {}  # (storage, offset, shape, stride) -> latest tensor id
         self._node_count = 0
         self._saved_names: dict[type, tuple[str, ...]] = {}
+        self._type_names: dict[type, str] = {}
         self._paused = 0
         self._module_names: dict[int, str] = {}
         self._module_stack: list[str] = []
         self._finished = False
+        self._refs: dict[weakref.ref, int] = {}
+        self._locations: dict[tuple[str, int], Location] = {}
+        self._here: tuple[str | None, int | None] = (None, None)  # user file and line of the current call
+        self._named_roots: set[int] = set()
         self._handles: list[Any] = []
         self.internal_errors = self.trace.internal_errors
         self._special: dict[Any, Callable[..., Any]] = {
@@ -129,10 +160,14 @@ class Recorder(TorchFunctionMode):
             register_optimizer_step_pre_hook(self._step_pre),
             register_optimizer_step_post_hook(self._step_post),
         ]
+        # Objects alive now (torch's own, the program's so far) move to the permanent generation while tracing, so
+        # the collections our records trigger do not rescan them; they return to the oldest generation at stop.
+        gc.freeze()
         self.__enter__()
 
     def stop(self) -> None:
         self.__exit__(None, None, None)
+        gc.unfreeze()
         for handle in self._handles:
             handle.remove()
         self._handles = []
@@ -195,11 +230,14 @@ class Recorder(TorchFunctionMode):
             return
         frame = source.user_frame(3)
         file, line = (frame.f_code.co_filename, frame.f_lineno) if frame is not None else (None, None)
+        self._here = (file, line)
         name = _func_name(func)
         seq = next(self._seq)
         in_ids = [self._track(t, "input", seq=seq, file=file, line=line) for t in inputs]
-        for t in written:
-            self._record_write(t, dict(zip(map(id, inputs), before))[id(t)], name, file, line)
+        if written:
+            versions_before = {id(t): v for t, v in zip(inputs, before)}
+            for t in written:
+                self._record_write(t, versions_before[id(t)], name, file, line)
         out_ids = []
         for t in outputs:
             if id(t) in self._live:
@@ -231,7 +269,8 @@ class Recorder(TorchFunctionMode):
         file: str | None = None,
         line: int | None = None,
     ) -> str:
-        live = self._live.get(id(t))
+        key = id(t)
+        live = self._live.get(key)
         if live is not None:
             return live.tid
         trace = self.trace
@@ -241,17 +280,19 @@ class Recorder(TorchFunctionMode):
         skey = _storage_key(t)
         sid = None
         byte_range = None
+        layout = None
+        dtype = _dtype_name(t.dtype)
+        device = t.device
         if skey is not None:
             sid = self._storage_ids.get(skey)
             if sid is None:
                 sid = f"s{len(trace.storages)}"
                 self._storage_ids[skey] = sid
                 storage = t.untyped_storage()
-                ptr = storage.data_ptr() if t.device.type != "meta" else 0
-                trace.storages[sid] = StorageRecord(
-                    sid, str(t.device), storage.nbytes(), ptr, str(t.dtype).removeprefix("torch.")
-                )
+                ptr = storage.data_ptr() if device.type != "meta" else 0
+                trace.storages[sid] = StorageRecord(sid, _device_name(device), storage.nbytes(), ptr, dtype)
             byte_range = _byte_span(t)
+            layout = (sid, t.storage_offset(), tuple(t.shape), tuple(t.stride()))
         inference = t.is_inference()
         version = None if inference else _version(t)
         if inference:
@@ -267,14 +308,12 @@ class Recorder(TorchFunctionMode):
         if counter is not None:
             trace.version_counters[counter].tensors.append(tid)
         if file is None:
-            frame = source.user_frame(3)
-            if frame is not None:
-                file, line = frame.f_code.co_filename, frame.f_lineno
+            file, line = self._here
         record = TensorRecord(
             id=tid,
             shape=list(t.shape),
-            dtype=str(t.dtype).removeprefix("torch."),
-            device=str(t.device),
+            dtype=dtype,
+            device=_device_name(device),
             requires_grad=t.requires_grad,
             is_leaf=t.is_leaf,
             grad_fn=None,
@@ -286,36 +325,56 @@ class Recorder(TorchFunctionMode):
             seq=seq,
             source=source_tid,
             op=op,
-            created=Location(file, line) if file is not None and line is not None else None,
+            created=self._location(file, line),
             is_inference=inference,
         )
         trace.tensors[tid] = record
-        key = id(t)
-        self._live[key] = _Live(weakref.ref(t, self._dead_callback(key, skey, record)), tid, skey, byte_range, version)
+        ref = weakref.ref(t, self._on_dead)
+        live = _Live(ref, tid, skey, byte_range, version, layout, record)
+        self._live[key] = live
+        self._refs[ref] = key
         if skey is not None:
-            self._by_storage.setdefault(skey, set()).add(key)
-            self._layout[(sid, t.storage_offset(), tuple(t.shape), tuple(t.stride()))] = tid
+            members = self._by_storage.get(skey)
+            if members is None:
+                self._by_storage[skey] = {key}
+            else:
+                members.add(key)
+            self._layout[layout] = tid
         fn = _grad_fn(t)
         if fn is not None:
-            record.grad_fn = self._node(fn, output=None if origin == "saved" else tid)
+            record.grad_fn = self._node(fn, output=None if origin == "saved" else tid, fresh=origin == "op")
         return tid
 
-    def _dead_callback(self, key: int, skey: int | None, record: TensorRecord) -> Callable[[Any], None]:
-        def dead(_ref: Any) -> None:
-            if self._finished:
-                return
-            record.freed = next(self._seq)
-            self._live.pop(key, None)
-            if skey is not None:
-                members = self._by_storage.get(skey)
-                if members is not None:
-                    members.discard(key)
-                    if not members:
-                        # the storage may be freed and its address reused: a later tensor there is new memory
-                        del self._by_storage[skey]
-                        self._storage_ids.pop(skey, None)
+    def _on_dead(self, ref: weakref.ref) -> None:
+        """A tracked tensor was freed: forget it (its record stays) and retire its storage if it was the last."""
+        key = self._refs.pop(ref, None)
+        if key is None or self._finished:
+            return
+        live = self._live.pop(key, None)
+        if live is None:
+            return
+        live.record.freed = next(self._seq)
+        if self._layout.get(live.layout) == live.tid:
+            del self._layout[live.layout]
+        skey = live.storage
+        if skey is not None:
+            members = self._by_storage.get(skey)
+            if members is not None:
+                members.discard(key)
+                if not members:
+                    # the storage may be freed and its address reused: a later tensor there is new memory
+                    del self._by_storage[skey]
+                    self._storage_ids.pop(skey, None)
 
-        return dead
+    def _location(self, file: str | None, line: int | None) -> Location | None:
+        """One shared Location per source line."""
+        if file is None or line is None:
+            return None
+        where = (file, line)
+        loc = self._locations.get(where)
+        if loc is None:
+            loc = self._locations[where] = source.make_location(file, line)
+        return loc
 
     def _new_counter(self, created_by: str = "new") -> str:
         cid = f"v{len(self.trace.version_counters)}"
@@ -403,7 +462,8 @@ class Recorder(TorchFunctionMode):
     # ------------------------------------------------------------------ special calls
     def _where(self) -> tuple[str | None, int | None]:
         frame = source.user_frame(4)
-        return (frame.f_code.co_filename, frame.f_lineno) if frame is not None else (None, None)
+        self._here = (frame.f_code.co_filename, frame.f_lineno) if frame is not None else (None, None)
+        return self._here
 
     def _on_data_get(self, func: Any, args: Any, kwargs: Any) -> Any:
         result = func(*args, **kwargs)
@@ -558,25 +618,26 @@ class Recorder(TorchFunctionMode):
         return result
 
     def _reachable(self, fns: list[Any]) -> tuple[list[str], list[str]]:
-        nodes: list[str] = []
-        leaves: list[str] = []
+        """Node ids a backward from `fns` runs through, and the leaves it feeds: read off the recorded graph.
+
+        Autograd graphs do not change once built (an in-place op makes a new node, which is recorded), so the
+        recorded `next` lists are the live graph; walking them is much cheaper than walking the live nodes.
+        """
+        nodes = self.trace.nodes
         seen: set[str] = set()
-        stack = list(fns)
+        stack = [self._node(fn) for fn in fns]
         while stack:
-            fn = stack.pop()
-            nid = self._node(fn)
+            nid = stack.pop()
             if nid in seen:
                 continue
             seen.add(nid)
-            nodes.append(nid)
-            record = self.trace.nodes[nid]
-            if record.variable is not None:
-                leaves.append(record.variable)
-            stack.extend(nxt for nxt, _ in fn.next_functions if nxt is not None)
-        return sorted(nodes, key=lambda n: int(n[1:])), leaves
+            stack.extend(nxt for nxt in nodes[nid].next if nxt is not None and nxt not in seen)
+        ordered = sorted(seen, key=lambda n: int(n[1:]))
+        leaves = [nodes[n].variable for n in ordered if nodes[n].variable is not None]
+        return ordered, leaves  # type: ignore[return-value]
 
     # ------------------------------------------------------------------ autograd nodes
-    def _node(self, fn: Any, output: str | None = None) -> str:
+    def _node(self, fn: Any, output: str | None = None, *, fresh: bool = False) -> str:
         """The id of autograd node `fn`, registering it and the part of its graph not seen yet."""
         key = self._key
         nid = fn.metadata.get(key)
@@ -594,25 +655,25 @@ class Recorder(TorchFunctionMode):
                 if nxt is not None and key not in nxt.metadata:
                     new.append((nxt, self._mark(nxt)))
                     stack.append(nxt)
-        frame = source.user_frame(2)
-        created = source.make_location(frame.f_code.co_filename, frame.f_lineno) if frame is not None else None
+        created = self._location(*self._here)
         module = self._module_stack[-1] if self._module_stack else None
         seq = next(self._seq)
+        nodes = self.trace.nodes
         for node, node_id in new:  # records first: saved tensors may point back into this subgraph
-            self.trace.nodes[node_id] = NodeRecord(
+            nodes[node_id] = NodeRecord(
                 id=node_id,
-                name=node.name().removeprefix("torch::autograd::"),
+                name=self._node_name(node),
                 next=[None if nxt is None else nxt.metadata[key] for nxt, _ in node.next_functions],
                 seq=seq,
                 module=module,
                 created=created,
             )
         for node, node_id in new:
-            record = self.trace.nodes[node_id]
-            variable = getattr(node, "variable", None)
+            record = nodes[node_id]
+            variable = getattr(node, "variable", None) if record.name == "AccumulateGrad" else None
             if isinstance(variable, _Tensor):
                 record.variable = self._track(variable, "parameter" if isinstance(variable, torch.nn.Parameter) else "input")
-            record.saved = self._saved(node, node_id)
+            record.saved = self._saved(node, output if fresh and node_id == nid else None)
         if output is not None:
             self.trace.nodes[nid].output = output
         return nid
@@ -623,7 +684,15 @@ class Recorder(TorchFunctionMode):
         fn.metadata[self._key] = nid
         return nid
 
-    def _saved(self, node: Any, node_id: str) -> list[SavedTensorRecord]:
+    def _node_name(self, node: Any) -> str:
+        kind = type(node)
+        name = self._type_names.get(kind)
+        if name is None:
+            name = self._type_names[kind] = node.name().removeprefix("torch::autograd::")
+        return name
+
+    def _saved(self, node: Any, output: str | None) -> list[SavedTensorRecord]:
+        """What `node` saved for backward, with versions now (it was just made: that is the version at save time)."""
         kind = type(node)
         names = self._saved_names.get(kind)
         if names is None:
@@ -631,6 +700,11 @@ class Recorder(TorchFunctionMode):
             self._saved_names[kind] = names
         saved = []
         for name in names:
+            if output is not None and name == "result":
+                # the node's own output, which the caller is tracking right now: no need to unpack it
+                record = self.trace.tensors[output]
+                saved.append(SavedTensorRecord(name, output, record.version, True, False))
+                continue
             try:
                 raw = getattr(node, "_raw_saved_" + name)
             except RuntimeError:
@@ -675,7 +749,8 @@ class Recorder(TorchFunctionMode):
         if self._paused:
             return
         try:
-            if not self._module_stack:  # an outermost call: (re)name its tree, which may have changed
+            if not self._module_stack and id(module) not in self._named_roots:  # an outermost call: name its tree
+                self._named_roots.add(id(module))
                 self._name_module(module)
             self._module_stack.append(self._module_names.get(id(module), type(module).__name__))
         except Exception as exc:

@@ -40,6 +40,7 @@ class trace:  # noqa: N801 - used as `with gradviz.trace() as t`, like a functio
         self._recorder.name_locals(source.frame_variables(caller))
         del caller
         if exc is not None:
+            self.trace.error = exc
             _record_exception(self._recorder, exc, tb)
         self._recorder.finish()
 
