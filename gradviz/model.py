@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import enum
 import json
+import types
+import typing
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -239,7 +241,7 @@ class Trace:
         }
 
     def to_json(self, path: str | Path | None = None, *, indent: int | None = None) -> str:
-        """The trace as JSON text (format documented in docs/trace-format.md); also written to `path` if given."""
+        """The trace as JSON text (format: docs/trace-format.md); also written to `path` if given."""
         text = json.dumps(self.to_dict(), indent=indent, ensure_ascii=False)
         if path is not None:
             Path(path).write_text(text, encoding="utf-8")
@@ -267,6 +269,8 @@ class Trace:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise ValueError(f"{origin} is not a gradviz trace: invalid JSON ({exc.msg} at line {exc.lineno})") from None
+        except RecursionError:
+            raise ValueError(f"{origin} is not a gradviz trace: nested too deeply") from None
         try:
             return _load(data)
         except ValueError as exc:
@@ -292,43 +296,95 @@ def _enums_to_values(value: Any) -> Any:
     return value
 
 
-_SCALARS = (str, int, float, bool, type(None))
-
-
 def _check(cond: bool, what: str) -> None:
     if not cond:
         raise ValueError(what)
 
 
-def _record(cls: type, raw: Any, where: str, convert: dict[str, Any] | None = None) -> Any:
-    """Build dataclass `cls` from a JSON object, checking field names and basic types."""
-    _check(isinstance(raw, dict), f"{where} must be an object, got {type(raw).__name__}")
-    names = {f.name for f in fields(cls)}
+def _describe(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def _convert(value: Any, hint: Any, where: str) -> Any:
+    """Check a JSON value against a field's type annotation and build the typed value; ValueError if it does not fit."""
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        options = typing.get_args(hint)
+        if value is None and type(None) in options:
+            return None
+        errors = []
+        for option in options:
+            if option is type(None):
+                continue
+            try:
+                return _convert(value, option, where)
+            except ValueError as exc:
+                errors.append(str(exc))
+        raise ValueError(errors[0] if len(errors) == 1 else f"{where} has the wrong type ({_describe(value)})")
+    if hint is Any:
+        _check(_is_json_plain(value), f"{where} holds a value of unsupported type")
+        return value
+    if origin is list:
+        _check(isinstance(value, list), f"{where} must be a list, got {_describe(value)}")
+        (item,) = typing.get_args(hint)
+        return [_convert(v, item, f"{where}[{i}]") for i, v in enumerate(value)]
+    if origin is tuple:
+        items = typing.get_args(hint)
+        _check(
+            isinstance(value, list) and len(value) == len(items),
+            f"{where} must be a list of {len(items)} values, got {_describe(value)}",
+        )
+        return tuple(_convert(v, t, f"{where}[{i}]") for i, (v, t) in enumerate(zip(value, items)))
+    if origin is dict:
+        key_type, value_type = typing.get_args(hint)
+        _check(isinstance(value, dict), f"{where} must be an object, got {_describe(value)}")
+        return {k: _convert(v, value_type, f"{where}.{k}") for k, v in value.items()}
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        try:
+            return hint(value)
+        except (ValueError, TypeError):
+            choices = ", ".join(repr(m.value) for m in hint)
+            raise ValueError(f"{where} must be one of {choices}, got {value!r}") from None
+    if isinstance(hint, type) and hasattr(hint, "__dataclass_fields__"):
+        return _record(hint, value, where)
+    if hint is bool:
+        _check(isinstance(value, bool), f"{where} must be true or false, got {_describe(value)}")
+        return value
+    if hint is int:
+        _check(isinstance(value, int) and not isinstance(value, bool), f"{where} must be an integer, got {_describe(value)}")
+        return value
+    if hint is float:
+        _check(isinstance(value, (int, float)) and not isinstance(value, bool), f"{where} must be a number, got {_describe(value)}")
+        return value
+    if hint is str:
+        _check(isinstance(value, str), f"{where} must be a string, got {_describe(value)}")
+        return value
+    raise ValueError(f"{where}: cannot read a value of type {hint!r}")
+
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _record(cls: type, raw: Any, where: str) -> Any:
+    """Build dataclass `cls` from a JSON object, checking field names and types against its annotations."""
+    _check(isinstance(raw, dict), f"{where} must be an object, got {_describe(raw)}")
+    hints = _HINTS.get(cls)
+    if hints is None:
+        hints = _HINTS[cls] = typing.get_type_hints(cls)
+    names = {f.name for f in fields(cls) if f.name != "error"}
     unknown = set(raw) - names
     _check(not unknown, f"{where} has unknown field(s) {sorted(unknown)}")
-    kwargs: dict[str, Any] = {}
-    for f in fields(cls):
-        if f.name not in raw:
-            continue
-        value = raw[f.name]
-        if convert and f.name in convert:
-            try:
-                value = convert[f.name](value)
-            except (TypeError, ValueError, KeyError) as exc:
-                raise ValueError(f"{where}.{f.name}: {exc}") from None
-        else:
-            _check(_is_json_plain(value), f"{where}.{f.name} holds a value of unsupported type")
-        kwargs[f.name] = value
+    kwargs = {name: _convert(value, hints[name], f"{where}.{name}") for name, value in raw.items()}
     try:
         return cls(**kwargs)
-    except TypeError as exc:
+    except TypeError as exc:  # a required field is missing
         raise ValueError(f"{where}: {exc}") from None
 
 
 def _is_json_plain(value: Any, depth: int = 0) -> bool:
     if depth > 50:
         return False
-    if isinstance(value, _SCALARS):
+    if isinstance(value, (str, int, float, bool, type(None))):
         return True
     if isinstance(value, list):
         return all(_is_json_plain(v, depth + 1) for v in value)
@@ -337,41 +393,35 @@ def _is_json_plain(value: Any, depth: int = 0) -> bool:
     return False
 
 
-def _location(raw: Any) -> Location | None:
-    if raw is None:
-        return None
-    if not isinstance(raw, dict) or not isinstance(raw.get("file"), str) or not isinstance(raw.get("line"), int):
-        raise ValueError("a location needs a string 'file' and an integer 'line'")
-    code = raw.get("code", "")
-    if not isinstance(code, str):
-        raise ValueError("a location's 'code' must be a string")
-    return Location(raw["file"], raw["line"], code)
+_TOP_LEVEL = {
+    "format",
+    "format_version",
+    "torch_version",
+    "script",
+    "tensors",
+    "storages",
+    "version_counters",
+    "nodes",
+    "ops",
+    "events",
+    "exception",
+    "sources",
+    "internal_errors",
+}
 
 
-def _byte_range(raw: Any) -> tuple[int, int] | None:
-    if raw is None:
-        return None
-    if not (isinstance(raw, list) and len(raw) == 2 and all(isinstance(v, int) for v in raw)):
-        raise ValueError("byte_range must be [start, stop]")
-    return (raw[0], raw[1])
-
-
-def _saved(raw: Any) -> list[SavedTensorRecord]:
-    if not isinstance(raw, list):
-        raise ValueError("saved must be a list")
-    return [_record(SavedTensorRecord, r, f"saved[{i}]") for i, r in enumerate(raw)]
-
-
-def _versions(raw: Any) -> list[VersionChange]:
-    if not isinstance(raw, list):
-        raise ValueError("versions must be a list")
-    return [_record(VersionChange, r, f"versions[{i}]") for i, r in enumerate(raw)]
-
-
-def _list_of(cls: type, data: dict[str, Any], key: str, convert: dict[str, Any] | None = None) -> list[Any]:
+def _list_of(cls: type, data: dict[str, Any], key: str) -> list[Any]:
     raw = data.get(key, [])
-    _check(isinstance(raw, list), f"'{key}' must be a list")
-    return [_record(cls, r, f"{key}[{i}]", convert) for i, r in enumerate(raw)]
+    _check(isinstance(raw, list), f"'{key}' must be a list, got {_describe(raw)}")
+    return [_record(cls, r, f"{key}[{i}]") for i, r in enumerate(raw)]
+
+
+def _unique(records: list[Any], key: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for record in records:
+        _check(record.id not in out, f"'{key}' holds id {record.id!r} twice")
+        out[record.id] = record
+    return out
 
 
 def _load(data: Any) -> Trace:
@@ -379,40 +429,28 @@ def _load(data: Any) -> Trace:
     _check(data.get("format") == FORMAT_NAME, f"'format' must be {FORMAT_NAME!r}, got {data.get('format')!r}")
     version = data.get("format_version")
     _check(
-        version == FORMAT_VERSION,
+        type(version) is int and version == FORMAT_VERSION,
         f"unsupported format_version {version!r} (this gradviz reads version {FORMAT_VERSION})",
     )
-    loc = {"created": _location}
-    tensors = _list_of(TensorRecord, data, "tensors", {**loc, "byte_range": _byte_range})
-    storages = _list_of(StorageRecord, data, "storages")
-    counters = _list_of(VersionCounterRecord, data, "version_counters")
-    nodes = _list_of(NodeRecord, data, "nodes", {**loc, "saved": _saved})
-    ops = _list_of(OpRecord, data, "ops")
-    events = _list_of(
-        Event, data, "events", {"kind": EventKind, "location": _location, "versions": _versions}
-    )
+    unknown = set(data) - _TOP_LEVEL
+    _check(not unknown, f"unknown field(s) {sorted(unknown)} at the top level")
+    for key in ("torch_version", "script"):
+        _check(data.get(key) is None or isinstance(data[key], str), f"'{key}' must be a string or null")
     exception = None
     if data.get("exception") is not None:
-        exception = _record(ExceptionRecord, data["exception"], "exception", {"location": _location})
-    sources = data.get("sources", {})
-    _check(
-        isinstance(sources, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in sources.items()),
-        "'sources' must map file names to text",
-    )
-    internal = data.get("internal_errors", [])
-    _check(isinstance(internal, list) and all(isinstance(x, str) for x in internal), "'internal_errors' must be a list of strings")
+        exception = _record(ExceptionRecord, data["exception"], "exception")
     trace = Trace(
-        internal_errors=internal,
-        tensors={t.id: t for t in tensors},
-        storages={s.id: s for s in storages},
-        version_counters={v.id: v for v in counters},
-        nodes={n.id: n for n in nodes},
-        ops=ops,
-        events=events,
+        tensors=_unique(_list_of(TensorRecord, data, "tensors"), "tensors"),
+        storages=_unique(_list_of(StorageRecord, data, "storages"), "storages"),
+        version_counters=_unique(_list_of(VersionCounterRecord, data, "version_counters"), "version_counters"),
+        nodes=_unique(_list_of(NodeRecord, data, "nodes"), "nodes"),
+        ops=_list_of(OpRecord, data, "ops"),
+        events=_list_of(Event, data, "events"),
         exception=exception,
-        script=data.get("script") if isinstance(data.get("script"), str) else None,
-        sources=sources,
-        torch_version=data.get("torch_version") if isinstance(data.get("torch_version"), str) else None,
+        script=data.get("script"),
+        sources=_convert(data.get("sources", {}), dict[str, str], "sources"),
+        torch_version=data.get("torch_version"),
+        internal_errors=_convert(data.get("internal_errors", []), list[str], "internal_errors"),
     )
     _check_references(trace)
     return trace
