@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-import runpy
+import builtins
+import types
 import sys
 import traceback
 from pathlib import Path
@@ -67,7 +68,7 @@ def trace_script(path: str | os.PathLike[str], argv: tuple[str, ...] | list[str]
     try:
         recorder.start()
         try:
-            namespace = runpy.run_path(script_path, run_name="__main__")
+            namespace = _run_as_main(script_path)
         finally:
             recorder.stop()
     except BaseException as exc:  # the script's error belongs to the trace, not to us
@@ -90,6 +91,24 @@ def trace_script(path: str | os.PathLike[str], argv: tuple[str, ...] | list[str]
     if namespace is not None:
         recorder.name_locals(namespace)
     return recorder.finish()
+
+
+def _run_as_main(script_path: str) -> dict[str, Any]:
+    """Execute a script as `python script.py` does: a fresh `__main__` module, sys.argv left as the caller set it.
+
+    (runpy.run_path would overwrite sys.argv[0] with the absolute path.)
+    """
+    code = compile(Path(script_path).read_bytes(), script_path, "exec", dont_inherit=True)
+    main = types.ModuleType("__main__")
+    main.__dict__.update(__file__=script_path, __builtins__=builtins, __spec__=None, __loader__=None, __cached__=None)
+    saved_main = sys.modules.get("__main__")
+    sys.modules["__main__"] = main
+    try:
+        exec(code, main.__dict__)
+    finally:
+        if saved_main is not None:
+            sys.modules["__main__"] = saved_main
+    return main.__dict__
 
 
 def _record_exception(

@@ -16,7 +16,7 @@ import os, sys
 import torch
 import helper
 
-print("argv0", sys.argv[0].endswith("project/train.py"))
+print("argv0", sys.argv[0] == "project/train.py")
 print("argv", sys.argv[1:])
 print("path0", sys.path[0] == os.path.dirname(os.path.abspath(__file__)))
 print("helper", helper.VALUE)
