@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -185,6 +187,19 @@ def _child(tool: str, script: str, out: str) -> None:
     print("RESULT " + json.dumps(result))
 
 
+def _measure(cmd: list[str], timeout: float) -> dict:
+    """Run one child in its own process group, so that a timeout also stops the `dot` it started."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        stdout, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        return {"error": f"timeout >{timeout:g}s"}
+    line = next((ln for ln in stdout.splitlines() if ln.startswith("RESULT ")), None)
+    return json.loads(line[7:]) if line else {"error": f"exit {proc.returncode}"}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds per run before it is killed")
@@ -205,12 +220,7 @@ def main() -> None:
             for tool in args.tools:
                 out = Path(tmp) / f"{case}-{tool.replace(' ', '_')}.svg"
                 cmd = [sys.executable, __file__, "--child", tool, str(script), str(out)]
-                try:
-                    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
-                    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
-                    result = json.loads(line[7:]) if line else {"error": f"exit {proc.returncode}"}
-                except subprocess.TimeoutExpired:
-                    result = {"error": f"timeout >{args.timeout:g}s"}
+                result = _measure(cmd, args.timeout)
                 if "error" in result:
                     cells.append(result["error"])
                 else:

@@ -11,6 +11,10 @@ import graphviz
 
 __all__ = ["make_dot", "resize_graph"]
 
+#: Above this many backward nodes, ask dot for a cheaper layout (network simplex and crossing-minimisation limits).
+FAST_LAYOUT_ABOVE = 100
+FAST_LAYOUT = {"nslimit": "1", "nslimit1": "1", "mclimit": "0.01"}
+
 _NODE_ATTR = dict(style="filled", shape="box", align="left", fontsize="10", ranksep="0.1", height="0.2", fontname="monospace")
 
 
@@ -120,6 +124,9 @@ def make_dot(
                     pending.append((base, "darkolivegreen3"))
                 dot.edge(base, tid, style="dotted")
     resize_graph(dot)
+    if len(trace.nodes) > FAST_LAYOUT_ABOVE:
+        # same nodes and edges; only dot's effort changes (torchviz's 50-step RNN: no layout in 120 s -> seconds)
+        dot.graph_attr.update(FAST_LAYOUT)
     return dot
 
 

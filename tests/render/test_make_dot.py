@@ -143,6 +143,8 @@ def test_deep_chain_where_torchviz_hits_the_recursion_limit() -> None:
         sys.setrecursionlimit(limit)
     nodes, _ = _structure(dot)
     assert nodes[(("label", "MulBackward0"),)] == 2_000
+    assert dot.graph_attr["nslimit"] == "1" and dot.graph_attr["mclimit"] == "0.01"  # a layout dot can finish
+    assert "nslimit" not in make_dot(_mlp()[0]).graph_attr  # small graphs: torchviz's attributes exactly
 
 
 def test_params_must_be_tensors() -> None:
