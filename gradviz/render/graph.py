@@ -314,7 +314,8 @@ def _emit_autograd_node(
     if record.module and not _is_leaf_node(record):
         detail = f"{record.module}  {detail}".strip()
     if record.created is not None and record.created.code and not big and not _is_leaf_node(record):
-        detail = f"{detail}: {shorten(record.created.code, 40)}" if detail else shorten(record.created.code, 40)
+        code = shorten(record.created.code.split("  #")[0], 40)  # the statement, not its inline comment
+        detail = f"{detail}: {code}" if detail else code
     if detail:
         rows.append(f'<FONT POINT-SIZE="8" COLOR="gray30">{html_label_text(detail)}</FONT>')
     attrs: dict[str, str] = {}
