@@ -123,7 +123,8 @@ class Recorder(TorchFunctionMode):
         self._live: dict[int, _Live] = {}  # id(tensor) -> live entry
         self._by_storage: dict[int, set[int]] = {}  # storage key -> ids of live tensors in it
         self._storage_ids: dict[int, str] = {}
-        self._layout: dict[tuple[Any, ...], str] = {}  # (storage, offset, shape, stride) -> latest tensor id
+        self._layout: dict[tuple[Any, ...], str] = {}
+        self._layouts_of: dict[int, list[tuple[Any, ...]]] = {}  # storage key -> its layouts in _layout
         self._node_count = 0
         self._saved_names: dict[type, tuple[str, ...]] = {}
         self._type_names: dict[type, str] = {}
@@ -163,10 +164,15 @@ class Recorder(TorchFunctionMode):
         # Objects alive now (torch's own, the program's so far) move to the permanent generation while tracing, so
         # the collections our records trigger do not rescan them; they return to the oldest generation at stop.
         gc.freeze()
+        # The records made per call would otherwise trigger a young-generation collection every few hundred calls;
+        # collect less often while tracing (the program's cyclic garbage is still collected, a little later).
+        self._gc_threshold = gc.get_threshold()
+        gc.set_threshold(max(self._gc_threshold[0], 20_000), *self._gc_threshold[1:])
         self.__enter__()
 
     def stop(self) -> None:
         self.__exit__(None, None, None)
+        gc.set_threshold(*self._gc_threshold)
         gc.unfreeze()
         for handle in self._handles:
             handle.remove()
@@ -339,6 +345,8 @@ class Recorder(TorchFunctionMode):
                 self._by_storage[skey] = {key}
             else:
                 members.add(key)
+            if layout not in self._layout:
+                self._layouts_of.setdefault(skey, []).append(layout)
             self._layout[layout] = tid
         fn = _grad_fn(t)
         if fn is not None:
@@ -354,8 +362,6 @@ class Recorder(TorchFunctionMode):
         if live is None:
             return
         live.record.freed = next(self._seq)
-        if self._layout.get(live.layout) == live.tid:
-            del self._layout[live.layout]
         skey = live.storage
         if skey is not None:
             members = self._by_storage.get(skey)
@@ -365,6 +371,10 @@ class Recorder(TorchFunctionMode):
                     # the storage may be freed and its address reused: a later tensor there is new memory
                     del self._by_storage[skey]
                     self._storage_ids.pop(skey, None)
+                    # layouts stay known while their storage lives (saved views of a weight are unpacked afresh
+                    # every time and must match the same record); they go with it
+                    for layout in self._layouts_of.pop(skey, ()):
+                        self._layout.pop(layout, None)
 
     def _location(self, file: str | None, line: int | None) -> Location | None:
         """One shared Location per source line."""
