@@ -101,8 +101,11 @@ def _simplify(
 
     # 1. loops: one body per loop, marked with its count
     order = [n.id for n in sorted(nodes.values(), key=lambda n: (n.seq, _num(n.id))) if not _is_leaf_node(n)]
+    # "the same op": same kind, module and line, and the same parameters (a loop reuses its weights; a stack of
+    # identical layers, each with its own weights, is not a loop and stays drawn layer by layer)
     tokens = {
-        n.id: (n.name, n.module, n.created.line if n.created else None, len(n.next)) for n in nodes.values()
+        n.id: (n.name, n.module, n.created.line if n.created else None, len(n.next), _parameters_used(trace, n))
+        for n in nodes.values()
     }
     core.roll_loops(order, tokens, notes.protected)
     big = core.big = len(core.nodes) > BIG
@@ -147,8 +150,22 @@ def _simplify(
     users = core.parents()
     roots = [cid for cid in core.nodes if not users.get(cid)]
     keep_first = [cid for cid in core.nodes if origin(cid) in notes.protected] + roots
-    core.cut_to(budget, keep_first, {c: (weight(c) if core.nodes[c].kind == "node" else 1) for c in core.nodes})
+    weights = {c: (weight(c) if core.nodes[c].kind == "node" else 1) for c in core.nodes}
+    leaves = {c for c, n in core.nodes.items() if n.kind == "node" and _is_leaf_node(nodes[origin(c)])}
+    core.cut_to(budget, keep_first, weights, leaves - set(keep_first))
     return core, copies
+
+
+def _parameters_used(trace: Trace, node: NodeRecord) -> tuple[str, ...]:
+    """Parameters this node feeds directly (through their AccumulateGrad)."""
+    used = []
+    for nxt in node.next:
+        record = trace.nodes.get(nxt) if nxt is not None else None
+        if record is not None and record.variable is not None:
+            tensor = trace.tensors.get(record.variable)
+            if tensor is not None and (tensor.parameter is not None or tensor.origin == "parameter"):
+                used.append(tensor.id)
+    return tuple(used)
 
 
 def _copy_core(core: Core) -> Core:

@@ -192,11 +192,14 @@ class Core:
         return groups
 
     # ------------------------------------------------------------------ budget
-    def cut_to(self, budget: int, keep_first: list[str], weight: dict[str, int]) -> None:
+    def cut_to(
+        self, budget: int, keep_first: list[str], weight: dict[str, int], attached: set[str] | frozenset[str] = frozenset()
+    ) -> None:
         """Keep at most `budget` drawn nodes: `keep_first` (findings, outputs) and then the nodes nearest the
         outputs (breadth-first towards the leaves); each connected stretch of the rest becomes one summary node.
 
-        `weight[id]` is how many drawn nodes a core node costs (itself plus the tensors hanging off it).
+        `weight[id]` is how many drawn nodes a core node costs (itself plus the tensors hanging off it). Nodes in
+        `attached` (parameters' AccumulateGrad) are kept with their user, so what is hidden is whole stretches.
         """
         if sum(weight.get(n, 1) for n in self.nodes) <= budget:
             return
@@ -215,10 +218,12 @@ class Core:
             nonlocal used
             if nid in kept or nid not in self.nodes:
                 return True
-            cost = weight.get(nid, 1)
+            leaves = [s for s in inputs.get(nid, []) if s in attached and s not in kept]
+            cost = weight.get(nid, 1) + sum(weight.get(s, 1) for s in leaves)
             if used + cost > budget and kept:
                 return False
             kept[nid] = None
+            kept.update(dict.fromkeys(leaves))
             used += cost
             return True
 
@@ -234,7 +239,7 @@ class Core:
             nid = queue[head]
             head += 1
             for src in inputs.get(nid, []):
-                if src in queued:
+                if src in queued or src in attached:
                     continue
                 if not take(src):
                     full = True

@@ -154,3 +154,32 @@ def test_collapse_modules_depth_is_selectable() -> None:
     groups = re.findall(r"^\s*group\d+ \[label=<<B>([\w.]+)</B>", source, re.M)
     assert groups == [f"layer{b}.conv{o}" for b in range(3) for o in range(4)]
     assert "modules collapsed" not in source  # asked for, not forced
+
+
+def _layers(n: int, *, shared: bool) -> Trace:
+    """n identical layers (a chain of MmBackward0), each fed by a parameter: its own, or one shared by all."""
+    trace = Trace()
+    for i in range(n):
+        pid = "t0" if shared else f"t{i}"
+        trace.tensors.setdefault(pid, _tensor(pid, parameter=f"layers.{0 if shared else i}.weight"))
+        acc = f"n{2 * i + 1}"
+        trace.nodes[f"n{2 * i}"] = NodeRecord(f"n{2 * i}", "MmBackward0", [f"n{2 * i + 2}" if i < n - 1 else None, acc], seq=n - i)
+        trace.nodes[acc] = NodeRecord(acc, "AccumulateGrad", [], seq=n - i, variable=pid)
+    return trace
+
+
+def test_a_loop_reuses_its_weights_a_stack_of_layers_does_not() -> None:
+    rolled = render(_layers(20, shared=True), findings=[]).source
+    assert "loop body ×" in rolled
+    stacked = render(_layers(20, shared=False), findings=[]).source
+    assert "loop body" not in stacked
+    assert len(re.findall(r"\[label=<<B>MmBackward0</B>>\]", stacked)) == 20
+
+
+def test_cut_keeps_parameters_with_the_op_that_uses_them() -> None:
+    source = render(_layers(400, shared=False), findings=[]).source
+    summaries = re.findall(r"… (\d+) nodes not shown", source)
+    assert len(summaries) == 1  # one stretch hidden, not a scatter of lone parameters
+    for mm in re.findall(r"^\s*(n\d*[02468]) \[label=<<B>MmBackward0", source, re.M):
+        acc = f"n{int(mm[1:]) + 1}"
+        assert re.search(rf"^\s*{acc}_var \[label=<layers\.\d+\.weight", source, re.M), f"{mm} lost its parameter"
