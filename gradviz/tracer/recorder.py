@@ -29,7 +29,7 @@ from . import source
 
 _Tensor = torch.Tensor
 _DEBUG = bool(os.environ.get("GRADVIZ_DEBUG"))  # raise gradviz's own errors instead of recording them
-_tokens = itertools.count()
+_ACCUMULATE_GRAD = 2**64 - 1  # the sequence number autograd gives every AccumulateGrad node
 
 
 def _version(t: torch.Tensor) -> int | None:
@@ -118,7 +118,8 @@ class Recorder(TorchFunctionMode):
     def __init__(self) -> None:
         super().__init__()
         self.trace = Trace(torch_version=torch.__version__)
-        self._key = f"gradviz-{next(_tokens)}"  # per-recorder key in grad_fn.metadata
+        self._node_ids: dict[Any, str] = {}  # node identity (see _node_key) -> node id
+        self._steps: dict[int, list[Any]] = {}  # id(optimizer) -> parameters' state before its step
         self._seq = itertools.count()
         self._live: dict[int, _Live] = {}  # id(tensor) -> live entry
         self._by_storage: dict[int, set[int]] = {}  # storage key -> ids of live tensors in it
@@ -179,15 +180,10 @@ class Recorder(TorchFunctionMode):
         self._handles = []
 
     def finish(self) -> Trace:
-        """Stop watching tensors and remove every mark left on live autograd nodes."""
+        """Stop watching tensors (their records stay) and collect the source text events point at."""
         if self._finished:
             return self.trace
         self._finished = True
-        for live in list(self._live.values()):
-            t = live.ref()
-            fn = _grad_fn(t) if t is not None else None
-            if fn is not None:
-                self._unmark(fn)
         self._live.clear()
         self._by_storage.clear()
         for path in {e.location.file for e in self.trace.events if e.location} | (
@@ -197,14 +193,6 @@ class Recorder(TorchFunctionMode):
             if text:
                 self.trace.sources[path] = text
         return self.trace
-
-    def _unmark(self, fn: Any) -> None:
-        stack = [fn]
-        while stack:
-            node = stack.pop()
-            if node.metadata.pop(self._key, None) is None:
-                continue
-            stack.extend(nxt for nxt, _ in node.next_functions if nxt is not None)
 
     # ------------------------------------------------------------------ the hot path
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
@@ -647,24 +635,38 @@ class Recorder(TorchFunctionMode):
         return ordered, leaves  # type: ignore[return-value]
 
     # ------------------------------------------------------------------ autograd nodes
+    def _node_key(self, fn: Any) -> Any:
+        """A node's identity while it lives, read without touching it.
+
+        Autograd numbers every node it makes (`sequence_nr`, per thread, never reused); the one exception is
+        AccumulateGrad, which has the largest number and is known by the leaf it feeds.
+        """
+        number = fn._sequence_nr()
+        if number != _ACCUMULATE_GRAD:
+            return number
+        return ("leaf", self._tid(fn.variable))
+
     def _node(self, fn: Any, output: str | None = None, *, fresh: bool = False) -> str:
         """The id of autograd node `fn`, registering it and the part of its graph not seen yet."""
-        key = self._key
-        nid = fn.metadata.get(key)
+        ids = self._node_ids
+        key = self._node_key(fn)
+        nid = ids.get(key)
         if nid is not None:
             if output is not None and self.trace.nodes[nid].output is None:
                 self.trace.nodes[nid].output = output
             return nid
-        new = []
+        nid = ids[key] = f"n{len(ids)}"
+        new = [(fn, nid)]
         stack = [fn]
-        nid = self._mark(fn)
-        new.append((fn, nid))
         while stack:
             node = stack.pop()
             for nxt, _ in node.next_functions:
-                if nxt is not None and key not in nxt.metadata:
-                    new.append((nxt, self._mark(nxt)))
-                    stack.append(nxt)
+                if nxt is not None:
+                    nxt_key = self._node_key(nxt)
+                    if nxt_key not in ids:
+                        ids[nxt_key] = f"n{len(ids)}"
+                        new.append((nxt, ids[nxt_key]))
+                        stack.append(nxt)
         created = self._location(*self._here)
         module = self._module_stack[-1] if self._module_stack else None
         seq = next(self._seq)
@@ -673,25 +675,20 @@ class Recorder(TorchFunctionMode):
             nodes[node_id] = NodeRecord(
                 id=node_id,
                 name=self._node_name(node),
-                next=[None if nxt is None else nxt.metadata[key] for nxt, _ in node.next_functions],
+                next=[None if nxt is None else ids[self._node_key(nxt)] for nxt, _ in node.next_functions],
                 seq=seq,
                 module=module,
                 created=created,
             )
         for node, node_id in new:
             record = nodes[node_id]
-            variable = getattr(node, "variable", None) if record.name == "AccumulateGrad" else None
-            if isinstance(variable, _Tensor):
+            if record.name == "AccumulateGrad":
+                variable = node.variable
                 record.variable = self._track(variable, "parameter" if isinstance(variable, torch.nn.Parameter) else "input")
-            record.saved = self._saved(node, output if fresh and node_id == nid else None)
+            else:
+                record.saved = self._saved(node, output if fresh and node_id == nid else None)
         if output is not None:
-            self.trace.nodes[nid].output = output
-        return nid
-
-    def _mark(self, fn: Any) -> str:
-        nid = f"n{self._node_count}"
-        self._node_count += 1
-        fn.metadata[self._key] = nid
+            nodes[nid].output = output
         return nid
 
     def _node_name(self, node: Any) -> str:
@@ -782,15 +779,13 @@ class Recorder(TorchFunctionMode):
                     grad = "none" if p.grad is None else ("zero" if not bool(p.grad.any()) else "nonzero")
                     copy = p.detach().clone() if grad == "zero" else None
                     state.append((p, _version(p), grad, copy))
-            optimizer.__dict__.setdefault("_gradviz_state", {})[self._key] = state
+            self._steps[id(optimizer)] = state
         except Exception as exc:
             self._internal(exc)
 
     def _step_post(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         try:
-            state = optimizer.__dict__.get("_gradviz_state", {}).pop(self._key, [])
-            if not optimizer.__dict__.get("_gradviz_state"):
-                optimizer.__dict__.pop("_gradviz_state", None)
+            state = self._steps.pop(id(optimizer), [])
             changed, grads, versions = [], {}, []
             for p, before, grad, copy in state:
                 tid = self._tid(p)
