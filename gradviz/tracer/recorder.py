@@ -447,15 +447,27 @@ class Recorder(TorchFunctionMode):
         if frame is not None:
             self.name_locals(source.frame_variables(frame))
 
-    def name_locals(self, namespace: dict[str, Any]) -> None:
-        """Give tracked tensors found in `namespace` (a frame's locals or a module's globals) their names."""
+    def name_locals(self, namespace: dict[str, Any], *, modules: bool = False) -> None:
+        """Give tracked tensors found in `namespace` (a frame's locals or a module's globals) their names.
+
+        With `modules`, also name the parameters of the nn.Modules found there that were never called (a frozen
+        module handed to an optimizer): only at the end, when no module is still half-built.
+        """
         for name, value in list(namespace.items()):
-            if isinstance(value, _Tensor) and not name.startswith("__"):
+            if name.startswith("__"):
+                continue
+            if isinstance(value, _Tensor):
                 live = self._live.get(id(value))
                 if live is not None and live.ref() is value:
                     names = self.trace.tensors[live.tid].names
                     if name not in names:
                         names.append(name)
+            elif modules and isinstance(value, torch.nn.Module):
+                for param_name, param in value.named_parameters():
+                    live = self._live.get(id(param))
+                    if live is not None and live.ref() is param and live.record.parameter is None:
+                        live.record.parameter = param_name
+                        live.record.origin = "parameter"
 
     # ------------------------------------------------------------------ special calls
     def _where(self) -> tuple[str | None, int | None]:

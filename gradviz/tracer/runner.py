@@ -38,7 +38,7 @@ class trace:  # noqa: N801 - used as `with gradviz.trace() as t`, like a functio
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         self._recorder.stop()
         caller = sys._getframe(1)
-        self._recorder.name_locals(source.frame_variables(caller))
+        self._recorder.name_locals(source.frame_variables(caller), modules=True)
         del caller
         if exc is not None:
             self.trace.error = exc
@@ -76,7 +76,7 @@ def trace_script(path: str | os.PathLike[str], argv: tuple[str, ...] | list[str]
         frames = [f for f, _ in traceback.walk_tb(exc.__traceback__)]
         for frame in frames:
             if frame.f_code.co_filename == script_path:
-                recorder.name_locals(frame.f_globals)
+                recorder.name_locals(frame.f_globals, modules=True)
         for frame in frames:
             if source.is_user_file(frame.f_code.co_filename):
                 recorder.name_locals(source.frame_variables(frame))
@@ -89,7 +89,7 @@ def trace_script(path: str | os.PathLike[str], argv: tuple[str, ...] | list[str]
         if saved_path0 is not None:
             sys.path[0] = saved_path0
     if namespace is not None:
-        recorder.name_locals(namespace)
+        recorder.name_locals(namespace, modules=True)
     return recorder.finish()
 
 
