@@ -119,6 +119,7 @@ class Recorder(TorchFunctionMode):
         super().__init__()
         self.trace = Trace(torch_version=torch.__version__)
         self._node_ids: dict[Any, str] = {}  # node identity (see _node_key) -> node id
+        self._first_sequence_nr = 0  # autograd's next node number when tracing began
         self._steps: dict[int, list[Any]] = {}  # id(optimizer) -> parameters' state before its step
         self._seq = itertools.count()
         self._live: dict[int, _Live] = {}  # id(tensor) -> live entry
@@ -164,6 +165,7 @@ class Recorder(TorchFunctionMode):
         ]
         # Objects alive now (torch's own, the program's so far) move to the permanent generation while tracing, so
         # the collections our records trigger do not rescan them; they return to the oldest generation at stop.
+        self._first_sequence_nr = torch._C._autograd._get_sequence_nr()
         gc.freeze()
         # The records made per call would otherwise trigger a young-generation collection every few hundred calls;
         # collect less often while tracing (the program's cyclic garbage is still collected, a little later).
@@ -698,7 +700,9 @@ class Recorder(TorchFunctionMode):
                 variable = node.variable
                 record.variable = self._track(variable, "parameter" if isinstance(variable, torch.nn.Parameter) else "input")
             else:
-                record.saved = self._saved(node, output if fresh and node_id == nid else None)
+                # a node made before the trace began: what it saved may have been written since; version unknown
+                made_before = node._sequence_nr() < self._first_sequence_nr
+                record.saved = self._saved(node, output if fresh and node_id == nid else None, made_before)
         if output is not None:
             nodes[nid].output = output
         return nid
@@ -710,7 +714,7 @@ class Recorder(TorchFunctionMode):
             name = self._type_names[kind] = node.name().removeprefix("torch::autograd::")
         return name
 
-    def _saved(self, node: Any, output: str | None) -> list[SavedTensorRecord]:
+    def _saved(self, node: Any, output: str | None, made_before: bool = False) -> list[SavedTensorRecord]:
         """What `node` saved for backward, with versions now (it was just made: that is the version at save time)."""
         kind = type(node)
         names = self._saved_names.get(kind)
@@ -737,7 +741,8 @@ class Recorder(TorchFunctionMode):
                     continue
                 original = id(tensor) in self._live and self._live[id(tensor)].ref() is tensor
                 tid = self._match_saved(tensor)
-                saved.append(SavedTensorRecord(label, tid, _version(tensor), name.startswith("result"), original))
+                version = None if made_before else _version(tensor)
+                saved.append(SavedTensorRecord(label, tid, version, name.startswith("result"), original))
         return saved
 
     def _match_saved(self, tensor: torch.Tensor) -> str:

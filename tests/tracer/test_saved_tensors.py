@@ -121,11 +121,6 @@ def test_retain_graph_keeps_saved_tensors() -> None:
     assert torch.equal(a.grad, 2 * torch.ones(3).exp())
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="tracer bug: a node created before the trace and first seen after its saved tensor was written gets "
-    "saved_version = the current version (1); the version at save time is unknown there and should be None",
-)
 def test_node_from_before_the_trace_does_not_claim_a_false_saved_version() -> None:
     a = torch.ones(3, requires_grad=True)
     out = a.tanh()  # TanhBackward0 saved out at version 0, before the trace
