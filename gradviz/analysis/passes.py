@@ -305,6 +305,11 @@ def _saved_entries(trace: Trace) -> Iterator[tuple[NodeRecord, SavedTensorRecord
                 yield node, saved, trace.tensors[saved.tensor]
 
 
+def _v(saved: SavedTensorRecord) -> str:
+    """The version at save time, or '?' for a node made before tracing began."""
+    return "?" if saved.saved_version is None else str(saved.saved_version)
+
+
 def _overlaps(a: tuple[int, int], b: tuple[int, int] | None) -> bool:
     if b is None:
         return False
@@ -363,7 +368,7 @@ def _saved_write_finding(
     what = f"{ctx.name(tensor.id)}, saved by {node.name} for backward"
     if shares:
         if backward is not None and backward.data.get("outcome") == "error":
-            then = f"The backward at {line_of(backward)} raised: \"is at version {now}; expected version {saved.saved_version}\"."
+            then = f"The backward at {line_of(backward)} raised: \"is at version {now}; expected version {_v(saved)}\"."
         elif backward is not None:
             then = f"The backward at {line_of(backward)} runs through it."
         else:
@@ -372,7 +377,7 @@ def _saved_write_finding(
             FindingKind.POISONED_SAVED_TENSOR,
             file,
             line,
-            f"{what} at v{saved.saved_version}, was written in place at line {line} through {via}, which shares "
+            f"{what} at v{_v(saved)}, was written in place at line {line} through {via}, which shares "
             f"its version counter: now v{now}. {then}",
             "Do not modify a tensor autograd saved: clone first (`x = x.clone()` or `c = out.detach().clone()`), "
             "use the out-of-place op, or do the update after backward (for optimizers: build the next loss after "
@@ -391,8 +396,8 @@ def _saved_write_finding(
         FindingKind.SILENTLY_CORRUPTED_SAVED_TENSOR,
         file,
         line,
-        f"{what} at v{saved.saved_version}, had its bytes changed at line {line} through {via}, which has its own "
-        f"version counter, so autograd did not notice (still v{saved.saved_version}). {then}",
+        f"{what} at v{_v(saved)}, had its bytes changed at line {line} through {via}, which has its own "
+        f"version counter, so autograd did not notice (still v{_v(saved)}). {then}",
         "Use `.detach()` instead of `.data` so PyTorch raises on this write, and `.clone()` before modifying; "
         "or make the update under `torch.no_grad()` after backward.",
         code=code,
@@ -427,7 +432,7 @@ def _data_set_findings(ctx: Context, entries: list[tuple[NodeRecord, SavedTensor
                     line,
                     f"{ctx.name(tensor.id)} was saved by {node.name} for backward itself (not a copy), and "
                     f"`{code}` at line {line} swaps its data while the graph is live; its version stays "
-                    f"v{saved.saved_version}, so autograd does not notice. {then}",
+                    f"v{_v(saved)}, so autograd does not notice. {then}",
                     "Reassign `.data` only after backward (or not at all: update under `torch.no_grad()` with "
                     "`p.copy_(new)`, which autograd tracks).",
                     code=code,
