@@ -189,7 +189,11 @@ def _child(tool: str, script: str, out: str) -> None:
 
 def _measure(cmd: list[str], timeout: float) -> dict:
     """Run one child in its own process group, so that a timeout also stops the `dot` it started."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    # one intra-op thread for every tool: on a small, shared machine OpenMP spin-waiting makes timings erratic
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, env=env
+    )
     try:
         stdout, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -225,7 +229,7 @@ def main() -> None:
                     cells.append(result["error"])
                 else:
                     size = out.stat().st_size // 1024 if out.exists() else 0
-                    cells.append(f"{result['total']:.1f}s ({size} KiB)")
+                    cells.append(f"{result['total']:.2f}s ({size} KiB)")
                 print(f"  {case:<11} {tool:<17} {cells[-1]}  {json.dumps(result)}", file=sys.stderr, flush=True)
             rows.append((title, cells))
     width = max(len(t) for t, _ in rows)
