@@ -217,14 +217,17 @@ def _saved_lines(
                     now = change.after
         if now is None and tensor in trace.tensors and trace.tensors[tensor].version != saved_version:
             now = trace.tensors[tensor].version  # a walked graph: no events, but the current version is known
+        origin = None
         if write is not None and write.tensor in trace.tensors and write.tensor != tensor:
-            via = _alias_origin(trace, write.tensor) or via  # "c = out.detach()": the alias shares the counter
+            origin = _alias_origin(trace, write.tensor)  # "c = out.detach()": the alias shares the counter
         now_v = f"v{now}" if now is not None else "a later version"
         text = [f"saved {saved_v}, now {now_v},"]
         if line:
             text.append(f"written at line {line}" + (f" via {via}" if via else ""))
         else:
             text.append("written in place after it was saved" + (f" via {via}" if via else ""))
+        if origin:
+            text.append(f"({origin} shares the counter)")
         return text
     # silent: the bytes changed through an alias with its own version counter
     alias = via
