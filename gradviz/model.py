@@ -29,7 +29,7 @@ class EventKind(str, enum.Enum):
     EXCEPTION = "exception"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Location:
     """A place in the user's source: file, 1-based line, and the text of that line."""
 
@@ -41,7 +41,7 @@ class Location:
         return f"{Path(self.file).name}:{self.line}"
 
 
-@dataclass
+@dataclass(slots=True)
 class TensorRecord:
     """One tensor object the program made or touched, as it was when first seen."""
 
@@ -72,7 +72,7 @@ class TensorRecord:
         return self.parameter or (self.names[0] if self.names else self.id)
 
 
-@dataclass
+@dataclass(slots=True)
 class StorageRecord:
     """One block of memory (an untyped storage)."""
 
@@ -83,7 +83,7 @@ class StorageRecord:
     dtype: str  # dtype of the first tensor seen in it
 
 
-@dataclass
+@dataclass(slots=True)
 class VersionCounterRecord:
     """One version counter and the tensors that share it."""
 
@@ -92,7 +92,7 @@ class VersionCounterRecord:
     created_by: str = "new"  # how it came to exist: "new" (fresh tensor), "data" (x.data), "inferred"
 
 
-@dataclass
+@dataclass(slots=True)
 class SavedTensorRecord:
     """A tensor an autograd node saved for backward, and its version at save time."""
 
@@ -103,7 +103,7 @@ class SavedTensorRecord:
     original: bool = False  # the saved tensor is the same tensor object as `tensor` (leaves, inputs)
 
 
-@dataclass
+@dataclass(slots=True)
 class NodeRecord:
     """One autograd node (grad_fn)."""
 
@@ -118,7 +118,7 @@ class NodeRecord:
     created: Location | None = None
 
 
-@dataclass
+@dataclass(slots=True)
 class OpRecord:
     """One top-level torch call: the dataflow from input tensors to output tensors."""
 
@@ -130,7 +130,7 @@ class OpRecord:
     file: str | None = None
 
 
-@dataclass
+@dataclass(slots=True)
 class VersionChange:
     """A tensor's version before and after a write (equal when the write went unnoticed)."""
 
@@ -139,7 +139,7 @@ class VersionChange:
     after: int | None
 
 
-@dataclass
+@dataclass(slots=True)
 class Event:
     """One recorded event, in program order."""
 
@@ -153,7 +153,7 @@ class Event:
     data: dict[str, Any] = field(default_factory=dict)  # kind-specific details
 
 
-@dataclass
+@dataclass(slots=True)
 class ExceptionRecord:
     """An exception that escaped the traced program."""
 
@@ -162,7 +162,7 @@ class ExceptionRecord:
     location: Location | None = None
 
 
-@dataclass
+@dataclass(slots=True)
 class Trace:
     """Everything recorded while a program ran: tensors, storages, counters, nodes, ops, events."""
 
