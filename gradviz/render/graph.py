@@ -295,6 +295,8 @@ def _header(trace: Trace, script: str | None) -> str:
     parts = []
     if script:
         parts.append(html_label_text(script))
+    if not trace.tensors:
+        parts.append(html_label_text("the program created no tensors: there is no autograd graph to draw"))
     if trace.exception is not None:
         where = f" at line {trace.exception.location.line}" if trace.exception.location else ""
         first = trace.exception.message.splitlines()[0] if trace.exception.message else ""

@@ -133,7 +133,6 @@ def test_script_without_tensors_writes_an_empty_diagram_and_says_so(gradviz_cli,
 
 
 @pytest.mark.dot
-@pytest.mark.xfail(reason="the graph view of a trace without tensors does not say so yet (asked of gradviz/render)")
 def test_the_empty_diagram_carries_the_no_tensors_message(python_m_gradviz, tmp_path):
     write(tmp_path, "plain.py", NO_TENSORS)
     python_m_gradviz("render", "plain.py", "-q")
