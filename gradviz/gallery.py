@@ -23,7 +23,8 @@ if TYPE_CHECKING:
 
 __all__ = ["Example", "GalleryError", "Result", "add_arguments", "build", "main", "parse_example", "run"]
 
-#: The document's examples: their images are copied into SRC/images and committed, so the READMEs show them.
+#: The document's examples: all their images are copied into SRC/images (the others: their graph), so the
+#: committed READMEs show them.
 DOCUMENT_EXAMPLES = ("plot_01_testdetach", "plot_02_data_silent", "plot_03_detach_raises")
 VIEWS = ("graph", "memory")
 IMAGE_FORMATS = ("svg", "png")
@@ -264,17 +265,23 @@ def _load_cache(path: Path) -> dict[str, dict[str, Any]]:
     return examples if isinstance(examples, dict) else {}
 
 
+def _committed_images(name: str) -> list[tuple[str, str]]:
+    """(view, format) of the images kept in SRC/images: every view of the document's examples, the graph of others."""
+    if name in DOCUMENT_EXAMPLES:
+        return [(view, fmt) for view in VIEWS for fmt in IMAGE_FORMATS]
+    return [("graph", "svg")]
+
+
 def _copy_document_images(results: list[Result], out: Path, images: Path) -> None:
     for result in results:
-        if result.name not in DOCUMENT_EXAMPLES or result.error is not None:
+        if result.error is not None:
             continue
         images.mkdir(parents=True, exist_ok=True)
-        for view in VIEWS:
-            for fmt in IMAGE_FORMATS:
-                source = out / result.name / f"{view}.{fmt}"
-                target = images / f"{result.name}_{view}.{fmt}"
-                if not target.exists() or target.read_bytes() != source.read_bytes():
-                    shutil.copyfile(source, target)
+        for view, fmt in _committed_images(result.name):
+            source = out / result.name / f"{view}.{fmt}"
+            target = images / f"{result.name}_{view}.{fmt}"
+            if not target.exists() or target.read_bytes() != source.read_bytes():
+                shutil.copyfile(source, target)
 
 
 @contextlib.contextmanager
@@ -374,12 +381,8 @@ def _readme(results: list[Result], src: Path, out: Path) -> str:
         found = ", ".join(f"`{k}`" for k in r.findings) or "none"
         lines.append(f"Findings: {found}" + (f" · raises `{r.raised}`" if r.raised else ""))
         lines.append("")
-        for view in VIEWS:
-            if r.name in DOCUMENT_EXAMPLES:
-                image = f"images/{r.name}_{view}.svg"
-            else:
-                image = f"{out_rel}/{r.name}/{view}.svg"
-            lines.append(f"![{view} view of {r.name}]({image})")
+        for view in dict.fromkeys(v for v, _ in _committed_images(r.name)):
+            lines.append(f"![{view} view of {r.name}](images/{r.name}_{view}.svg)")
             lines.append("")
     return "\n".join(lines)
 
