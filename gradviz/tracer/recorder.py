@@ -29,7 +29,10 @@ from . import source
 
 _Tensor = torch.Tensor
 _DEBUG = bool(os.environ.get("GRADVIZ_DEBUG"))  # raise gradviz's own errors instead of recording them
-_ACCUMULATE_GRAD = 2**64 - 1  # the sequence number autograd gives every AccumulateGrad node
+_ACCUMULATE_GRAD = 2**64 - 1
+# what a node type saves and how it is called depend only on the type: learnt once per process
+_SAVED_NAMES: dict[type, tuple[str, ...]] = {}
+_TYPE_NAMES: dict[type, str] = {}  # the sequence number autograd gives every AccumulateGrad node
 
 
 def _version(t: torch.Tensor) -> int | None:
@@ -121,6 +124,8 @@ class Recorder(TorchFunctionMode):
         self._node_ids: dict[Any, str] = {}  # node identity (see _node_key) -> node id
         self._first_sequence_nr = 0  # autograd's next node number when tracing began
         self._steps: dict[int, list[Any]] = {}  # id(optimizer) -> parameters' state before its step
+        self._fresh_grads: dict[str, tuple[int, int | None]] = {}  # leaf -> its .grad right after the last backward
+        self._by_tid: dict[str, _Live] = {}
         self._seq = itertools.count()
         self._live: dict[int, _Live] = {}  # id(tensor) -> live entry
         self._by_storage: dict[int, set[int]] = {}  # storage key -> ids of live tensors in it
@@ -128,8 +133,8 @@ class Recorder(TorchFunctionMode):
         self._layout: dict[tuple[Any, ...], str] = {}
         self._layouts_of: dict[int, list[tuple[Any, ...]]] = {}  # storage key -> its layouts in _layout
         self._node_count = 0
-        self._saved_names: dict[type, tuple[str, ...]] = {}
-        self._type_names: dict[type, str] = {}
+        self._saved_names = _SAVED_NAMES
+        self._type_names = _TYPE_NAMES
         self._paused = 0
         self._module_names: dict[int, str] = {}
         self._module_stack: list[str] = []
@@ -187,6 +192,8 @@ class Recorder(TorchFunctionMode):
             return self.trace
         self._finished = True
         self._live.clear()
+        self._by_tid.clear()
+        self._fresh_grads.clear()
         self._by_storage.clear()
         for path in {e.location.file for e in self.trace.events if e.location} | (
             {self.trace.script} if self.trace.script else set()
@@ -328,6 +335,7 @@ class Recorder(TorchFunctionMode):
         ref = weakref.ref(t, self._on_dead)
         live = _Live(ref, tid, skey, byte_range, version, layout, record)
         self._live[key] = live
+        self._by_tid[tid] = live
         self._refs[ref] = key
         if skey is not None:
             members = self._by_storage.get(skey)
@@ -351,6 +359,7 @@ class Recorder(TorchFunctionMode):
         live = self._live.pop(key, None)
         if live is None:
             return
+        self._by_tid.pop(live.tid, None)
         live.record.freed = next(self._seq)
         skey = live.storage
         if skey is not None:
@@ -627,6 +636,16 @@ class Recorder(TorchFunctionMode):
             event.data["error"] = {"type": type(exc).__name__, "message": str(exc)}
             raise
         event.data["outcome"] = "ok"
+        try:
+            self._fresh_grads = {}
+            for tid in event.data["reached_leaves"]:
+                live = self._by_tid.get(tid)
+                leaf = live.ref() if live is not None else None
+                g = leaf.grad if leaf is not None and leaf.requires_grad else None
+                if g is not None:
+                    self._fresh_grads[tid] = (id(g), _version(g))
+        except Exception as exc:
+            self._internal(exc)
         return result
 
     def _reachable(self, fns: list[Any]) -> tuple[list[str], list[str]]:
@@ -791,9 +810,19 @@ class Recorder(TorchFunctionMode):
         self._paused += 1
         try:
             state = []
+            fresh = self._fresh_grads
             for group in optimizer.param_groups:
                 for p in group["params"]:
-                    grad = "none" if p.grad is None else ("zero" if not bool(p.grad.any()) else "nonzero")
+                    live = self._live.get(id(p))
+                    g = p.grad
+                    if g is None:
+                        grad = "none"
+                    elif live is not None and fresh.get(live.tid) == (id(g), _version(g)):
+                        # the latest backward wrote this .grad and nothing touched it since: no need to read it
+                        grad = "fresh"
+                    else:
+                        grad = "zero" if not bool(g.any()) else "nonzero"
+                    # a zero gradient moves the version but maybe not the values: keep a copy to compare
                     copy = p.detach().clone() if grad == "zero" else None
                     state.append((p, _version(p), grad, copy))
             self._steps[id(optimizer)] = state

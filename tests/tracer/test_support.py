@@ -152,7 +152,7 @@ def test_optimizer_steps(make, changed_when_grad_zero: bool) -> None:
     assert first.op == f"{name}.step" and first.data["optimizer"] == name
     assert first.location.code.strip() == "opt.step()"
     assert first.data["changed"] == [w1.id, b1.id, w2.id]
-    assert first.data["grads"] == {w1.id: "nonzero", b1.id: "nonzero", w2.id: "nonzero", fz.id: "none"}
+    assert first.data["grads"] == {w1.id: "fresh", b1.id: "fresh", w2.id: "fresh", fz.id: "none"}
     assert second.data["grads"][w2.id] == "zero"
     assert (w2.id in second.data["changed"]) is changed_when_grad_zero
     assert w1.id in second.data["changed"] and fz.id not in second.data["changed"]
