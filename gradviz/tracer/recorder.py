@@ -123,6 +123,7 @@ class Recorder(TorchFunctionMode):
         self.trace = Trace(torch_version=torch.__version__)
         self._node_ids: dict[Any, str] = {}  # node identity (see _node_key) -> node id
         self._first_sequence_nr = 0  # autograd's next node number when tracing began
+        self._gc_threshold: tuple[int, ...] | None = None  # the program's GC thresholds, while we hold them
         self._steps: dict[int, list[Any]] = {}  # id(optimizer) -> parameters' state before its step
         self._fresh_grads: dict[str, tuple[int, int | None]] = {}  # leaf -> its .grad right after the last backward
         self._by_tid: dict[str, _Live] = {}
@@ -180,8 +181,10 @@ class Recorder(TorchFunctionMode):
 
     def stop(self) -> None:
         self.__exit__(None, None, None)
-        gc.set_threshold(*self._gc_threshold)
-        gc.unfreeze()
+        if self._gc_threshold is not None:
+            gc.set_threshold(*self._gc_threshold)
+            self._gc_threshold = None
+            gc.unfreeze()
         for handle in self._handles:
             handle.remove()
         self._handles = []
