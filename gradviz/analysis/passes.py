@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import networkx as nx
@@ -408,18 +408,28 @@ def _saved_write_finding(
     )
 
 
-def _data_set_findings(ctx: Context, entries: list[tuple[NodeRecord, SavedTensorRecord, TensorRecord]]) -> list[Finding]:
+_Entry = tuple[NodeRecord, SavedTensorRecord, TensorRecord]
+
+
+def _saved_as_itself(
+    ctx: Context, event: Event, entries: list[_Entry], accept: Callable[[SavedTensorRecord], bool]
+) -> Iterator[tuple[NodeRecord, SavedTensorRecord, TensorRecord, Event | None]]:
+    """Live nodes that saved the very tensor `event` acts on (as `accept` wants it), with the backward they meet."""
+    for node, saved, tensor in entries:
+        if tensor.id != event.tensor or not accept(saved) or node.seq >= event.seq:
+            continue
+        if ctx.freed_at.get(node.id, 1 << 62) < event.seq:
+            continue
+        backward, relevant = _consequence(ctx, event.seq, node)
+        if relevant:
+            yield node, saved, tensor, backward
+
+
+def _data_set_findings(ctx: Context, entries: list[_Entry]) -> list[Finding]:
     findings = []
     for event in ctx.trace.events_of(EventKind.DATA_SET):
-        for node, saved, tensor in entries:
-            if tensor.id != event.tensor or not saved.original or node.seq >= event.seq:
-                continue
-            if ctx.freed_at.get(node.id, 1 << 62) < event.seq:
-                continue
-            backward, relevant = _consequence(ctx, event.seq, node)
-            if not relevant:
-                continue
-            file, line, code = ctx.where(event)
+        file, line, code = ctx.where(event)
+        for node, saved, tensor, backward in _saved_as_itself(ctx, event, entries, lambda s: s.original):
             then = (
                 f"The backward at {line_of(backward)} used the new values: its gradients are silently wrong."
                 if backward
@@ -445,26 +455,18 @@ def _data_set_findings(ctx: Context, entries: list[tuple[NodeRecord, SavedTensor
     return findings
 
 
-def _detach_inplace_findings(
-    ctx: Context, entries: list[tuple[NodeRecord, SavedTensorRecord, TensorRecord]]
-) -> list[Finding]:
+def _detach_inplace_findings(ctx: Context, entries: list[_Entry]) -> list[Finding]:
     findings = []
+    message = "Trying to use a saved tensor that has been detached in-place"
     for event in ctx.trace.events_of(EventKind.DETACH_):
         if event.data.get("error") or event.data.get("source_grad_fn") is None:
             continue  # detaching a tensor that is in no graph changes nothing autograd saved
-        for node, saved, tensor in entries:
-            if tensor.id != event.tensor or saved.is_output or node.seq >= event.seq:
-                continue
-            if ctx.freed_at.get(node.id, 1 << 62) < event.seq:
-                continue
-            backward, relevant = _consequence(ctx, event.seq, node)
-            if not relevant:
-                continue
-            file, line, code = ctx.where(event)
+        file, line, code = ctx.where(event)
+        for node, _saved, tensor, backward in _saved_as_itself(ctx, event, entries, lambda s: not s.is_output):
             then = (
-                f"The backward at {line_of(backward)} raised \"Trying to use a saved tensor that has been detached in-place\"."
+                f"The backward at {line_of(backward)} raised \"{message}\"."
                 if backward and backward.data.get("outcome") == "error"
-                else "Calling backward through it will raise \"Trying to use a saved tensor that has been detached in-place\"."
+                else f"Calling backward through it will raise \"{message}\"."
             )
             findings.append(
                 Finding(
