@@ -381,7 +381,7 @@ class Progress:
     def note(self, text: str) -> None:
         # a static line while the script runs: a live spinner would fight with the script's own output
         if self.enabled:
-            self.console.print(f"gradviz: {text}...", style="dim", markup=False)
+            self.console.print(f"gradviz: {text}...", style="dim", markup=False, soft_wrap=True)
 
     @contextlib.contextmanager
     def spinner(self, text: str) -> Iterator[None]:

@@ -7,6 +7,7 @@ import functools
 import linecache
 import os
 import sys
+import sysconfig
 from types import FrameType
 from typing import Any
 
@@ -16,7 +17,22 @@ from ..model import Location
 
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _GRADVIZ_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-_LIB_PREFIXES = (_TORCH_DIR, _GRADVIZ_DIR, os.path.dirname(os.__file__) + os.sep)
+
+
+def _library_dirs() -> tuple[str, ...]:
+    """Where installed code lives: torch, gradviz, the standard library and every site-packages (venvs included)."""
+    dirs = {_TORCH_DIR, _GRADVIZ_DIR, os.path.dirname(os.__file__) + os.sep}
+    paths = sysconfig.get_paths()
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        if paths.get(key):
+            dirs.add(os.path.join(paths[key], ""))
+    for path in sys.path:
+        if path.endswith(("site-packages", "dist-packages")):
+            dirs.add(os.path.join(path, ""))
+    return tuple(sorted(dirs))
+
+
+_LIB_PREFIXES = _library_dirs()
 
 
 @functools.lru_cache(maxsize=4096)
