@@ -16,9 +16,7 @@ from ..model import (
     Event,
     EventKind,
     Location,
-    NodeRecord,
     OpRecord,
-    SavedTensorRecord,
     StorageRecord,
     TensorRecord,
     Trace,
@@ -26,76 +24,20 @@ from ..model import (
     VersionCounterRecord,
 )
 from . import source
+from .hooks import HookRecording
+from .nodes import _SAVED_NAMES, _TYPE_NAMES, GraphRecording
+from .tensors import (
+    _Tensor,
+    _byte_span,
+    _device_name,
+    _dtype_name,
+    _flatten,
+    _grad_fn,
+    _storage_key,
+    _version,
+)
 
-_Tensor = torch.Tensor
 _DEBUG = bool(os.environ.get("GRADVIZ_DEBUG"))  # raise gradviz's own errors instead of recording them
-_ACCUMULATE_GRAD = 2**64 - 1
-# what a node type saves and how it is called depend only on the type: learnt once per process
-_SAVED_NAMES: dict[type, tuple[str, ...]] = {}
-_TYPE_NAMES: dict[type, str] = {}  # the sequence number autograd gives every AccumulateGrad node
-
-
-def _version(t: torch.Tensor) -> int | None:
-    try:
-        return t._version
-    except RuntimeError:  # inference tensors have no version counter
-        return None
-
-
-def _grad_fn(t: torch.Tensor) -> Any:
-    """t.grad_fn, or None where reading it raises (a no_grad view whose base was later written in place)."""
-    try:
-        return t.grad_fn
-    except RuntimeError:
-        return None
-
-
-_dtype_names: dict[torch.dtype, str] = {}
-_device_names: dict[torch.device, str] = {}
-
-
-def _dtype_name(dtype: torch.dtype) -> str:
-    name = _dtype_names.get(dtype)
-    if name is None:
-        name = _dtype_names[dtype] = str(dtype).removeprefix("torch.")
-    return name
-
-
-def _device_name(device: torch.device) -> str:
-    name = _device_names.get(device)
-    if name is None:
-        name = _device_names[device] = str(device)
-    return name
-
-
-def _flatten(args: Any, kwargs: dict[str, Any] | None, out: list[torch.Tensor]) -> list[torch.Tensor]:
-    for a in args:
-        if isinstance(a, _Tensor):
-            out.append(a)
-        elif isinstance(a, (list, tuple)):
-            _flatten(a, None, out)
-    if kwargs:
-        _flatten(kwargs.values(), None, out)
-    return out
-
-
-def _byte_span(t: torch.Tensor) -> tuple[int, int]:
-    item = t.element_size()
-    start = t.storage_offset() * item
-    numel = t.numel()
-    if numel == 0:
-        return (start, start)
-    if t.is_contiguous():
-        return (start, start + numel * item)
-    span = 1 + sum((size - 1) * stride for size, stride in zip(t.shape, t.stride()))
-    return (start, start + span * item)
-
-
-def _storage_key(t: torch.Tensor) -> int | None:
-    try:
-        return t.untyped_storage()._cdata
-    except (RuntimeError, NotImplementedError, TypeError):  # sparse, nested, functional wrappers
-        return None
 
 
 class _Live:
@@ -115,7 +57,7 @@ class _Live:
         self.record = record
 
 
-class Recorder(TorchFunctionMode):
+class Recorder(GraphRecording, HookRecording, TorchFunctionMode):
     """Records every torch call made while active. Build a Trace with :meth:`finish`."""
 
     def __init__(self) -> None:
@@ -650,218 +592,6 @@ class Recorder(TorchFunctionMode):
         except Exception as exc:
             self._internal(exc)
         return result
-
-    def _reachable(self, fns: list[Any]) -> tuple[list[str], list[str]]:
-        """Node ids a backward from `fns` runs through, and the leaves it feeds: read off the recorded graph.
-
-        Autograd graphs do not change once built (an in-place op makes a new node, which is recorded), so the
-        recorded `next` lists are the live graph; walking them is much cheaper than walking the live nodes.
-        """
-        nodes = self.trace.nodes
-        seen: set[str] = set()
-        stack = [self._node(fn) for fn in fns]
-        while stack:
-            nid = stack.pop()
-            if nid in seen:
-                continue
-            seen.add(nid)
-            stack.extend(nxt for nxt in nodes[nid].next if nxt is not None and nxt not in seen)
-        ordered = sorted(seen, key=lambda n: int(n[1:]))
-        leaves = [nodes[n].variable for n in ordered if nodes[n].variable is not None]
-        return ordered, leaves  # type: ignore[return-value]
-
-    # ------------------------------------------------------------------ autograd nodes
-    def _node_key(self, fn: Any) -> Any:
-        """A node's identity while it lives, read without touching it.
-
-        Autograd numbers every node it makes (`sequence_nr`, per thread, never reused); the one exception is
-        AccumulateGrad, which has the largest number and is known by the leaf it feeds.
-        """
-        number = fn._sequence_nr()
-        if number != _ACCUMULATE_GRAD:
-            return number
-        return ("leaf", self._tid(fn.variable))
-
-    def _node(self, fn: Any, output: str | None = None, *, fresh: bool = False) -> str:
-        """The id of autograd node `fn`, registering it and the part of its graph not seen yet."""
-        ids = self._node_ids
-        key = self._node_key(fn)
-        nid = ids.get(key)
-        if nid is not None:
-            if output is not None and self.trace.nodes[nid].output is None:
-                self.trace.nodes[nid].output = output
-            return nid
-        nid = ids[key] = f"n{len(ids)}"
-        new = [(fn, nid)]
-        stack = [fn]
-        while stack:
-            node = stack.pop()
-            for nxt, _ in node.next_functions:
-                if nxt is not None:
-                    nxt_key = self._node_key(nxt)
-                    if nxt_key not in ids:
-                        ids[nxt_key] = f"n{len(ids)}"
-                        new.append((nxt, ids[nxt_key]))
-                        stack.append(nxt)
-        created = self._location(*self._here)
-        module = self._module_stack[-1] if self._module_stack else None
-        seq = next(self._seq)
-        nodes = self.trace.nodes
-        for node, node_id in new:  # records first: saved tensors may point back into this subgraph
-            nodes[node_id] = NodeRecord(
-                id=node_id,
-                name=self._node_name(node),
-                next=[None if nxt is None else ids[self._node_key(nxt)] for nxt, _ in node.next_functions],
-                seq=seq,
-                module=module,
-                created=created,
-            )
-        for node, node_id in new:
-            record = nodes[node_id]
-            if record.name == "AccumulateGrad":
-                variable = node.variable
-                record.variable = self._track(variable, "parameter" if isinstance(variable, torch.nn.Parameter) else "input")
-            else:
-                # a node made before the trace began: what it saved may have been written since; version unknown
-                made_before = node._sequence_nr() < self._first_sequence_nr
-                record.saved = self._saved(node, output if fresh and node_id == nid else None, made_before)
-        if output is not None:
-            nodes[nid].output = output
-        return nid
-
-    def _node_name(self, node: Any) -> str:
-        kind = type(node)
-        name = self._type_names.get(kind)
-        if name is None:
-            name = self._type_names[kind] = node.name().removeprefix("torch::autograd::")
-        return name
-
-    def _saved(self, node: Any, output: str | None, made_before: bool = False) -> list[SavedTensorRecord]:
-        """What `node` saved for backward, with versions now (it was just made: that is the version at save time)."""
-        kind = type(node)
-        names = self._saved_names.get(kind)
-        if names is None:
-            names = tuple(n[len("_raw_saved_"):] for n in dir(node) if n.startswith("_raw_saved_"))
-            self._saved_names[kind] = names
-        saved = []
-        for name in names:
-            if output is not None and name == "result":
-                # the node's own output, which the caller is tracking right now: no need to unpack it
-                record = self.trace.tensors[output]
-                saved.append(SavedTensorRecord(name, output, record.version, True, False))
-                continue
-            try:
-                raw = getattr(node, "_raw_saved_" + name)
-            except RuntimeError:
-                continue
-            handles = raw if isinstance(raw, (list, tuple)) else [raw]
-            for i, handle in enumerate(handles):
-                label = name if len(handles) == 1 and not isinstance(raw, (list, tuple)) else f"{name}[{i}]"
-                tensor = getattr(handle, "data", None)
-                if tensor is None:
-                    saved.append(SavedTensorRecord(label, None, None, name.startswith("result")))
-                    continue
-                original = id(tensor) in self._live and self._live[id(tensor)].ref() is tensor
-                tid = self._match_saved(tensor)
-                version = None if made_before else _version(tensor)
-                saved.append(SavedTensorRecord(label, tid, version, name.startswith("result"), original))
-        return saved
-
-    def _match_saved(self, tensor: torch.Tensor) -> str:
-        live = self._live.get(id(tensor))
-        if live is not None and live.ref() is tensor:
-            return live.tid
-        skey = _storage_key(tensor)
-        sid = self._storage_ids.get(skey) if skey is not None else None
-        if sid is not None:
-            tid = self._layout.get((sid, tensor.storage_offset(), tuple(tensor.shape), tuple(tensor.stride())))
-            if tid is not None:
-                return tid
-        return self._track(tensor, "saved")
-
-    # ------------------------------------------------------------------ modules and optimizers
-    def _name_module(self, module: torch.nn.Module) -> None:
-        """Qualified names, from the outermost module called, for its submodules and parameters."""
-        root = type(module).__name__
-        for name, sub in module.named_modules():
-            self._module_names[id(sub)] = name or root
-        for name, param in module.named_parameters():
-            record = self.trace.tensors[self._tid(param)]
-            if record.parameter is None or len(name) > len(record.parameter):
-                record.parameter = name
-                record.origin = "parameter"
-
-    def _module_pre(self, module: torch.nn.Module, args: Any) -> None:
-        if self._paused:
-            return
-        try:
-            if not self._module_stack and id(module) not in self._named_roots:  # an outermost call: name its tree
-                self._named_roots.add(id(module))
-                self._name_module(module)
-            self._module_stack.append(self._module_names.get(id(module), type(module).__name__))
-        except Exception as exc:
-            self._internal(exc)
-            self._module_stack.append("?")
-
-    def _module_post(self, module: torch.nn.Module, args: Any, output: Any) -> None:
-        if self._paused:
-            return
-        if self._module_stack:
-            self._module_stack.pop()
-
-    def _step_pre(self, optimizer: Any, args: Any, kwargs: Any) -> None:
-        self._paused += 1
-        try:
-            state = []
-            fresh = self._fresh_grads
-            for group in optimizer.param_groups:
-                for p in group["params"]:
-                    live = self._live.get(id(p))
-                    g = p.grad
-                    if g is None:
-                        grad = "none"
-                    elif live is not None and fresh.get(live.tid) == (id(g), _version(g)):
-                        # the latest backward wrote this .grad and nothing touched it since: no need to read it
-                        grad = "fresh"
-                    else:
-                        grad = "zero" if not bool(g.any()) else "nonzero"
-                    # a zero gradient moves the version but maybe not the values: keep a copy to compare
-                    copy = p.detach().clone() if grad == "zero" else None
-                    state.append((p, _version(p), grad, copy))
-            self._steps[id(optimizer)] = state
-        except Exception as exc:
-            self._internal(exc)
-
-    def _step_post(self, optimizer: Any, args: Any, kwargs: Any) -> None:
-        try:
-            state = self._steps.pop(id(optimizer), [])
-            changed, grads, versions = [], {}, []
-            for p, before, grad, copy in state:
-                tid = self._tid(p)
-                after = _version(p)
-                moved = after != before and (copy is None or not torch.equal(copy, p))
-                if moved:
-                    changed.append(tid)
-                grads[tid] = grad
-                versions.append(VersionChange(tid, before, after))
-                live = self._live.get(id(p))
-                if live is not None:
-                    live.version = after
-            frame = source.user_frame(2)
-            file, line = (frame.f_code.co_filename, frame.f_lineno) if frame is not None else (None, None)
-            self._event(
-                EventKind.OPTIMIZER_STEP,
-                file,
-                line,
-                op=f"{type(optimizer).__name__}.step",
-                versions=versions,
-                data={"optimizer": type(optimizer).__name__, "changed": changed, "grads": grads},
-            )
-        except Exception as exc:
-            self._internal(exc)
-        finally:
-            self._paused -= 1
-
 
 _names: dict[Any, str] = {}
 

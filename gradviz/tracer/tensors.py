@@ -1,0 +1,72 @@
+"""Cheap facts about one tensor, read without ever keeping it: version, grad_fn, storage, byte range."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+_Tensor = torch.Tensor
+
+
+def _version(t: torch.Tensor) -> int | None:
+    try:
+        return t._version
+    except RuntimeError:  # inference tensors have no version counter
+        return None
+
+
+def _grad_fn(t: torch.Tensor) -> Any:
+    """t.grad_fn, or None where reading it raises (a no_grad view whose base was later written in place)."""
+    try:
+        return t.grad_fn
+    except RuntimeError:
+        return None
+
+
+_dtype_names: dict[torch.dtype, str] = {}
+_device_names: dict[torch.device, str] = {}
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    name = _dtype_names.get(dtype)
+    if name is None:
+        name = _dtype_names[dtype] = str(dtype).removeprefix("torch.")
+    return name
+
+
+def _device_name(device: torch.device) -> str:
+    name = _device_names.get(device)
+    if name is None:
+        name = _device_names[device] = str(device)
+    return name
+
+
+def _flatten(args: Any, kwargs: dict[str, Any] | None, out: list[torch.Tensor]) -> list[torch.Tensor]:
+    for a in args:
+        if isinstance(a, _Tensor):
+            out.append(a)
+        elif isinstance(a, (list, tuple)):
+            _flatten(a, None, out)
+    if kwargs:
+        _flatten(kwargs.values(), None, out)
+    return out
+
+
+def _byte_span(t: torch.Tensor) -> tuple[int, int]:
+    item = t.element_size()
+    start = t.storage_offset() * item
+    numel = t.numel()
+    if numel == 0:
+        return (start, start)
+    if t.is_contiguous():
+        return (start, start + numel * item)
+    span = 1 + sum((size - 1) * stride for size, stride in zip(t.shape, t.stride()))
+    return (start, start + span * item)
+
+
+def _storage_key(t: torch.Tensor) -> int | None:
+    try:
+        return t.untyped_storage()._cdata
+    except (RuntimeError, NotImplementedError, TypeError):  # sparse, nested, functional wrappers
+        return None
