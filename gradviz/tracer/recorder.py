@@ -406,8 +406,9 @@ class Recorder(GraphRecording, HookRecording, TorchFunctionMode):
     def name_locals(self, namespace: dict[str, Any], *, modules: bool = False) -> None:
         """Give tracked tensors found in `namespace` (a frame's locals or a module's globals) their names.
 
-        With `modules`, also name the parameters of the nn.Modules found there that were never called (a frozen
-        module handed to an optimizer): only at the end, when no module is still half-built.
+        With `modules`, also name the parameters of the nn.Modules found there: those never called (a frozen module
+        handed to an optimizer), and those only ever called through a submodule. Only at the end, when no module is
+        still half-built.
         """
         for name, value in list(namespace.items()):
             if name.startswith("__"):
@@ -421,7 +422,11 @@ class Recorder(GraphRecording, HookRecording, TorchFunctionMode):
             elif modules and isinstance(value, torch.nn.Module):
                 for param_name, param in value.named_parameters():
                     live = self._live.get(id(param))
-                    if live is not None and live.ref() is param and live.record.parameter is None:
+                    if live is None or live.ref() is not param:
+                        continue
+                    known = live.record.parameter
+                    # the outermost module's name wins: `encoder.0.weight` over `0.weight` from a submodule call
+                    if known is None or (len(param_name) > len(known) and param_name.endswith("." + known)):
                         live.record.parameter = param_name
                         live.record.origin = "parameter"
 

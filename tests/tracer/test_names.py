@@ -83,3 +83,19 @@ def test_parameter_name_wins_over_variable_name() -> None:
     assert "w" in record.names
     assert record.label == "0.weight"
     assert t.tensor("w").id == record.id
+
+
+def test_parameters_called_only_through_submodules_get_the_outer_name() -> None:
+    class Net(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.encoder = torch.nn.Sequential(torch.nn.Linear(2, 2))
+            self.head = torch.nn.Linear(2, 1)
+
+    net = Net()
+    frozen = torch.nn.Linear(2, 2)
+    with gradviz.trace() as t:
+        net.head(net.encoder(torch.randn(3, 2))).sum().backward()
+        torch.optim.SGD(frozen.parameters(), lr=0.1).step()
+    names = {x.parameter for x in t.tensors.values() if x.parameter}
+    assert names == {"encoder.0.weight", "encoder.0.bias", "head.weight", "head.bias", "weight", "bias"}
