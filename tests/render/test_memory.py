@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 import shutil
-from pathlib import Path
 
 import pytest
 
@@ -23,18 +22,6 @@ from gradviz.render import render
 from gradviz.render.memory import FINDING_COLOURS, memory_digraph
 
 needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz's dot is not installed")
-
-
-@pytest.fixture(scope="module")
-def data_trace(gallery: Path) -> Trace:
-    return gradviz.trace_script(gallery / "plot_02_data_silent.py")
-
-
-@pytest.fixture(scope="module")
-def detach_trace(gallery: Path) -> Trace:
-    trace = gradviz.trace_script(gallery / "plot_03_detach_raises.py")
-    assert trace.exception is not None and trace.exception.type == "RuntimeError"
-    return trace
 
 
 def edges(source: str) -> set[tuple[str, str]]:

@@ -32,16 +32,6 @@ CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic
 
 
 @pytest.fixture(scope="module")
-def data_trace(gallery: Path) -> Trace:
-    return gradviz.trace_script(gallery / "plot_02_data_silent.py")
-
-
-@pytest.fixture(scope="module")
-def detach_trace(gallery: Path) -> Trace:
-    return gradviz.trace_script(gallery / "plot_03_detach_raises.py")
-
-
-@pytest.fixture(scope="module")
 def data_report(data_trace: Trace) -> str:
     return report_html(data_trace, gradviz.diagnose(data_trace))
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 import shutil
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 
@@ -25,16 +24,6 @@ from gradviz.render import render
 from gradviz.render.timeline import SEVERITY_FILL, timeline_digraph, timeline_rows
 
 needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz's dot is not installed")
-
-
-@pytest.fixture(scope="module")
-def data_trace(gallery: Path) -> Trace:
-    return gradviz.trace_script(gallery / "plot_02_data_silent.py")
-
-
-@pytest.fixture(scope="module")
-def detach_trace(gallery: Path) -> Trace:
-    return gradviz.trace_script(gallery / "plot_03_detach_raises.py")
 
 
 def line_of(trace: Trace, needle: str) -> int:
