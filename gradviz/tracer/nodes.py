@@ -62,31 +62,29 @@ class GraphRecording:
                 self.trace.nodes[nid].output = output
             return nid
         nid = ids[key] = f"n{len(ids)}"
-        new = [(fn, nid)]
-        stack = [fn]
+        new = [(fn, nid, [])]  # (node, id, ids of its next nodes)
+        stack = [new[0]]
         while stack:
-            node = stack.pop()
+            node, _node_id, next_ids = stack.pop()
             for nxt, _ in node.next_functions:
-                if nxt is not None:
-                    nxt_key = self._node_key(nxt)
-                    if nxt_key not in ids:
-                        ids[nxt_key] = f"n{len(ids)}"
-                        new.append((nxt, ids[nxt_key]))
-                        stack.append(nxt)
+                if nxt is None:
+                    next_ids.append(None)
+                    continue
+                nxt_key = self._node_key(nxt)
+                nxt_id = ids.get(nxt_key)
+                if nxt_id is None:
+                    nxt_id = ids[nxt_key] = f"n{len(ids)}"
+                    entry = (nxt, nxt_id, [])
+                    new.append(entry)
+                    stack.append(entry)
+                next_ids.append(nxt_id)
         created = self._location(*self._here)
         module = self._module_stack[-1] if self._module_stack else None
         seq = next(self._seq)
         nodes = self.trace.nodes
-        for node, node_id in new:  # records first: saved tensors may point back into this subgraph
-            nodes[node_id] = NodeRecord(
-                id=node_id,
-                name=self._node_name(node),
-                next=[None if nxt is None else ids[self._node_key(nxt)] for nxt, _ in node.next_functions],
-                seq=seq,
-                module=module,
-                created=created,
-            )
-        for node, node_id in new:
+        for node, node_id, next_ids in new:  # records first: saved tensors may point back into this subgraph
+            nodes[node_id] = NodeRecord(node_id, self._node_name(node), next_ids, seq, module=module, created=created)
+        for node, node_id, _next in new:
             record = nodes[node_id]
             if record.name == "AccumulateGrad":
                 variable = node.variable
