@@ -39,7 +39,7 @@ def workdir(tmp_path: Path) -> Path:
 
 def test_readme_lists_exactly_the_checked_commands() -> None:
     assert set(GRADVIZ_LINES) == set(EXPECTED)
-    assert [line for line in SHELL_LINES if line.startswith("make")] == ["make demo", "make test"]
+    assert [line for line in SHELL_LINES if line.startswith("./dev")] == ["./dev demo", "./dev test"]
 
 
 @pytest.mark.dot
@@ -73,20 +73,23 @@ def test_readme_python_example_runs(workdir: Path, monkeypatch: pytest.MonkeyPat
     assert (workdir / "loss.svg").exists()
 
 
-def test_make_targets_are_the_readme_commands() -> None:
-    demo = subprocess.run(["make", "-n", "demo"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
-    assert "gradviz render gallery/plot_02_data_silent.py -o data-example.svg" in demo
-    test = subprocess.run(["make", "-n", "test"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
-    assert "-m pytest" in test
-    assert (ROOT / ".ci" / "run").read_text().strip().endswith("make test")
+def _dev_line(needle: str) -> str:
+    """The line of the `./dev` script that runs `needle`."""
+    return next(line.strip().removesuffix(";;").strip() for line in (ROOT / "dev").read_text().splitlines() if needle in line)
+
+
+def test_dev_commands_are_the_readme_commands() -> None:
+    assert "/bin/gradviz\" render gallery/plot_02_data_silent.py -o data-example.svg" in _dev_line(" render ")
+    assert "-m pytest" in _dev_line("-m pytest")
+    assert (ROOT / ".ci" / "run").read_text().strip().endswith("./dev test")
+    unknown = subprocess.run([str(ROOT / "dev"), "nonsense"], capture_output=True, text=True)
+    assert unknown.returncode == 2 and "usage: ./dev demo | ./dev test" in unknown.stderr
 
 
 @pytest.mark.dot
-def test_make_demo_draws_the_data_example(tmp_path: Path) -> None:
-    """`make demo`'s drawing step, with the interpreter running these tests (the setup step is CI's `make test`)."""
-    demo = subprocess.run(["make", "-n", "demo"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
-    line = next(x for x in demo.splitlines() if "gradviz render" in x)
-    argv = [sys.executable, "-m", "gradviz", *shlex.split(line)[1:]]
+def test_dev_demo_draws_the_data_example(tmp_path: Path) -> None:
+    """`./dev demo`'s drawing step, with the interpreter running these tests (the set-up is CI's `./dev test`)."""
+    argv = [sys.executable, "-m", "gradviz", *shlex.split(_dev_line(" render "))[1:]]
     argv[-1] = str(tmp_path / "data-example.svg")
     result = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
