@@ -383,10 +383,12 @@ class Recorder(GraphRecording, HookRecording, TorchFunctionMode):
             "byte_range": [start, stop],
             "counter": counter,
         }
-        fn = _grad_fn(t)
-        if fn is not None:  # an in-place op on a graph tensor gives it a new grad_fn
-            data["grad_fn"] = self._node(fn)
         self._event(EventKind.INPLACE_WRITE, file, line, tensor=tid, op=op, versions=changes, data=data)
+        fn = _grad_fn(t)
+        if fn is not None:
+            # an in-place op on a graph tensor gives it a new grad_fn, made by (so after) this write: registered
+            # after the event, so what it saved (`relu_` saves its result) is not taken as written by it
+            data["grad_fn"] = self._node(fn)
 
     def _event(self, kind: EventKind, file: str | None, line: int | None, **fields: Any) -> Event:
         loc = source.make_location(file, line) if file is not None and line is not None else None
