@@ -187,10 +187,15 @@ def cut_edge_findings(ctx: Context, found: list[Cut]) -> list[Finding]:
 
 # ------------------------------------------------------------------------------------------ dead parameters
 def _requires_grad_leaves(trace: Trace) -> set[str]:
+    """Leaves that require grad as the program ends: `requires_grad_(False)` is how a user freezes one on purpose."""
     leaves = {t.id for t in trace.tensors.values() if t.is_leaf and t.requires_grad}
     for event in trace.events_of(EventKind.REQUIRES_GRAD_):
-        if event.tensor and event.data.get("requires_grad") and trace.tensors[event.tensor].is_leaf:
+        if event.tensor is None or not trace.tensors[event.tensor].is_leaf:
+            continue
+        if event.data.get("requires_grad"):
             leaves.add(event.tensor)
+        else:
+            leaves.discard(event.tensor)
     return leaves
 
 
