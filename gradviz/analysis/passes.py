@@ -497,10 +497,15 @@ def update_without_gradient_findings(ctx: Context) -> list[Finding]:
     trace = ctx.trace
     findings = []
     backward_seqs = [backward.seq for backward in ctx.backwards]
+    previous_step: dict[object, int] = {}
     for event in trace.events_of(EventKind.OPTIMIZER_STEP):
         before = bisect.bisect_left(backward_seqs, event.seq)
         latest = ctx.backwards[before - 1] if before else None
-        got = set(latest.data.get("reached_leaves", [])) if latest is not None else set()
+        # gradients accumulate over every backward since this optimizer's previous step (gradient accumulation)
+        optimizer = event.data.get("optimizer_id", event.data.get("optimizer"))
+        since = bisect.bisect_right(backward_seqs, previous_step.get(optimizer, -1))
+        previous_step[optimizer] = event.seq
+        got = {leaf for backward in ctx.backwards[since:before] for leaf in backward.data.get("reached_leaves", [])}
         for tid in event.data.get("changed", []):
             if tid in got:
                 continue
@@ -511,7 +516,11 @@ def update_without_gradient_findings(ctx: Context) -> list[Finding]:
                 "nonzero": "its `.grad` still held a gradient from an earlier backward",
                 "none": "it had no `.grad`",
             }.get(grad or "", "it had no fresh gradient")
-            last = f"the latest backward ({line_of(latest)})" if latest is not None else "any backward"
+            last = (
+                f"any backward since the previous step (the latest: {line_of(latest)})"
+                if latest is not None
+                else "any backward"
+            )
             findings.append(
                 Finding(
                     FindingKind.UPDATE_WITHOUT_GRADIENT,

@@ -91,7 +91,12 @@ class HookRecording:
                 line,
                 op=f"{type(optimizer).__name__}.step",
                 versions=versions,
-                data={"optimizer": type(optimizer).__name__, "changed": changed, "grads": grads},
+                data={
+                    "optimizer": type(optimizer).__name__,
+                    "optimizer_id": self._optimizer_ids.setdefault(id(optimizer), f"o{len(self._optimizer_ids)}"),
+                    "changed": changed,
+                    "grads": grads,
+                },
             )
         except Exception as exc:
             self._internal(exc)

@@ -67,6 +67,7 @@ class Recorder(GraphRecording, HookRecording, TorchFunctionMode):
         self._first_sequence_nr = 0  # autograd's next node number when tracing began
         self._gc_threshold: tuple[int, ...] | None = None  # the program's GC thresholds, while we hold them
         self._steps: dict[int, list[Any]] = {}  # id(optimizer) -> parameters' state before its step
+        self._optimizer_ids: dict[int, str] = {}  # id(optimizer) -> o0, o1, ... in order of first step
         self._fresh_grads: dict[str, tuple[int, int | None]] = {}  # leaf -> its .grad right after the last backward
         self._by_tid: dict[str, _Live] = {}
         self._seq = itertools.count()
