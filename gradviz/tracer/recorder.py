@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import itertools
 import os
+import warnings
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -38,6 +40,10 @@ from .tensors import (
 )
 
 _DEBUG = bool(os.environ.get("GRADVIZ_DEBUG"))  # raise gradviz's own errors instead of recording them
+_OUR_WARNINGS = (
+    r"Using `torch.compile\(module\)` when there are global hooks",
+    r"Dynamo does not know how to trace the builtin `sys._getframe",
+)
 
 
 class _Live:
@@ -66,6 +72,7 @@ class Recorder(GraphRecording, HookRecording, TorchFunctionMode):
         self._node_ids: dict[Any, str] = {}  # node identity (see _node_key) -> node id
         self._first_sequence_nr = 0  # autograd's next node number when tracing began
         self._gc_threshold: tuple[int, ...] | None = None  # the program's GC thresholds, while we hold them
+        self._warning_filters: list[Any] = []
         self._steps: dict[int, list[Any]] = {}  # id(optimizer) -> parameters' state before its step
         self._optimizer_ids: dict[int, str] = {}  # id(optimizer) -> o0, o1, ... in order of first step
         self._fresh_grads: dict[str, tuple[int, int | None]] = {}  # leaf -> its .grad right after the last backward
@@ -114,6 +121,11 @@ class Recorder(GraphRecording, HookRecording, TorchFunctionMode):
         ]
         # Objects alive now (torch's own, the program's so far) move to the permanent generation while tracing, so
         # the collections our records trigger do not rescan them; they return to the oldest generation at stop.
+        # torch.compile warns about what the tracer brings (global module hooks, the frame lookups in our mode that
+        # dynamo steps around): warnings the program itself would not print
+        for message in _OUR_WARNINGS:
+            warnings.filterwarnings("ignore", message=message)
+            self._warning_filters.append(warnings.filters[0])
         self._first_sequence_nr = torch._C._autograd._get_sequence_nr()
         gc.freeze()
         # The records made per call would otherwise trigger a young-generation collection every few hundred calls;
@@ -124,6 +136,12 @@ class Recorder(GraphRecording, HookRecording, TorchFunctionMode):
 
     def stop(self) -> None:
         self.__exit__(None, None, None)
+        for entry in self._warning_filters:
+            with contextlib.suppress(ValueError):  # the program may have reset the filters itself
+                warnings.filters.remove(entry)
+        if self._warning_filters:
+            warnings._filters_mutated()  # type: ignore[attr-defined]
+            self._warning_filters = []
         if self._gc_threshold is not None:
             gc.set_threshold(*self._gc_threshold)
             self._gc_threshold = None
