@@ -116,10 +116,3 @@ class Dataflow:
                     stack.append((dst, seq))
         best.pop(tid, None)
         return best
-
-    def first_consumer(self, tid: str, after: int) -> _Step | None:
-        consumers = self.consumers.get(tid, ())
-        start = bisect.bisect_right(consumers, (after, len(self.steps)))
-        for _seq, index in consumers[start:]:
-            return self.steps[index]
-        return None

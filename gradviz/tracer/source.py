@@ -67,12 +67,6 @@ def frame_variables(frame: FrameType) -> dict[str, Any]:
     return variables
 
 
-def location_of(frame: FrameType | None) -> Location | None:
-    if frame is None:
-        return None
-    return make_location(frame.f_code.co_filename, frame.f_lineno)
-
-
 def make_location(filename: str, line: int) -> Location:
     return Location(filename, line, linecache.getline(filename, line).rstrip("\n"))
 
