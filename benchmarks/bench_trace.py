@@ -40,13 +40,17 @@ def rnn_workload(steps: int = 300, batch: int = 8) -> Callable[[], None]:
     cell = nn.RNNCell(32, 32)
     xs = torch.randn(steps, batch, 32)
 
-    def run() -> None:
+    def forward() -> torch.Tensor:
         h = torch.zeros(batch, 32)
         for x in xs:
             h = cell(x, h)
-        h.pow(2).mean().backward()
+        return h.pow(2).mean()
+
+    def run() -> None:
+        forward().backward()
         cell.zero_grad()
 
+    run.forward = forward  # type: ignore[attr-defined]
     return run
 
 
@@ -66,12 +70,15 @@ def conv_workload(batch: int = 16) -> Callable[[], None]:
     opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
     images, labels = torch.randn(batch, 3, 32, 32), torch.randint(0, 10, (batch,))
 
+    def forward() -> torch.Tensor:
+        return F.cross_entropy(net(images), labels)
+
     def run() -> None:
         opt.zero_grad()
-        loss = F.cross_entropy(net(images), labels)
-        loss.backward()
+        forward().backward()
         opt.step()
 
+    run.forward = forward  # type: ignore[attr-defined]
     return run
 
 
@@ -163,11 +170,19 @@ def _pass_backward(recorder: Any, func: Any, args: Any, kwargs: Any) -> Any:
     return func(*args, **kwargs)
 
 
+def _paused_start(recorder: Any) -> None:
+    _ORIGINAL_START(recorder)
+    recorder._paused += 1
+
+
+_ORIGINAL_START: Any = None
+
 BREAKDOWN: dict[str, dict[str, Any]] = {
     "full": {},
-    "saved tensors not read (_saved)": {"_saved": lambda self, node, node_id: []},
-    "no graph registration (_node)": {"_node": lambda self, fn, output=None: None, "_on_backward": _pass_backward},
+    "saved tensors not read (_saved)": {"_saved": lambda self, *args, **kwargs: []},
+    "no graph registration (_node)": {"_node": lambda self, *args, **kwargs: None, "_on_backward": _pass_backward},
     "no module/optimizer hooks": {"start": _no_global_hooks},
+    "mode and hooks only, nothing recorded": {"start": _paused_start},
     "no per-call bookkeeping (_after_call)": {
         "_after_call": lambda self, *args: None,
         "_on_backward": _pass_backward,
@@ -182,6 +197,8 @@ def breakdown(workload: str, rounds: int, warmup: int) -> str:
 
     from gradviz.tracer.recorder import Recorder
 
+    global _ORIGINAL_START
+    _ORIGINAL_START = Recorder.start
     run = WORKLOADS[workload][1]()
     originals = {name: getattr(Recorder, name) for patch in BREAKDOWN.values() for name in patch}
 
@@ -220,7 +237,58 @@ def breakdown(workload: str, rounds: int, warmup: int) -> str:
             continue
         t = statistics.median(times[column])
         lines.append(f"  {column:<40}{t / plain:>7.2f}x{(t - plain) * 1e3:>15.1f}{(full - t) * 1e3:>15.1f}")
+    nodes, per_node = graph_read_floor(run.forward, rounds)  # type: ignore[attr-defined]
+    lines.append(
+        f"  floor: reading the {nodes} autograd nodes once from Python (next_functions, sequence number, every saved"
+        f" tensor and its version; no records kept) takes {per_node * 1e6:.2f} us/node = {nodes * per_node * 1e3:.1f} ms"
+        f" = {nodes * per_node / plain:.2f}x of plain"
+    )
     return "\n".join(lines)
+
+
+def graph_read_floor(forward: Callable[[], torch.Tensor], rounds: int) -> tuple[int, float]:
+    """The least any tracer that records every node and saved tensor from Python pays: one tight walk, no bookkeeping.
+
+    Returns the node count and the median CPU seconds per node. The walk is done once per round on a fresh graph.
+    """
+    accumulate = 2**64 - 1
+    saved_attrs: dict[type, tuple[str, ...]] = {}
+
+    def walk(root: Any) -> int:
+        seen: set[Any] = set()
+        stack = [root]
+        count = 0
+        while stack:
+            node = stack.pop()
+            count += 1
+            attrs = saved_attrs.get(type(node))
+            if attrs is None:
+                attrs = saved_attrs[type(node)] = tuple(a for a in dir(node) if a.startswith("_raw_saved_"))
+            for attr in attrs:
+                raw = getattr(node, attr)
+                for handle in raw if isinstance(raw, (list, tuple)) else (raw,):
+                    tensor = handle.data
+                    if tensor is not None:
+                        tensor._version  # noqa: B018 - the read is what is measured
+            for nxt, _ in node.next_functions:
+                if nxt is None:
+                    continue
+                key = nxt._sequence_nr()
+                if key == accumulate:
+                    key = ("leaf", id(nxt.variable))
+                if key not in seen:
+                    seen.add(key)
+                    stack.append(nxt)
+        return count
+
+    times, count = [], 0
+    for _ in range(max(rounds, 3)):
+        loss = forward()
+        start = time.process_time()
+        count = walk(loss.grad_fn)
+        times.append(time.process_time() - start)
+        del loss
+    return count, statistics.median(times) / count
 
 
 def profile(workload: str, limit: int) -> str:

@@ -10,6 +10,10 @@ from ..model import EventKind, VersionChange
 from . import source
 from .tensors import _version
 
+# Hooks run outside the recorder's own __torch_function__, where the mode is still active: every tensor attribute
+# our bookkeeping reads would otherwise go through it and any other mode (about a microsecond each, and seen by them)
+_quiet = torch._C.DisableTorchFunction
+
 
 class HookRecording:
     """The module- and optimizer-hook half of the Recorder (mixed into it; uses its tensor tracking and state)."""
@@ -33,7 +37,8 @@ class HookRecording:
         try:
             if not self._module_stack and id(module) not in self._named_roots:  # an outermost call: name its tree
                 self._named_roots.add(id(module))
-                self._name_module(module)
+                with _quiet():
+                    self._name_module(module)
             self._module_stack.append(self._module_names.get(id(module), type(module).__name__))
         except Exception as exc:
             self._internal(exc)
@@ -47,6 +52,10 @@ class HookRecording:
 
     def _step_pre(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         self._paused += 1
+        with _quiet():
+            self._before_step(optimizer)
+
+    def _before_step(self, optimizer: Any) -> None:
         try:
             state = []
             fresh = self._fresh_grads
@@ -69,6 +78,13 @@ class HookRecording:
             self._internal(exc)
 
     def _step_post(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        try:
+            with _quiet():
+                self._after_step(optimizer)
+        finally:
+            self._paused -= 1
+
+    def _after_step(self, optimizer: Any) -> None:
         try:
             state = self._steps.pop(id(optimizer), [])
             changed, grads, versions = [], {}, []
@@ -100,5 +116,3 @@ class HookRecording:
             )
         except Exception as exc:
             self._internal(exc)
-        finally:
-            self._paused -= 1

@@ -7,7 +7,7 @@ from typing import Any
 import torch
 
 from ..model import NodeRecord, SavedTensorRecord
-from .tensors import _storage_key, _version
+from .tensors import _storage_key
 
 _ACCUMULATE_GRAD = 2**64 - 1  # the sequence number autograd gives every AccumulateGrad node
 # what a node type saves and how it is called depend only on the type: learnt once per process
@@ -30,15 +30,19 @@ class GraphRecording:
         nodes = self.trace.nodes
         seen: set[str] = set()
         stack = [self._node(fn) for fn in fns]
+        add = seen.add
         while stack:
             nid = stack.pop()
             if nid in seen:
                 continue
-            seen.add(nid)
-            stack.extend(nxt for nxt in nodes[nid].next if nxt is not None and nxt not in seen)
-        ordered = sorted(seen, key=lambda n: int(n[1:]))
-        leaves = [nodes[n].variable for n in ordered if nodes[n].variable is not None]
-        return ordered, leaves  # type: ignore[return-value]
+            add(nid)
+            for nxt in nodes[nid].next:
+                if nxt is not None and nxt not in seen:
+                    stack.append(nxt)
+        # ids are "n<k>" in creation order: lexicographic, then (stable) by length, is numeric order
+        ordered = sorted(sorted(seen), key=len)
+        leaves = [variable for variable in (nodes[n].variable for n in ordered) if variable is not None]
+        return ordered, leaves
 
     # ------------------------------------------------------------------ autograd nodes
     def _node_key(self, fn: Any) -> Any:
@@ -52,49 +56,65 @@ class GraphRecording:
             return number
         return ("leaf", self._tid(fn.variable))
 
-    def _node(self, fn: Any, output: str | None = None, *, fresh: bool = False) -> str:
-        """The id of autograd node `fn`, registering it and the part of its graph not seen yet."""
+    def _node(self, fn: Any, output: str | None = None, fresh: bool = False) -> str:
+        """The id of autograd node `fn`, registering it and the part of its graph not seen yet.
+
+        Runs for every new node the program makes (the hot path of graph recording): ids and records are made in
+        the order nodes are discovered, so the records dict stays in id order.
+        """
         ids = self._node_ids
         key = self._node_key(fn)
         nid = ids.get(key)
+        nodes = self.trace.nodes
         if nid is not None:
-            if output is not None and self.trace.nodes[nid].output is None:
-                self.trace.nodes[nid].output = output
+            if output is not None:
+                record = nodes[nid]
+                if record.output is None:
+                    record.output = output
             return nid
+        live = self._live
+        names = self._type_names
+        created = self._location(*self._here)
+        module = self._module_stack[-1] if self._module_stack else None
+        seq = -1  # numbered after the walk, which may track leaves first
         nid = ids[key] = f"n{len(ids)}"
-        new = [(fn, nid, [])]  # (node, id, ids of its next nodes)
-        stack = [new[0]]
+        kind = type(fn)
+        first = nodes[nid] = NodeRecord(nid, names.get(kind) or self._node_name(fn), [], seq, None, [], output, module, created)
+        new = [(fn, first, key)]
+        stack = [(fn, first)]
         while stack:
-            node, _node_id, next_ids = stack.pop()
+            node, record = stack.pop()
+            next_ids = record.next
             for nxt, _ in node.next_functions:
                 if nxt is None:
                     next_ids.append(None)
                     continue
-                nxt_key = self._node_key(nxt)
-                nxt_id = ids.get(nxt_key)
+                number = nxt._sequence_nr()
+                if number == _ACCUMULATE_GRAD:
+                    variable = nxt.variable
+                    entry = live.get(id(variable))
+                    number = ("leaf", entry.tid if entry is not None else self._tid(variable))
+                nxt_id = ids.get(number)
                 if nxt_id is None:
-                    nxt_id = ids[nxt_key] = f"n{len(ids)}"
-                    entry = (nxt, nxt_id, [])
-                    new.append(entry)
-                    stack.append(entry)
+                    nxt_id = ids[number] = f"n{len(ids)}"
+                    kind = type(nxt)
+                    nxt_record = nodes[nxt_id] = NodeRecord(
+                        nxt_id, names.get(kind) or self._node_name(nxt), [], seq, None, [], None, module, created
+                    )
+                    new.append((nxt, nxt_record, number))
+                    stack.append((nxt, nxt_record))
                 next_ids.append(nxt_id)
-        created = self._location(*self._here)
-        module = self._module_stack[-1] if self._module_stack else None
         seq = next(self._seq)
-        nodes = self.trace.nodes
-        for node, node_id, next_ids in new:  # records first: saved tensors may point back into this subgraph
-            nodes[node_id] = NodeRecord(node_id, self._node_name(node), next_ids, seq, module=module, created=created)
-        for node, node_id, _next in new:
-            record = nodes[node_id]
-            if record.name == "AccumulateGrad":
-                variable = node.variable
-                record.variable = self._track(variable, "parameter" if isinstance(variable, torch.nn.Parameter) else "input")
-            else:
+        # saved tensors after all records exist: they may point back into this subgraph
+        first_number = self._first_sequence_nr
+        saved_names = self._saved_names
+        for node, record, number in new:
+            record.seq = seq
+            if type(number) is tuple:  # AccumulateGrad: the leaf it feeds
+                record.variable = number[1]
+            elif saved_names.get(type(node)) != ():  # (most nodes save nothing: TBackward0, AddBackward0, ...)
                 # a node made before the trace began: what it saved may have been written since; version unknown
-                made_before = node._sequence_nr() < self._first_sequence_nr
-                record.saved = self._saved(node, output if fresh and node_id == nid else None, made_before)
-        if output is not None:
-            nodes[nid].output = output
+                record.saved = self._saved(node, output if fresh and record is first else None, number < first_number)
         return nid
 
     def _node_name(self, node: Any) -> str:
@@ -111,7 +131,10 @@ class GraphRecording:
         if names is None:
             names = tuple(n[len("_raw_saved_"):] for n in dir(node) if n.startswith("_raw_saved_"))
             self._saved_names[kind] = names
+        if not names:
+            return []
         saved = []
+        live = self._live
         for name in names:
             if output is not None and name == "result":
                 # the node's own output, which the caller is tracking right now: no need to unpack it
@@ -122,27 +145,34 @@ class GraphRecording:
                 raw = getattr(node, "_raw_saved_" + name)
             except RuntimeError:
                 continue
-            handles = raw if isinstance(raw, (list, tuple)) else [raw]
-            for i, handle in enumerate(handles):
-                label = name if len(handles) == 1 and not isinstance(raw, (list, tuple)) else f"{name}[{i}]"
+            is_output = name.startswith("result")
+            if isinstance(raw, (list, tuple)):
+                handles = [(f"{name}[{i}]", handle) for i, handle in enumerate(raw)]
+            else:
+                handles = [(name, raw)]
+            for label, handle in handles:
                 tensor = getattr(handle, "data", None)
                 if tensor is None:
-                    saved.append(SavedTensorRecord(label, None, None, name.startswith("result")))
+                    saved.append(SavedTensorRecord(label, None, None, is_output))
                     continue
-                original = id(tensor) in self._live and self._live[id(tensor)].ref() is tensor
-                tid = self._match_saved(tensor)
-                version = None if made_before else _version(tensor)
-                saved.append(SavedTensorRecord(label, tid, version, name.startswith("result"), original))
+                entry = live.get(id(tensor))
+                if entry is not None and entry() is tensor:
+                    tid, original = entry.tid, True
+                else:
+                    tid, original = self._match_saved(tensor), False
+                try:
+                    version = None if made_before else tensor._version
+                except RuntimeError:
+                    version = None
+                saved.append(SavedTensorRecord(label, tid, version, is_output, original))
         return saved
 
     def _match_saved(self, tensor: torch.Tensor) -> str:
-        live = self._live.get(id(tensor))
-        if live is not None and live.ref() is tensor:
-            return live.tid
+        """A saved tensor that is not a tracked object: the tracked tensor with the same memory layout, if any."""
         skey = _storage_key(tensor)
         sid = self._storage_ids.get(skey) if skey is not None else None
         if sid is not None:
-            tid = self._layout.get((sid, tensor.storage_offset(), tuple(tensor.shape), tuple(tensor.stride())))
+            tid = self._layout.get((sid, tensor.storage_offset(), tensor.shape, tensor.stride()))
             if tid is not None:
                 return tid
         return self._track(tensor, "saved")

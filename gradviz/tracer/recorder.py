@@ -46,21 +46,23 @@ _OUR_WARNINGS = (
 )
 
 
-class _Live:
-    """What the recorder keeps about a tensor while it is alive: a weak reference, never the tensor."""
+# while the recorder reads tensors for its bookkeeping, torch functions go straight to their implementation
+_quiet = torch._C.DisableTorchFunction
+_PLAIN_RESULTS = frozenset({int, float, bool, complex, str, type(None), torch.Size, torch.dtype, torch.device})
 
-    __slots__ = ("ref", "tid", "storage", "byte_range", "version", "layout", "record")
 
-    def __init__(
-        self, ref: weakref.ref, tid: str, storage: int | None, byte_range: Any, version: int | None, layout: Any, record: TensorRecord
-    ):
-        self.ref = ref
-        self.tid = tid
-        self.storage = storage
-        self.byte_range = byte_range
-        self.version = version
-        self.layout = layout
-        self.record = record
+class _Live(weakref.ref):
+    """What the recorder keeps about a tensor while it is alive: a weak reference to it (call it to get the
+    tensor, or None once freed), never the tensor itself, with the facts that may change while it lives."""
+
+    __slots__ = ("byte_range", "key", "layout", "record", "storage", "tid", "version")
+    tid: str
+    key: int  # id() of the tensor
+    storage: int | None
+    byte_range: Any
+    version: int | None
+    layout: Any
+    record: TensorRecord
 
 
 class Recorder(GraphRecording, HookRecording, TorchFunctionMode):
@@ -90,7 +92,7 @@ class Recorder(GraphRecording, HookRecording, TorchFunctionMode):
         self._module_names: dict[int, str] = {}
         self._module_stack: list[str] = []
         self._finished = False
-        self._refs: dict[weakref.ref, int] = {}
+        self._on_dead_callback = self._on_dead  # one bound method for every weak reference
         self._locations: dict[tuple[str, int], Location] = {}
         self._here: tuple[str | None, int | None] = (None, None)  # user file and line of the current call
         self._named_roots: set[int] = set()
@@ -143,9 +145,13 @@ class Recorder(GraphRecording, HookRecording, TorchFunctionMode):
             warnings._filters_mutated()  # type: ignore[attr-defined]
             self._warning_filters = []
         if self._gc_threshold is not None:
+            # What tracing made (our records, and the program's objects) goes to the oldest generation with what
+            # was frozen at start: restoring the young threshold with tens of thousands of records pending would
+            # otherwise make the program's next allocation pay for scanning them all.
+            gc.freeze()
+            gc.unfreeze()
             gc.set_threshold(*self._gc_threshold)
             self._gc_threshold = None
-            gc.unfreeze()
         for handle in self._handles:
             handle.remove()
         self._handles = []
@@ -168,6 +174,8 @@ class Recorder(GraphRecording, HookRecording, TorchFunctionMode):
         return self.trace
 
     # ------------------------------------------------------------------ the hot path
+    # Every call the program makes passes through here: the common paths are written for speed (locals, positional
+    # record construction, no helper calls where a line does); issue 2 sets the budget (benchmarks/bench_trace.py).
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         if kwargs is None:
             kwargs = {}
@@ -176,41 +184,66 @@ class Recorder(GraphRecording, HookRecording, TorchFunctionMode):
         special = self._special.get(func)
         if special is not None:
             return special(func, args, kwargs)
-        inputs = _flatten(args, kwargs, [])
-        before = [_version(t) for t in inputs]
+        # Our own reads of tensors (versions, storage, grad_fn...) must not reach other torch-function modes below
+        # ours or tensor subclasses: `_quiet` around everything but the call itself
+        with _quiet():
+            inputs = _flatten(args, kwargs, [])
+            try:
+                before: list[int | None] = [t._version for t in inputs]
+            except RuntimeError:  # an inference tensor among them: no version counter
+                before = [_version(t) for t in inputs]
         result = func(*args, **kwargs)
-        try:
-            self._after_call(func, inputs, before, result)
-        except Exception as exc:  # never let bookkeeping break the user's program
-            self._internal(exc)
+        with _quiet():
+            if type(result) in _PLAIN_RESULTS:  # x.dim(), x.size(), x.item(): nothing to track unless it wrote
+                try:
+                    if [t._version for t in inputs] == before:
+                        return result
+                except RuntimeError:
+                    pass
+            try:
+                self._after_call(func, inputs, before, result)
+            except Exception as exc:  # never let bookkeeping break the user's program
+                self._internal(exc)
         return result
 
     def _after_call(self, func: Any, inputs: list[torch.Tensor], before: list[int | None], result: Any) -> None:
-        written = [t for t, v in zip(inputs, before) if v is not None and _version(t) != v]
+        written = None
+        for t, v in zip(inputs, before):
+            if v is not None and t._version != v:
+                if written is None:
+                    written = []
+                written.append((t, v))
         if isinstance(result, _Tensor):
             outputs = [result]
         elif isinstance(result, (list, tuple)):
             outputs = _flatten(result, None, [])
+        elif written is None:
+            return
         else:
             outputs = []
-        if not outputs and not written:
+        if not outputs and written is None:
             return
         frame = source.user_frame(3)
-        file, line = (frame.f_code.co_filename, frame.f_lineno) if frame is not None else (None, None)
-        self._here = (file, line)
+        if frame is not None:
+            file, line = self._here = (frame.f_code.co_filename, frame.f_lineno)
+        else:
+            file, line = self._here = (None, None)
+        del frame
         name = _func_name(func)
         seq = next(self._seq)
-        in_ids = [self._track(t, "input", seq=seq, file=file, line=line) for t in inputs]
-        if written:
-            versions_before = {id(t): v for t, v in zip(inputs, before)}
-            for t in written:
-                self._record_write(t, versions_before[id(t)], name, file, line)
+        live = self._live
+        track = self._track
+        in_ids = []
+        for t in inputs:
+            entry = live.get(id(t))
+            in_ids.append(entry.tid if entry is not None else track(t, "input", seq, None, file, line))
+        if written is not None:
+            for t, v in written:
+                self._record_write(t, v, name, file, line)
         out_ids = []
         for t in outputs:
-            if id(t) in self._live:
-                out_ids.append(self._live[id(t)].tid)
-            else:
-                out_ids.append(self._track(t, "op", seq=seq, op=name, file=file, line=line))
+            entry = live.get(id(t))
+            out_ids.append(entry.tid if entry is not None else track(t, "op", seq, name, file, line))
         self.trace.ops.append(OpRecord(seq, name, in_ids, out_ids, line, file))
 
     def _internal(self, exc: BaseException) -> None:
@@ -228,13 +261,12 @@ class Recorder(GraphRecording, HookRecording, TorchFunctionMode):
         self,
         t: torch.Tensor,
         origin: str,
-        *,
         seq: int | None = None,
         op: str | None = None,
-        source_tid: str | None = None,
-        counter: str | None = None,
         file: str | None = None,
         line: int | None = None,
+        source_tid: str | None = None,
+        counter: str | None = None,
     ) -> str:
         key = id(t)
         live = self._live.get(key)
@@ -244,24 +276,41 @@ class Recorder(GraphRecording, HookRecording, TorchFunctionMode):
         tid = f"t{len(trace.tensors)}"
         if seq is None:
             seq = next(self._seq)
-        skey = _storage_key(t)
-        sid = None
-        byte_range = None
-        layout = None
         dtype = _dtype_name(t.dtype)
-        device = t.device
+        try:
+            storage = t.untyped_storage()
+            skey: int | None = storage._cdata
+        except (RuntimeError, NotImplementedError, TypeError):  # sparse, nested, functional wrappers
+            skey = None
         if skey is not None:
             sid = self._storage_ids.get(skey)
             if sid is None:
+                device = t.device
                 sid = f"s{len(trace.storages)}"
                 self._storage_ids[skey] = sid
-                storage = t.untyped_storage()
                 ptr = storage.data_ptr() if device.type != "meta" else 0
                 trace.storages[sid] = StorageRecord(sid, _device_name(device), storage.nbytes(), ptr, dtype)
-            byte_range = _byte_span(t)
-            layout = (sid, t.storage_offset(), tuple(t.shape), tuple(t.stride()))
-        inference = t.is_inference()
-        version = None if inference else _version(t)
+            item = t.element_size()
+            offset = t.storage_offset()
+            shape = t.shape
+            stride = t.stride()
+            start = offset * item
+            numel = t.numel()
+            if numel == 0:
+                byte_range: tuple[int, int] | None = (start, start)
+            elif t.is_contiguous():
+                byte_range = (start, start + numel * item)
+            else:
+                byte_range = (start, start + (1 + sum((n - 1) * s for n, s in zip(shape, stride))) * item)
+            layout: tuple[Any, ...] | None = (sid, offset, shape, stride)
+        else:
+            sid = byte_range = layout = None
+        try:
+            version: int | None = t._version
+            inference = False
+        except RuntimeError:
+            version = None
+            inference = t.is_inference()
         if inference:
             counter = None
         elif counter is None:
@@ -271,36 +320,44 @@ class Recorder(GraphRecording, HookRecording, TorchFunctionMode):
                 source_tid = source_tid or self._live[id(base)].tid
                 origin = "view" if origin == "op" else origin
             else:
-                counter = self._new_counter()
+                counter = f"v{len(trace.version_counters)}"
+                trace.version_counters[counter] = VersionCounterRecord(counter)
         if counter is not None:
             trace.version_counters[counter].tensors.append(tid)
         if file is None:
             file, line = self._here
         record = TensorRecord(
-            id=tid,
-            shape=list(t.shape),
-            dtype=dtype,
-            device=_device_name(device),
-            requires_grad=t.requires_grad,
-            is_leaf=t.is_leaf,
-            grad_fn=None,
-            storage=sid,
-            byte_range=byte_range,
-            version_counter=counter,
-            version=version,
-            origin=origin,
-            seq=seq,
-            source=source_tid,
-            op=op,
-            created=self._location(file, line),
-            is_inference=inference,
+            tid,
+            list(t.shape),
+            dtype,
+            _device_name(t.device),
+            t.requires_grad,
+            t.is_leaf,
+            None,
+            sid,
+            byte_range,
+            counter,
+            version,
+            origin,
+            seq,
+            [],
+            None,
+            source_tid,
+            op,
+            self._location(file, line),
+            inference,
         )
         trace.tensors[tid] = record
-        ref = weakref.ref(t, self._on_dead)
-        live = _Live(ref, tid, skey, byte_range, version, layout, record)
+        live = _Live(t, self._on_dead_callback)
+        live.tid = tid
+        live.key = key
+        live.storage = skey
+        live.byte_range = byte_range
+        live.version = version
+        live.layout = layout
+        live.record = record
         self._live[key] = live
         self._by_tid[tid] = live
-        self._refs[ref] = key
         if skey is not None:
             members = self._by_storage.get(skey)
             if members is None:
@@ -310,19 +367,20 @@ class Recorder(GraphRecording, HookRecording, TorchFunctionMode):
             if layout not in self._layout:
                 self._layouts_of.setdefault(skey, []).append(layout)
             self._layout[layout] = tid
-        fn = _grad_fn(t)
+        try:
+            fn = t.grad_fn
+        except RuntimeError:  # a no_grad view whose base was later written in place
+            fn = None
         if fn is not None:
-            record.grad_fn = self._node(fn, output=None if origin == "saved" else tid, fresh=origin == "op")
+            record.grad_fn = self._node(fn, None if origin == "saved" else tid, origin == "op")
         return tid
 
-    def _on_dead(self, ref: weakref.ref) -> None:
+    def _on_dead(self, live: _Live) -> None:
         """A tracked tensor was freed: forget it (its record stays) and retire its storage if it was the last."""
-        key = self._refs.pop(ref, None)
-        if key is None or self._finished:
+        key = live.key
+        if self._finished or self._live.get(key) is not live:
             return
-        live = self._live.pop(key, None)
-        if live is None:
-            return
+        del self._live[key]
         self._by_tid.pop(live.tid, None)
         live.record.freed = next(self._seq)
         skey = live.storage
@@ -379,7 +437,7 @@ class Recorder(GraphRecording, HookRecording, TorchFunctionMode):
             other = self._live.get(key)
             if other is None or other is live:
                 continue
-            alias = other.ref()
+            alias = other()
             if alias is None:
                 continue
             lo, hi = other.byte_range or (0, 0)
@@ -436,14 +494,14 @@ class Recorder(GraphRecording, HookRecording, TorchFunctionMode):
                 continue
             if isinstance(value, _Tensor):
                 live = self._live.get(id(value))
-                if live is not None and live.ref() is value:
+                if live is not None and live() is value:
                     names = self.trace.tensors[live.tid].names
                     if name not in names:
                         names.append(name)
             elif modules and isinstance(value, torch.nn.Module):
                 for param_name, param in value.named_parameters():
                     live = self._live.get(id(param))
-                    if live is None or live.ref() is not param:
+                    if live is None or live() is not param:
                         continue
                     known = live.record.parameter
                     # the outermost module's name wins: `encoder.0.weight` over `0.weight` from a submodule call
@@ -460,11 +518,12 @@ class Recorder(GraphRecording, HookRecording, TorchFunctionMode):
     def _on_data_get(self, func: Any, args: Any, kwargs: Any) -> Any:
         result = func(*args, **kwargs)
         try:
-            file, line = self._where()
-            src = self._tid(args[0])
-            seq = next(self._seq)
-            rid = self._track(result, "data", seq=seq, source_tid=src, counter=self._new_counter("data"), file=file, line=line)
-            self._alias_event(EventKind.DATA_GET, "data", args[0], rid, file, line)
+            with _quiet():
+                file, line = self._where()
+                src = self._tid(args[0])
+                seq = next(self._seq)
+                rid = self._track(result, "data", seq, None, file, line, src, self._new_counter("data"))
+                self._alias_event(EventKind.DATA_GET, "data", args[0], rid, file, line)
         except Exception as exc:
             self._internal(exc)
         return result
@@ -472,12 +531,13 @@ class Recorder(GraphRecording, HookRecording, TorchFunctionMode):
     def _on_detach(self, func: Any, args: Any, kwargs: Any) -> Any:
         result = func(*args, **kwargs)
         try:
-            file, line = self._where()
-            src = self._tid(args[0])
-            seq = next(self._seq)
-            counter = self._counter_of(src)
-            rid = self._track(result, "detach", seq=seq, source_tid=src, counter=counter, file=file, line=line)
-            self._alias_event(EventKind.DETACH, "detach", args[0], rid, file, line)
+            with _quiet():
+                file, line = self._where()
+                src = self._tid(args[0])
+                seq = next(self._seq)
+                counter = self._counter_of(src)
+                rid = self._track(result, "detach", seq, None, file, line, src, counter)
+                self._alias_event(EventKind.DETACH, "detach", args[0], rid, file, line)
         except Exception as exc:
             self._internal(exc)
         return result
@@ -505,38 +565,40 @@ class Recorder(GraphRecording, HookRecording, TorchFunctionMode):
     def _on_data_set(self, func: Any, args: Any, kwargs: Any) -> Any:
         target, value = args[0], args[1]
         try:
-            tid = self._tid(target)
-            old = self._live[id(target)]
-            old_storage = self._storage_ids.get(old.storage) if old.storage is not None else None
+            with _quiet():
+                tid = self._tid(target)
+                old = self._live[id(target)]
+                old_storage = self._storage_ids.get(old.storage) if old.storage is not None else None
         except Exception as exc:
             self._internal(exc)
             return func(*args, **kwargs)
         result = func(*args, **kwargs)
         try:
-            file, line = self._where()
-            vid = self._tid(value) if isinstance(value, _Tensor) else None
-            live = self._live[id(target)]
-            if live.storage is not None:
-                self._by_storage.get(live.storage, set()).discard(id(target))
-            live.storage = _storage_key(target)
-            live.byte_range = _byte_span(target)
-            if live.storage is not None:
-                self._by_storage.setdefault(live.storage, set()).add(id(target))
-                if live.storage not in self._storage_ids:
-                    self._track(target.detach(), "input")  # registers the new storage
-            self._event(
-                EventKind.DATA_SET,
-                file,
-                line,
-                tensor=tid,
-                result=vid,
-                op="data",
-                data={
-                    "old_storage": old_storage,
-                    "new_storage": self._storage_ids.get(live.storage) if live.storage is not None else None,
-                    "byte_range": list(live.byte_range),
-                },
-            )
+            with _quiet():
+                file, line = self._where()
+                vid = self._tid(value) if isinstance(value, _Tensor) else None
+                live = self._live[id(target)]
+                if live.storage is not None:
+                    self._by_storage.get(live.storage, set()).discard(id(target))
+                live.storage = _storage_key(target)
+                live.byte_range = _byte_span(target)
+                if live.storage is not None:
+                    self._by_storage.setdefault(live.storage, set()).add(id(target))
+                    if live.storage not in self._storage_ids:
+                        self._track(target.detach(), "input")  # registers the new storage
+                self._event(
+                    EventKind.DATA_SET,
+                    file,
+                    line,
+                    tensor=tid,
+                    result=vid,
+                    op="data",
+                    data={
+                        "old_storage": old_storage,
+                        "new_storage": self._storage_ids.get(live.storage) if live.storage is not None else None,
+                        "byte_range": list(live.byte_range),
+                    },
+                )
         except Exception as exc:
             self._internal(exc)
         return result
@@ -544,11 +606,12 @@ class Recorder(GraphRecording, HookRecording, TorchFunctionMode):
     def _on_detach_(self, func: Any, args: Any, kwargs: Any) -> Any:
         target = args[0]
         try:
-            tid = self._tid(target)
-            grad_fn = self.trace.tensors[tid].grad_fn
-            fn = _grad_fn(target)
-            if fn is not None:
-                grad_fn = self._node(fn, output=tid)
+            with _quiet():
+                tid = self._tid(target)
+                grad_fn = self.trace.tensors[tid].grad_fn
+                fn = _grad_fn(target)
+                if fn is not None:
+                    grad_fn = self._node(fn, output=tid)
         except Exception as exc:
             self._internal(exc)
             return func(*args, **kwargs)
@@ -559,7 +622,8 @@ class Recorder(GraphRecording, HookRecording, TorchFunctionMode):
             self._event(EventKind.DETACH_, file, line, tensor=tid, op="detach_", data={"source_grad_fn": grad_fn, "error": f"{type(exc).__name__}: {exc}"})
             raise
         try:
-            self._event(EventKind.DETACH_, file, line, tensor=tid, op="detach_", data={"source_grad_fn": grad_fn})
+            with _quiet():
+                self._event(EventKind.DETACH_, file, line, tensor=tid, op="detach_", data={"source_grad_fn": grad_fn})
         except Exception as exc:
             self._internal(exc)
         return result
@@ -567,36 +631,38 @@ class Recorder(GraphRecording, HookRecording, TorchFunctionMode):
     def _on_requires_grad(self, func: Any, args: Any, kwargs: Any) -> Any:
         result = func(*args, **kwargs)
         try:
-            file, line = self._where()
-            flag = args[1] if len(args) > 1 else kwargs.get("requires_grad", True)
-            self._event(EventKind.REQUIRES_GRAD_, file, line, tensor=self._tid(args[0]), op="requires_grad_", data={"requires_grad": bool(flag)})
+            with _quiet():
+                file, line = self._where()
+                flag = args[1] if len(args) > 1 else kwargs.get("requires_grad", True)
+                self._event(EventKind.REQUIRES_GRAD_, file, line, tensor=self._tid(args[0]), op="requires_grad_", data={"requires_grad": bool(flag)})
         except Exception as exc:
             self._internal(exc)
         return result
 
     def _on_backward(self, func: Any, args: Any, kwargs: Any) -> Any:
         try:
-            file, line = self._where()
-            is_grad = func is torch.autograd.grad
-            roots_arg = args[0] if args else kwargs.get("tensors", kwargs.get("outputs"))
-            roots = _flatten((roots_arg,), None, [])
-            root_ids = [self._tid(t) for t in roots]
-            reached_nodes, reached_leaves = self._reachable([fn for fn in map(_grad_fn, roots) if fn is not None])
-            inputs_arg = kwargs.get("inputs")
-            if is_grad:
-                inputs_arg = args[1] if len(args) > 1 else inputs_arg
-            inputs = [self._tid(t) for t in _flatten((inputs_arg,), None, [])] if inputs_arg is not None else None
-            retain = kwargs.get("retain_graph")
-            create = kwargs.get("create_graph", False)
-            data: dict[str, Any] = {
-                "api": "autograd.grad" if is_grad else ("autograd.backward" if func is torch.autograd.backward else "Tensor.backward"),
-                "roots": root_ids,
-                "reached_nodes": reached_nodes,
-                "reached_leaves": [t for t in reached_leaves if inputs is None or t in inputs],
-                "inputs": inputs,
-                "retain_graph": bool(retain if retain is not None else create),
-            }
-            event = self._event(EventKind.BACKWARD, file, line, tensor=root_ids[0] if root_ids else None, op=data["api"], data=data)
+            with _quiet():
+                file, line = self._where()
+                is_grad = func is torch.autograd.grad
+                roots_arg = args[0] if args else kwargs.get("tensors", kwargs.get("outputs"))
+                roots = _flatten((roots_arg,), None, [])
+                root_ids = [self._tid(t) for t in roots]
+                reached_nodes, reached_leaves = self._reachable([fn for fn in map(_grad_fn, roots) if fn is not None])
+                inputs_arg = kwargs.get("inputs")
+                if is_grad:
+                    inputs_arg = args[1] if len(args) > 1 else inputs_arg
+                inputs = [self._tid(t) for t in _flatten((inputs_arg,), None, [])] if inputs_arg is not None else None
+                retain = kwargs.get("retain_graph")
+                create = kwargs.get("create_graph", False)
+                data: dict[str, Any] = {
+                    "api": "autograd.grad" if is_grad else ("autograd.backward" if func is torch.autograd.backward else "Tensor.backward"),
+                    "roots": root_ids,
+                    "reached_nodes": reached_nodes,
+                    "reached_leaves": [t for t in reached_leaves if inputs is None or t in inputs],
+                    "inputs": inputs,
+                    "retain_graph": bool(retain if retain is not None else create),
+                }
+                event = self._event(EventKind.BACKWARD, file, line, tensor=root_ids[0] if root_ids else None, op=data["api"], data=data)
         except Exception as exc:
             self._internal(exc)
             return func(*args, **kwargs)
@@ -608,13 +674,14 @@ class Recorder(GraphRecording, HookRecording, TorchFunctionMode):
             raise
         event.data["outcome"] = "ok"
         try:
-            self._fresh_grads = {}
-            for tid in event.data["reached_leaves"]:
-                live = self._by_tid.get(tid)
-                leaf = live.ref() if live is not None else None
-                g = leaf.grad if leaf is not None and leaf.requires_grad else None
-                if g is not None:
-                    self._fresh_grads[tid] = (id(g), _version(g))
+            with _quiet():
+                self._fresh_grads = {}
+                for tid in event.data["reached_leaves"]:
+                    live = self._by_tid.get(tid)
+                    leaf = live() if live is not None else None
+                    g = leaf.grad if leaf is not None and leaf.requires_grad else None
+                    if g is not None:
+                        self._fresh_grads[tid] = (id(g), _version(g))
         except Exception as exc:
             self._internal(exc)
         return result

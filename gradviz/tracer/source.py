@@ -43,12 +43,24 @@ def is_user_file(filename: str) -> bool:
     return not filename.startswith(_LIB_PREFIXES)
 
 
+_user_code: dict[Any, bool] = {}  # code object -> runs user code (looked up for every recorded call)
+
+
 def user_frame(depth: int = 2) -> FrameType | None:
     """The innermost frame, `depth` levels above the caller or further out, that runs user code."""
     frame: FrameType | None = sys._getframe(depth)
-    while frame is not None and not is_user_file(frame.f_code.co_filename):
+    known = _user_code
+    while frame is not None:
+        code = frame.f_code
+        user = known.get(code)
+        if user is None:
+            if len(known) > 65536:  # code objects of long-gone functions (exec'd cells): start afresh
+                known.clear()
+            user = known[code] = is_user_file(code.co_filename)
+        if user:
+            return frame
         frame = frame.f_back
-    return frame
+    return None
 
 
 _CO_OPTIMIZED = 0x0001
