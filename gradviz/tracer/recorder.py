@@ -75,7 +75,7 @@ class Recorder(GraphRecording, HookRecording, TorchFunctionMode):
         self._first_sequence_nr = 0  # autograd's next node number when tracing began
         self._gc_threshold: tuple[int, ...] | None = None  # the program's GC thresholds, while we hold them
         self._warning_filters: list[Any] = []
-        self._steps: dict[int, list[Any]] = {}  # id(optimizer) -> parameters' state before its step
+        self._steps: dict[int, Any] = {}  # id(optimizer) -> its running step (hooks._OpenStep)
         self._optimizer_ids: dict[int, str] = {}  # id(optimizer) -> o0, o1, ... in order of first step
         self._fresh_grads: dict[str, tuple[int, int | None]] = {}  # leaf -> its .grad right after the last backward
         self._by_tid: dict[str, _Live] = {}
@@ -165,6 +165,7 @@ class Recorder(GraphRecording, HookRecording, TorchFunctionMode):
         self._by_tid.clear()
         self._fresh_grads.clear()
         self._by_storage.clear()
+        self._steps.clear()  # a step that raised and was never closed: let go of its parameters
         for path in {e.location.file for e in self.trace.events if e.location} | (
             {self.trace.script} if self.trace.script else set()
         ):
@@ -179,7 +180,7 @@ class Recorder(GraphRecording, HookRecording, TorchFunctionMode):
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         if kwargs is None:
             kwargs = {}
-        if self._paused:
+        if self._paused and not (self._steps and self._close_abandoned_steps()):
             return func(*args, **kwargs)
         special = self._special.get(func)
         if special is not None:
