@@ -28,11 +28,29 @@ class HookRecording:
         root = type(module).__name__
         for name, sub in module.named_modules():
             self._module_names[id(sub)] = name or root
+        variable = self._variable_holding(module)
         for name, param in module.named_parameters():
-            record = self.trace.tensors[self._tid(param)]
+            tid = self._tid(param)
+            record = self.trace.tensors[tid]
             if record.parameter is None or len(name) > len(record.parameter):
                 record.parameter = name
                 record.origin = "parameter"
+                if variable is not None:
+                    self._param_roots[tid] = variable
+
+    def _variable_holding(self, module: torch.nn.Module) -> str | None:
+        """The name the calling code knows `module` by (`G`, `encoder`), from its locals or globals, if any."""
+        frame = source.user_frame(3)
+        if frame is None:
+            return None
+        try:
+            for namespace in (source.frame_variables(frame), frame.f_globals):
+                for name, value in namespace.items():
+                    if value is module and not name.startswith("_"):
+                        return name
+            return None
+        finally:
+            del frame
 
     def _module_pre(self, module: torch.nn.Module, args: Any) -> None:
         if self._paused and not (self._steps and self._close_abandoned_steps()):

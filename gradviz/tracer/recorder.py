@@ -96,6 +96,7 @@ class Recorder(GraphRecording, HookRecording, TorchFunctionMode):
         self._locations: dict[tuple[str, int], Location] = {}
         self._here: tuple[str | None, int | None] = (None, None)  # user file and line of the current call
         self._named_roots: set[int] = set()
+        self._param_roots: dict[str, str] = {}  # parameter's tensor id -> variable name of the model it was found in
         self._handles: list[Any] = []
         self.internal_errors = self.trace.internal_errors
         self._special: dict[Any, Callable[..., Any]] = {
@@ -166,6 +167,7 @@ class Recorder(GraphRecording, HookRecording, TorchFunctionMode):
         self._fresh_grads.clear()
         self._by_storage.clear()
         self._steps.clear()  # a step that raised and was never closed: let go of its parameters
+        self._qualify_parameter_names()
         for path in {e.location.file for e in self.trace.events if e.location} | (
             {self.trace.script} if self.trace.script else set()
         ):
@@ -173,6 +175,21 @@ class Recorder(GraphRecording, HookRecording, TorchFunctionMode):
             if text:
                 self.trace.sources[path] = text
         return self.trace
+
+    def _qualify_parameter_names(self) -> None:
+        """Two parameters named alike (`0.weight` of `G` and of `D`, `weight` of `encoder` and of `head`) get the
+        variable name of the model they belong to in front: `G.0.weight`, `D.0.weight`. Unique names stay short."""
+        alike: dict[str, list[TensorRecord]] = {}
+        for record in self.trace.tensors.values():
+            if record.parameter is not None:
+                alike.setdefault(record.parameter, []).append(record)
+        for name, records in alike.items():
+            if len(records) < 2:
+                continue
+            for record in records:
+                root = self._param_roots.get(record.id)
+                if root is not None:
+                    record.parameter = f"{root}.{name}"
 
     # ------------------------------------------------------------------ the hot path
     # Every call the program makes passes through here: the common paths are written for speed (locals, positional
@@ -504,6 +521,7 @@ class Recorder(GraphRecording, HookRecording, TorchFunctionMode):
                     live = self._live.get(id(param))
                     if live is None or live() is not param:
                         continue
+                    self._param_roots.setdefault(live.tid, name)
                     known = live.record.parameter
                     # the outermost module's name wins: `encoder.0.weight` over `0.weight` from a submodule call
                     if known is None or (len(param_name) > len(known) and param_name.endswith("." + known)):

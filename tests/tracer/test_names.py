@@ -99,3 +99,48 @@ def test_parameters_called_only_through_submodules_get_the_outer_name() -> None:
         torch.optim.SGD(frozen.parameters(), lr=0.1).step()
     names = {x.parameter for x in t.tensors.values() if x.parameter}
     assert names == {"encoder.0.weight", "encoder.0.bias", "head.weight", "head.bias", "weight", "bias"}
+
+
+def test_parameters_named_alike_in_two_models_get_the_model_variable_in_front() -> None:
+    """A GAN's generator and discriminator both have `0.weight`: findings must say which one."""
+    with gradviz.trace() as t:
+        G = torch.nn.Sequential(torch.nn.Linear(2, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+        D = torch.nn.Sequential(torch.nn.Linear(2, 4), torch.nn.ReLU(), torch.nn.Linear(4, 1))
+        head = torch.nn.Linear(3, 1)  # its `weight` is unique: stays short
+        frozen = torch.nn.Linear(2, 2)  # never called: named at the end, from the namespace
+        D(G(torch.randn(5, 2))).sum().backward()
+        head(torch.randn(1, 3))
+    labels = {t.tensors[tid].label for tid in t.tensors if t.tensors[tid].parameter}
+    assert {"G.0.weight", "G.0.bias", "G.2.weight", "D.0.weight", "D.2.bias"} <= labels
+    assert not {"0.weight", "2.bias"} & labels
+    # `weight` of head and of frozen are alike too: both get their variable
+    assert {"head.weight", "frozen.weight"} <= labels
+    backward = t.events_of(EventKind.BACKWARD)[0]
+    assert t.tensor("G.0.weight").id in backward.data["reached_leaves"]
+
+
+def test_alike_parameters_named_from_the_calling_function() -> None:
+    """Models that live only inside a function: their variable names come from the frame that calls them."""
+
+    def train_once() -> None:
+        encoder, head = torch.nn.Linear(2, 2), torch.nn.Linear(2, 1)
+        head(encoder(torch.ones(1, 2))).sum().backward()
+
+    with gradviz.trace() as t:
+        train_once()
+    labels = sorted(r.label for r in t.tensors.values() if r.parameter)
+    assert labels == ["encoder.bias", "encoder.weight", "head.bias", "head.weight"]
+
+
+def test_an_outer_model_names_its_submodules_parameters_uniquely() -> None:
+    class Pair(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a, self.b = torch.nn.Linear(2, 2), torch.nn.Linear(2, 2)
+
+    with gradviz.trace() as t:
+        pair = Pair()
+        pair.a(torch.ones(1, 2))
+        pair.b(torch.ones(1, 2))
+    labels = sorted(r.label for r in t.tensors.values() if r.parameter)
+    assert labels == ["a.bias", "a.weight", "b.bias", "b.weight"]  # unique already: no prefix
