@@ -175,6 +175,7 @@ class Trace:
     exception: ExceptionRecord | None = None
     script: str | None = None
     sources: dict[str, str] = field(default_factory=dict)  # file -> text, for the files events point at
+    file_labels: dict[str, str] = field(default_factory=dict)  # file -> how displays name it ("In[3]": notebook cell)
     torch_version: str | None = None
     internal_errors: list[str] = field(default_factory=list)  # gradviz's own failures while recording
     # Live exception object (not serialised) so callers can re-raise what the program raised.
@@ -194,6 +195,16 @@ class Trace:
         kind = EventKind(kind)
         return [e for e in self.events if e.kind is kind]
 
+    def file_name(self, file: str) -> str:
+        """How displays name `file`: `In[3]` for a notebook cell, else the file's name without its folder."""
+        return self.file_labels.get(file) or Path(file).name
+
+    def where(self, file: str | None, line: int | None) -> str:
+        """`train.py:12`, `In[3]:2`; `?` when the place is unknown."""
+        if file is None:
+            return "?"
+        return f"{self.file_name(file)}:{line}" if line is not None else self.file_name(file)
+
     def summary(self) -> str:
         """A few lines describing the trace, for terminals."""
         lines = [
@@ -203,7 +214,7 @@ class Trace:
         ]
         for e in self.events:
             if e.kind in (EventKind.INPLACE_WRITE, EventKind.BACKWARD) or e.kind.value.startswith(("data", "detach")):
-                where = e.location.short() if e.location else "?"
+                where = self.where(e.location.file, e.location.line) if e.location else "?"
                 lines.append(f"  {where:<24} {e.kind.value:<14} {e.location.code.strip() if e.location else ''}")
         if self.exception:
             lines.append(f"  raised {self.exception.type}: {self.exception.message.splitlines()[0] if self.exception.message else ''}")
@@ -237,6 +248,7 @@ class Trace:
             "events": [_plain(e) for e in self.events],
             "exception": _plain(self.exception) if self.exception else None,
             "sources": dict(self.sources),
+            "file_labels": dict(self.file_labels),
             "internal_errors": list(self.internal_errors),
         }
 
@@ -406,6 +418,7 @@ _TOP_LEVEL = {
     "events",
     "exception",
     "sources",
+    "file_labels",
     "internal_errors",
 }
 
@@ -449,6 +462,7 @@ def _load(data: Any) -> Trace:
         exception=exception,
         script=data.get("script"),
         sources=_convert(data.get("sources", {}), dict[str, str], "sources"),
+        file_labels=_convert(data.get("file_labels", {}), dict[str, str], "file_labels"),
         torch_version=data.get("torch_version"),
         internal_errors=_convert(data.get("internal_errors", []), list[str], "internal_errors"),
     )

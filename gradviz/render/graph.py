@@ -311,9 +311,8 @@ def _header(trace: Trace, script: str | None) -> str:
 def _where(record: NodeRecord, trace: Trace) -> str:
     if record.created is None:
         return ""
-    name = Path(record.created.file).name
-    same = trace.script is not None and Path(trace.script).name == name
-    return f"line {record.created.line}" if same else f"{name}:{record.created.line}"
+    same = trace.script is not None and Path(trace.script).name == Path(record.created.file).name
+    return f"line {record.created.line}" if same else trace.where(record.created.file, record.created.line)
 
 
 def _emit_autograd_node(

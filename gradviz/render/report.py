@@ -42,7 +42,7 @@ def report_html(trace: Trace, findings: Sequence[Finding] = (), *, title: str | 
         "</head><body>",
         f"<header><h1>{html_text(title)}</h1>{_summary(trace, findings)}</header>",
         "<main>",
-        _findings_section(findings, files),
+        _findings_section(trace, findings, files),
         _steps_section(trace, findings, rows, files),
         _views_section(trace, findings),
         _source_section(trace, findings, files),
@@ -74,12 +74,6 @@ def _line_id(files: list[str], file: str | None, line: int | None) -> str | None
     return f"src-{files.index(file)}-{line}"
 
 
-def _where(file: str | None, line: int | None) -> str:
-    if file is None:
-        return "?"
-    return f"{Path(file).name}:{line}" if line is not None else Path(file).name
-
-
 def _summary(trace: Trace, findings: Sequence[Finding]) -> str:
     counts: dict[str, int] = {}
     for f in findings:
@@ -92,19 +86,19 @@ def _summary(trace: Trace, findings: Sequence[Finding]) -> str:
     if trace.exception is not None:
         exc = trace.exception
         first = exc.message.strip().splitlines()[0] if exc.message.strip() else ""
-        where = f" at {_where(exc.location.file, exc.location.line)}" if exc.location else ""
+        where = f" at {trace.where(exc.location.file, exc.location.line)}" if exc.location else ""
         lines.append(f'<p class="exception">The program raised <code>{html_text(exc.type)}</code>{html_text(where)}: '
                      f"{html_text(first)}</p>")
     return "".join(lines)
 
 
-def _findings_section(findings: Sequence[Finding], files: list[str]) -> str:
+def _findings_section(trace: Trace, findings: Sequence[Finding], files: list[str]) -> str:
     if not findings:
         return '<section id="findings"><h2>Findings</h2><p class="none">No findings.</p></section>'
     items = []
     for f in findings:
         anchor = _line_id(files, f.file, f.line)
-        where = html_text(_where(f.file, f.line))
+        where = html_text(trace.where(f.file, f.line))
         link = f'<a href="#{anchor}">{where}</a>' if anchor else where
         code = f' <code class="code">{html_text(f.code.strip())}</code>' if f.code.strip() else ""
         extra = f" · parameter <code>{html_text(f.parameter)}</code>" if f.parameter else ""
@@ -199,7 +193,8 @@ def _source_section(trace: Trace, findings: Sequence[Finding], files: list[str])
             out.append(f'<span class="{" ".join(classes)}" id="src-{index}-{number}" data-line="{number}"{note}>'
                        f'<span class="no">{number}</span>{html_text(text) or " "}</span>')
         # each line is a block-level span, so no newline between them (it would double the spacing)
-        blocks.append(f'<h3 class="file">{html_text(file)}</h3><pre class="source"><code>{"".join(out)}</code></pre>')
+        shown = f"{trace.file_labels[file]} ({file})" if file in trace.file_labels else file
+        blocks.append(f'<h3 class="file">{html_text(shown)}</h3><pre class="source"><code>{"".join(out)}</code></pre>')
     return f'<section id="source"><h2>Source</h2>{"".join(blocks)}</section>'
 
 
@@ -405,7 +400,7 @@ def _step_panel(
     outcome = row["error"] or row["outcome"] or ""
     findings = ", ".join(k.replace("_", " ") for k in row["findings"])
     affected = ", ".join(k.replace("_", " ") for k in row.get("affected_by", []))
-    where = html_text(_where(row["file"], row["line"]) if row["file"] else "")
+    where = html_text(trace.where(row["file"], row["line"]) if row["file"] else "")
     after_note = f" (the first of {row['count']} times)" if row["count"] > 1 and row["kind"] != "omitted" else ""
     state_table = (
         '<table class="state"><thead><tr><th>tensor</th><th>storage</th><th>version counter</th>'

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import os
 import textwrap
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import graphviz
@@ -140,7 +138,7 @@ def _row(
         "kind": event.kind.value,
         "file": loc.file if loc else None,
         "line": loc.line if loc else None,
-        "where": f"{os.path.basename(loc.file)}:{loc.line}" if loc else "",  # Location.short(), without pathlib
+        "where": trace.where(loc.file, loc.line) if loc else "",
         "code": loc.code.strip() if loc else "",
         "alias": _alias(trace, event, made_by),
         "tensor": trace.tensors[event.tensor].label if event.tensor in trace.tensors else None,
@@ -307,7 +305,7 @@ def _row_label(row: dict[str, Any], several_files: bool) -> str:
     fill = SEVERITY_FILL.get(severity, "#ffffff") if severity else ("#f7f7f7" if row["index"] % 2 else "#ffffff")
     border = SEVERITY_COLOURS.get(severity, "#dddddd") if severity else "#dddddd"
     if several_files:
-        where = f"{Path(row['file']).name}:{row['line']}" if row["file"] else ""
+        where = row["where"]
     else:
         where = str(row["line"]) if row["line"] is not None else ""
     outcome = (row["error"] or row["outcome"] or "").split(" Hint:")[0]  # PyTorch's hint is in the tooltip

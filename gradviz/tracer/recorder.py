@@ -6,6 +6,7 @@ import contextlib
 import gc
 import itertools
 import os
+import sys
 import warnings
 import weakref
 from collections.abc import Callable
@@ -168,6 +169,7 @@ class Recorder(GraphRecording, HookRecording, TorchFunctionMode):
         self._by_storage.clear()
         self._steps.clear()  # a step that raised and was never closed: let go of its parameters
         self._qualify_parameter_names()
+        self._label_notebook_cells()
         for path in {e.location.file for e in self.trace.events if e.location} | (
             {self.trace.script} if self.trace.script else set()
         ):
@@ -175,6 +177,23 @@ class Recorder(GraphRecording, HookRecording, TorchFunctionMode):
             if text:
                 self.trace.sources[path] = text
         return self.trace
+
+    def _label_notebook_cells(self) -> None:
+        """Code run in IPython/Jupyter lives in files named like /tmp/ipykernel_81/2087447346.py: displays call
+        them as IPython does (`In[3]`). Only when IPython is already loaded; nothing is imported for it."""
+        ipython = sys.modules.get("IPython")
+        shell = getattr(ipython, "get_ipython", lambda: None)() if ipython is not None else None
+        namer = getattr(getattr(shell, "compile", None), "format_code_name", None)
+        if namer is None:
+            return
+        files = {file for file, _ in self._locations} | {e.location.file for e in self.trace.events if e.location}
+        for file in files:
+            try:
+                named = namer(file)
+            except Exception:  # noqa: BLE001 - an IPython that names code differently: keep the file name
+                named = None
+            if named:
+                self.trace.file_labels[file] = named[1]
 
     def _qualify_parameter_names(self) -> None:
         """Two parameters named alike (`0.weight` of `G` and of `D`, `weight` of `encoder` and of `head`) get the

@@ -171,3 +171,22 @@ def test_importing_gradviz_and_its_notebook_module_does_not_import_ipython():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]
 
+
+
+def test_cells_are_named_as_ipython_names_them(shell) -> None:
+    """Code in a cell lives in a file IPython names (`<ipython-input-…>`, `/tmp/ipykernel_…/….py` under Jupyter):
+    diagrams say `In[N]:line`, as IPython's tracebacks do, for the magic and for `with gradviz.trace()`."""
+    from gradviz import Trace
+
+    result, captured = run(shell, DATA_CELL.format(options=" --view graph"))
+    number = result.execution_count
+    labels = [t for texts in svgs(captured) for t in texts if t.startswith("In[")]
+    assert f"In[{number}]:3: out = a.tanh()" in labels, labels
+    assert not [t for texts in svgs(captured) for t in texts if "ipython-input" in t or "ipykernel" in t]
+
+    result = shell.run_cell("import gradviz\nwith gradviz.trace() as traced:\n    b = torch.ones(2, requires_grad=True).exp()\n")
+    trace = shell.user_ns["traced"]
+    (file,) = {n.created.file for n in trace.nodes.values()}
+    assert trace.file_labels == {file: f"In[{result.execution_count}]"}
+    assert trace.where(file, 3) == f"In[{result.execution_count}]:3"
+    assert Trace.from_dict(trace.to_dict()).file_labels == trace.file_labels
