@@ -11,7 +11,7 @@ from .tensors import _storage_key
 
 _ACCUMULATE_GRAD = 2**64 - 1  # the sequence number autograd gives every AccumulateGrad node
 # what a node type saves and how it is called depend only on the type: learnt once per process
-_SAVED_NAMES: dict[type, tuple[str, ...]] = {}
+_SAVED_NAMES: dict[type, tuple[tuple[str, str, bool], ...]] = {}  # type -> (name, _raw_saved_ attribute, is output)
 _TYPE_NAMES: dict[type, str] = {}
 
 
@@ -129,23 +129,24 @@ class GraphRecording:
         kind = type(node)
         names = self._saved_names.get(kind)
         if names is None:
-            names = tuple(n[len("_raw_saved_"):] for n in dir(node) if n.startswith("_raw_saved_"))
+            names = tuple(
+                (n[len("_raw_saved_") :], n, n.startswith("_raw_saved_result")) for n in dir(node) if n.startswith("_raw_saved_")
+            )
             self._saved_names[kind] = names
         if not names:
             return []
         saved = []
         live = self._live
-        for name in names:
+        for name, attribute, is_output in names:
             if output is not None and name == "result":
                 # the node's own output, which the caller is tracking right now: no need to unpack it
                 record = self.trace.tensors[output]
                 saved.append(SavedTensorRecord(name, output, record.version, True, False))
                 continue
             try:
-                raw = getattr(node, "_raw_saved_" + name)
+                raw = getattr(node, attribute)
             except RuntimeError:
                 continue
-            is_output = name.startswith("result")
             if isinstance(raw, (list, tuple)):
                 handles = [(f"{name}[{i}]", handle) for i, handle in enumerate(raw)]
             else:

@@ -33,7 +33,9 @@ from .tensors import (
     _Tensor,
     _byte_span,
     _device_name,
+    _device_names,
     _dtype_name,
+    _dtype_names,
     _flatten,
     _grad_fn,
     _storage_key,
@@ -313,7 +315,9 @@ class Recorder(GraphRecording, HookRecording, TorchFunctionMode):
         tid = f"t{len(trace.tensors)}"
         if seq is None:
             seq = next(self._seq)
-        dtype = _dtype_name(t.dtype)
+        dtype = _dtype_names.get(t.dtype) or _dtype_name(t.dtype)
+        device = t.device
+        device_name = _device_names.get(device) or _device_name(device)
         try:
             storage = t.untyped_storage()
             skey: int | None = storage._cdata
@@ -322,11 +326,10 @@ class Recorder(GraphRecording, HookRecording, TorchFunctionMode):
         if skey is not None:
             sid = self._storage_ids.get(skey)
             if sid is None:
-                device = t.device
                 sid = f"s{len(trace.storages)}"
                 self._storage_ids[skey] = sid
-                ptr = storage.data_ptr() if device.type != "meta" else 0
-                trace.storages[sid] = StorageRecord(sid, _device_name(device), storage.nbytes(), ptr, dtype)
+                ptr = storage.data_ptr() if device_name != "meta" else 0
+                trace.storages[sid] = StorageRecord(sid, device_name, storage.nbytes(), ptr, dtype)
             item = t.element_size()
             offset = t.storage_offset()
             shape = t.shape
@@ -367,7 +370,7 @@ class Recorder(GraphRecording, HookRecording, TorchFunctionMode):
             tid,
             list(t.shape),
             dtype,
-            _device_name(t.device),
+            device_name,
             t.requires_grad,
             t.is_leaf,
             None,
@@ -381,7 +384,7 @@ class Recorder(GraphRecording, HookRecording, TorchFunctionMode):
             None,
             source_tid,
             op,
-            self._location(file, line),
+            self._locations.get((file, line)) or self._location(file, line),
             inference,
         )
         trace.tensors[tid] = record
