@@ -114,7 +114,10 @@ class GraphRecording:
                 record.variable = number[1]
             elif saved_names.get(type(node)) != ():  # (most nodes save nothing: TBackward0, AddBackward0, ...)
                 # a node made before the trace began: what it saved may have been written since; version unknown
-                record.saved = self._saved(node, output if fresh and record is first else None, number < first_number)
+                try:
+                    record.saved = self._saved(node, output if fresh and record is first else None, number < first_number)
+                except Exception as exc:  # one unreadable node must not leave the rest of its graph half-recorded
+                    self._internal(exc)
         return nid
 
     def _node_name(self, node: Any) -> str:
@@ -153,7 +156,9 @@ class GraphRecording:
                 handles = [(name, raw)]
             for label, handle in handles:
                 tensor = getattr(handle, "data", None)
-                if tensor is None:
+                if not isinstance(tensor, torch.Tensor):
+                    # nothing saved, or what a saved_tensors_hooks pack hook made of it (checkpointing keeps a
+                    # recipe to recompute it, offloading a copy elsewhere): no tensor to point at, no version
                     saved.append(SavedTensorRecord(label, None, None, is_output))
                     continue
                 entry = live.get(id(tensor))
