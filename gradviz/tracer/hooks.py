@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import functools
-import sys
-from types import FrameType
+import inspect
+import threading
 from typing import Any
 
 import torch
@@ -53,7 +53,7 @@ class HookRecording:
             del frame
 
     def _module_pre(self, module: torch.nn.Module, args: Any) -> None:
-        if self._paused and not (self._steps and self._close_abandoned_steps()):
+        if self._paused or threading.get_ident() != self._thread:  # (module hooks are global: all threads)
             return
         try:
             if not self._module_stack and id(module) not in self._named_roots:  # an outermost call: name its tree
@@ -66,7 +66,7 @@ class HookRecording:
             self._module_stack.append("?")
 
     def _module_post(self, module: torch.nn.Module, args: Any, output: Any) -> None:
-        if self._paused:
+        if self._paused or threading.get_ident() != self._thread:
             return
         if self._module_stack:
             self._module_stack.pop()
@@ -74,32 +74,38 @@ class HookRecording:
     # ------------------------------------------------------------------ optimizer steps
     # The recorder pauses inside optimizer.step() (its in-place updates are summarised by one optimizer_step event)
     # except while a closure the step was given runs: LBFGS and friends compute the loss and its backward there.
+    # torch runs every step inside `record_function("Optimizer.step#...")`, whose enter and exit ops reach the
+    # recorder even while paused: the exit of a step whose post-hook never ran means the step raised.
     def _step_pre(self, optimizer: Any, args: Any, kwargs: Any) -> tuple[Any, Any] | None:
-        if self._steps:  # a step that raised earlier (the program caught it): its post-hook never ran
-            self._close_abandoned_steps()
+        if threading.get_ident() != self._thread:  # the recorder sees only its own thread's torch calls
+            return None
+        key = id(optimizer)
+        record, self._step_record = self._step_record, None
         self._paused += 1
-        caller = sys._getframe(1)  # torch's step wrapper, alive exactly as long as this step runs
+        open_step = self._steps.get(key)
+        if open_step is not None:  # a step inside this optimizer's own step (a subclass calling super().step())
+            open_step.inner.append(record)  # the outermost step is the one recorded
+            return None
         frame = source.user_frame(2)
         where = (frame.f_code.co_filename, frame.f_lineno) if frame is not None else (None, None)
         del frame
         with _quiet():
-            self._before_step(optimizer, (id(caller), caller.f_code), where)
-        del caller
+            self._before_step(optimizer, where, record)
         return self._traced_closure(optimizer, args, kwargs)
 
-    def _before_step(self, optimizer: Any, frame: tuple[int, Any], where: tuple[str | None, int | None]) -> None:
+    def _before_step(self, optimizer: Any, where: tuple[str | None, int | None], record: Any) -> None:
+        state = []
         try:
-            state = []
             for group in optimizer.param_groups:
                 for p in group["params"]:
                     grad = self._grad_state(p)
-                    # without a gradient, an update may move the version but not the values (SGD adding a zero
-                    # gradient, LBFGS adding a zero direction): keep a copy to compare
-                    copy = p.detach().clone() if grad in ("zero", "none") else None
+                    # a zero gradient moves the version but maybe not the values (momentum and weight decay can
+                    # still move them, or not): keep a copy to compare
+                    copy = p.detach().clone() if grad == "zero" else None
                     state.append([p, _version(p), grad, copy])
-            self._steps[id(optimizer)] = _OpenStep(type(optimizer).__name__, frame, where, state)
         except Exception as exc:
             self._internal(exc)
+        self._steps[id(optimizer)] = _OpenStep(type(optimizer).__name__, where, state, record)
 
     def _grad_state(self, p: torch.Tensor) -> str:
         g = p.grad
@@ -115,7 +121,9 @@ class HookRecording:
         """The step's closure, wrapped so that what it does (zero_grad, forward, backward) is recorded."""
         in_kwargs = "closure" in kwargs
         at = 1 if args and args[0] is optimizer else 0  # torch's wrapper passes (optimizer, closure, ...)
-        closure = kwargs["closure"] if in_kwargs else (args[at] if len(args) > at else None)
+        if not in_kwargs and not (len(args) > at and _takes_closure_first(type(optimizer))):
+            return None  # not a closure: whatever a custom step takes first is passed on untouched
+        closure = kwargs["closure"] if in_kwargs else args[at]
         if not callable(closure):
             return None
         recorder = self
@@ -123,6 +131,8 @@ class HookRecording:
 
         @functools.wraps(closure)
         def traced_closure(*a: Any, **k: Any) -> Any:
+            if key not in recorder._steps or not recorder._paused:  # called after its step ended: as it is
+                return closure(*a, **k)
             recorder._paused -= 1
             try:
                 return closure(*a, **k)
@@ -136,49 +146,55 @@ class HookRecording:
         return (*args[:at], traced_closure, *args[at + 1 :]), kwargs
 
     def _refresh_grad_states(self, key: int) -> None:
-        """After a closure ran its backward, the gradients the step will use are the ones it left."""
+        """After a closure ran its backward, the gradients the step will use are the ones it left.
+
+        A parameter still without a gradient may be moved all the same (LBFGS adds a zero direction to it: the
+        version moves, the values do not): its values are copied now, before the step updates anything, only if
+        the step has not written it yet.
+        """
         step = self._steps.get(key)
         if step is None:
             return
         try:
-            for entry in step.state:  # (a copy of the values taken before the step stays what to compare with)
-                entry[2] = self._grad_state(entry[0])
+            for entry in step.state:
+                p, before, _, copy = entry
+                entry[2] = grad = self._grad_state(p)
+                if copy is None and grad in ("none", "zero") and _version(p) == before:
+                    entry[3] = p.detach().clone()
         except Exception as exc:
             self._internal(exc)
 
     def _step_post(self, optimizer: Any, args: Any, kwargs: Any) -> None:
-        try:
-            step = self._steps.pop(id(optimizer), None)
-            if step is not None:
-                with _quiet():
-                    self._record_step(id(optimizer), step, "ok")
-        finally:
+        step = self._steps.get(id(optimizer))
+        if step is None or threading.get_ident() != self._thread:
+            return
+        if step.inner:  # the end of a step inside the recorded one
+            step.inner.pop()
             self._paused -= 1
+            return
+        self._close_step(id(optimizer), "ok")
 
-    def _close_abandoned_steps(self) -> bool:
-        """Record steps whose torch wrapper is no longer running (they raised) and stop pausing for them.
+    def _on_record_function(self, func: Any, args: Any, kwargs: Any) -> Any:
+        """torch's profiler marks: note the handle of an optimizer step's mark; its exit ends the step."""
+        result = func(*args, **kwargs)
+        if func is _RECORD_ENTER:
+            if args and isinstance(args[0], str) and args[0].startswith("Optimizer.step#"):
+                self._step_record = result  # the step's pre-hook, next, takes it
+        elif self._steps and args:
+            # the exit of a step's mark while the step is open: its post-hook, which runs before, did not run
+            for key, step in list(self._steps.items()):
+                if step.record is not None and step.record is args[0]:
+                    self._close_step(key, "error")
+                elif any(inner is args[0] for inner in step.inner):
+                    step.inner = [inner for inner in step.inner if inner is not args[0]]
+                    self._paused -= 1
+        return result
 
-        Called for every torch call and module call made while paused, and when another step begins: a running
-        step's wrapper frame is a few frames up, so the check is short. Returns True when recording resumes.
-        """
-        ended = {step.frame for step in self._steps.values()}
-        frame: FrameType | None = sys._getframe(1)
-        while frame is not None and ended:  # a step still running is found a few frames up
-            ended.discard((id(frame), frame.f_code))
-            frame = frame.f_back
-        del frame
-        if not ended:
-            return False
-        closed = False
-        for key, step in list(self._steps.items()):
-            if step.frame not in ended:
-                continue
-            del self._steps[key]
-            self._paused -= 1
-            closed = True
-            with _quiet():
-                self._record_step(key, step, "error")
-        return closed and not self._paused
+    def _close_step(self, key: int, outcome: str) -> None:
+        step = self._steps.pop(key)
+        self._paused -= 1 + len(step.inner)
+        with _quiet():
+            self._record_step(key, step, outcome)
 
     def _record_step(self, key: int, step: _OpenStep, outcome: str) -> None:
         try:
@@ -208,13 +224,30 @@ class HookRecording:
             self._internal(exc)
 
 
+_RECORD_ENTER = torch.ops.profiler._record_function_enter_new
+_RECORD_EXIT = torch.ops.profiler._record_function_exit._RecordFunction
+RECORD_FUNCTION_OPS = (_RECORD_ENTER, _RECORD_EXIT)
+
+
+@functools.lru_cache(maxsize=256)
+def _takes_closure_first(optimizer_type: type) -> bool:
+    """Whether `optimizer_type.step`'s first argument after self is its closure (every torch optimizer's is)."""
+    step = inspect.unwrap(optimizer_type.step)
+    try:
+        parameters = list(inspect.signature(step).parameters)
+    except (TypeError, ValueError):
+        return False
+    return len(parameters) > 1 and parameters[1] == "closure"
+
+
 class _OpenStep:
     """An optimizer step between its pre- and post-hook: the parameters' state before it, and where it runs."""
 
-    __slots__ = ("frame", "name", "state", "where")
+    __slots__ = ("inner", "name", "record", "state", "where")
 
-    def __init__(self, name: str, frame: tuple[int, Any], where: tuple[str | None, int | None], state: list[list[Any]]):
+    def __init__(self, name: str, where: tuple[str | None, int | None], state: list[list[Any]], record: Any):
         self.name = name  # the optimizer's class name
-        self.frame = frame  # (id, code) of torch's step wrapper frame: gone from the stack once the step has ended
         self.where = where  # the program's file and line calling step()
         self.state = state  # [parameter, version before, gradient state, copy of values or None] per parameter
+        self.record = record  # the handle of torch's record_function mark around the step, if seen
+        self.inner: list[Any] = []  # marks of steps of the same optimizer running inside this one

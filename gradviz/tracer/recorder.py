@@ -7,6 +7,7 @@ import gc
 import itertools
 import os
 import sys
+import threading
 import warnings
 import weakref
 from collections.abc import Callable
@@ -27,7 +28,7 @@ from ..model import (
     VersionCounterRecord,
 )
 from . import source
-from .hooks import HookRecording
+from .hooks import RECORD_FUNCTION_OPS, HookRecording
 from .nodes import _SAVED_NAMES, _TYPE_NAMES, GraphRecording
 from .tensors import (
     _Tensor,
@@ -45,7 +46,7 @@ from .tensors import (
 _DEBUG = bool(os.environ.get("GRADVIZ_DEBUG"))  # raise gradviz's own errors instead of recording them
 _OUR_WARNINGS = (
     r"Using `torch.compile\(module\)` when there are global hooks",
-    r"Dynamo does not know how to trace the builtin `sys._getframe",
+    r"Dynamo does not know how to trace the builtin `(sys\._getframe|_thread\.get_ident)",
 )
 
 
@@ -79,6 +80,9 @@ class Recorder(GraphRecording, HookRecording, TorchFunctionMode):
         self._gc_threshold: tuple[int, ...] | None = None  # the program's GC thresholds, while we hold them
         self._warning_filters: list[Any] = []
         self._steps: dict[int, Any] = {}  # id(optimizer) -> its running step (hooks._OpenStep)
+        self._step_record: Any = None  # the record_function handle of a step about to start
+        self._step_marks = frozenset(RECORD_FUNCTION_OPS)
+        self._thread = threading.get_ident()  # the thread tracing (the mode is per thread; hooks are global)
         self._optimizer_ids: dict[int, str] = {}  # id(optimizer) -> o0, o1, ... in order of first step
         self._fresh_grads: dict[str, tuple[int, int | None]] = {}  # leaf -> its .grad right after the last backward
         self._by_tid: dict[str, _Live] = {}
@@ -112,6 +116,7 @@ class Recorder(GraphRecording, HookRecording, TorchFunctionMode):
             _Tensor.backward: self._on_backward,
             torch.autograd.backward: self._on_backward,
             torch.autograd.grad: self._on_backward,
+            **dict.fromkeys(RECORD_FUNCTION_OPS, self._on_record_function),
         }
 
     # ------------------------------------------------------------------ lifecycle
@@ -133,6 +138,7 @@ class Recorder(GraphRecording, HookRecording, TorchFunctionMode):
             warnings.filterwarnings("ignore", message=message)
             self._warning_filters.append(warnings.filters[0])
         self._first_sequence_nr = torch._C._autograd._get_sequence_nr()
+        self._thread = threading.get_ident()
         gc.freeze()
         # The records made per call would otherwise trigger a young-generation collection every few hundred calls;
         # collect less often while tracing (the program's cyclic garbage is still collected, a little later).
@@ -149,13 +155,9 @@ class Recorder(GraphRecording, HookRecording, TorchFunctionMode):
             warnings._filters_mutated()  # type: ignore[attr-defined]
             self._warning_filters = []
         if self._gc_threshold is not None:
-            # What tracing made (our records, and the program's objects) goes to the oldest generation with what
-            # was frozen at start: restoring the young threshold with tens of thousands of records pending would
-            # otherwise make the program's next allocation pay for scanning them all.
-            gc.freeze()
-            gc.unfreeze()
             gc.set_threshold(*self._gc_threshold)
             self._gc_threshold = None
+            gc.unfreeze()
         for handle in self._handles:
             handle.remove()
         self._handles = []
@@ -207,10 +209,11 @@ class Recorder(GraphRecording, HookRecording, TorchFunctionMode):
         for name, records in alike.items():
             if len(records) < 2:
                 continue
-            for record in records:
-                root = self._param_roots.get(record.id)
-                if root is not None:
-                    record.parameter = f"{root}.{name}"
+            qualified = [f"{self._param_roots[r.id]}.{name}" if r.id in self._param_roots else name for r in records]
+            if len(set(qualified)) < len(qualified):
+                continue  # the variable names do not tell them apart (`model` in a helper called for both): as is
+            for record, new_name in zip(records, qualified):
+                record.parameter = new_name
 
     # ------------------------------------------------------------------ the hot path
     # Every call the program makes passes through here: the common paths are written for speed (locals, positional
@@ -218,7 +221,9 @@ class Recorder(GraphRecording, HookRecording, TorchFunctionMode):
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         if kwargs is None:
             kwargs = {}
-        if self._paused and not (self._steps and self._close_abandoned_steps()):
+        if self._paused:
+            if func in self._step_marks:  # the end of an optimizer step may show here: see hooks.py
+                return self._on_record_function(func, args, kwargs)
             return func(*args, **kwargs)
         special = self._special.get(func)
         if special is not None:
@@ -543,12 +548,15 @@ class Recorder(GraphRecording, HookRecording, TorchFunctionMode):
                     live = self._live.get(id(param))
                     if live is None or live() is not param:
                         continue
-                    self._param_roots.setdefault(live.tid, name)
                     known = live.record.parameter
                     # the outermost module's name wins: `encoder.0.weight` over `0.weight` from a submodule call
                     if known is None or (len(param_name) > len(known) and param_name.endswith("." + known)):
                         live.record.parameter = param_name
                         live.record.origin = "parameter"
+                        self._param_roots[live.tid] = name
+                    elif known == param_name:
+                        # the program's own name for the model the name came from beats a helper's parameter name
+                        self._param_roots[live.tid] = name
 
     # ------------------------------------------------------------------ special calls
     def _where(self) -> tuple[str | None, int | None]:

@@ -43,7 +43,10 @@ def is_user_file(filename: str) -> bool:
     return not filename.startswith(_LIB_PREFIXES)
 
 
-_user_code: dict[Any, bool] = {}  # code object -> runs user code (looked up for every recorded call)
+# id(code object) -> (the code object, runs user code), looked up for every recorded call. Keyed by identity: code
+# objects compare equal across files (a vendored copy of a torch function is not torch). The entry holds the code
+# object, so its id is not reused while it is here.
+_user_code: dict[int, tuple[Any, bool]] = {}
 
 
 def user_frame(depth: int = 2) -> FrameType | None:
@@ -52,12 +55,12 @@ def user_frame(depth: int = 2) -> FrameType | None:
     known = _user_code
     while frame is not None:
         code = frame.f_code
-        user = known.get(code)
-        if user is None:
+        entry = known.get(id(code))
+        if entry is None or entry[0] is not code:
             if len(known) > 65536:  # code objects of long-gone functions (exec'd cells): start afresh
                 known.clear()
-            user = known[code] = is_user_file(code.co_filename)
-        if user:
+            entry = known[id(code)] = (code, is_user_file(code.co_filename))
+        if entry[1]:
             return frame
         frame = frame.f_back
     return None

@@ -144,3 +144,29 @@ def test_an_outer_model_names_its_submodules_parameters_uniquely() -> None:
         pair.b(torch.ones(1, 2))
     labels = sorted(r.label for r in t.tensors.values() if r.parameter)
     assert labels == ["a.bias", "a.weight", "b.bias", "b.weight"]  # unique already: no prefix
+
+
+def test_model_names_come_from_the_program_not_from_a_helper() -> None:
+    """`forward(model, x)` called for both models: `model` tells nothing apart; the program's own names do."""
+
+    def forward(model, x):
+        return model(x)
+
+    with gradviz.trace() as t:
+        G = torch.nn.Sequential(torch.nn.Linear(2, 2))
+        layer = torch.nn.Linear(2, 1)
+        D = torch.nn.Sequential(layer)  # named from `layer` first, then from `D` at the end
+        forward(D, forward(G, torch.randn(3, 2))).sum().backward()
+    labels = sorted(r.label for r in t.tensors.values() if r.parameter)
+    assert labels == ["D.0.bias", "D.0.weight", "G.0.bias", "G.0.weight"]
+
+
+def test_alike_names_are_left_alone_when_no_variable_tells_them_apart() -> None:
+    def build_and_run() -> None:
+        for _ in range(2):  # two models, both only ever called `model`
+            model = torch.nn.Linear(2, 1)
+            model(torch.ones(1, 2)).sum().backward()
+
+    with gradviz.trace() as t:
+        build_and_run()
+    assert sorted(r.label for r in t.tensors.values() if r.parameter) == ["bias", "bias", "weight", "weight"]
