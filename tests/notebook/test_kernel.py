@@ -84,6 +84,9 @@ def test_data_example_shows_the_silently_corrupted_saved_tensor_through_the_magi
         assert "TanhBackward0" in texts
         assert "bytes changed via c = out.data, line 5;" in texts
         assert "version unchanged (v0)" in texts
+        # nodes say where they were made as IPython names cells, not by the kernel's temporary file
+        assert any(re.match(r"In\[\d+\]:\d+: ", t) for t in texts), texts
+        assert not any("ipykernel" in t for t in texts)
     namespace = cell_starting(executed, "print(out, c, a.grad")
     assert namespace.outputs[0]["text"].splitlines()[-1] == "tensor([1., 1., 1.])"  # the magic's variables stayed
 
