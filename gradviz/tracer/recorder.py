@@ -147,6 +147,8 @@ class Recorder(GraphRecording, HookRecording, TorchFunctionMode):
         self.__enter__()
 
     def stop(self) -> None:
+        for key in list(self._steps):  # the program's error escaped through an optimizer step: that step raised
+            self._close_step(key, "error")
         self.__exit__(None, None, None)
         for entry in self._warning_filters:
             with contextlib.suppress(ValueError):  # the program may have reset the filters itself

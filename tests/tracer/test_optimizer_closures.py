@@ -230,3 +230,20 @@ def test_a_step_calling_its_parent_step_is_one_step(raises: bool) -> None:
     assert step.data.get("outcome") == ("error" if raises else None)
     assert len(step.data["changed"]) == (0 if raises else 2)
     assert t.events_of(EventKind.INPLACE_WRITE)[-1].tensor == t.tensor("after").id
+
+
+def test_an_error_escaping_through_a_step_leaves_the_step_recorded(tmp_path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import torch\n"
+        "model = torch.nn.Linear(2, 1)\n"
+        "optimizer = torch.optim.LBFGS(model.parameters())\n"
+        "def closure():\n"
+        "    raise RuntimeError('the data loader is empty')\n"
+        "optimizer.step(closure)\n"
+    )
+    t = gradviz.trace_script(script)
+    assert t.exception is not None and t.exception.type == "RuntimeError"
+    step = t.events_of(EventKind.OPTIMIZER_STEP)[0]
+    assert step.data["outcome"] == "error" and step.location.line == 6
+    assert [e.kind for e in t.events][-2:] == [EventKind.OPTIMIZER_STEP, EventKind.EXCEPTION]
