@@ -199,6 +199,8 @@ def _outcome(event: Event) -> tuple[str | None, str | None]:
     if event.kind is EventKind.EXCEPTION:
         first = str(event.data.get("message", "")).strip().splitlines()
         return "error", f"{event.data.get('type', 'Error')}: {first[0] if first else ''}"
+    if event.kind is EventKind.OPTIMIZER_STEP and event.data.get("outcome") == "error":
+        return "error", "raised inside step()"
     return None, None
 
 

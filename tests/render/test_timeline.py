@@ -114,6 +114,28 @@ def test_loops_fold_into_one_row_per_body_line(trace_of: Callable[..., Trace]) -
     assert "2 × 50" in source
 
 
+def test_a_step_that_raised_shows_as_an_error_row(trace_of: Callable[..., Trace]) -> None:
+    trace = trace_of(
+        """
+        import torch
+        model = torch.nn.Linear(2, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        try:
+            optimizer.step(lambda: 1 / 0)
+        except ZeroDivisionError:
+            pass
+        model(torch.ones(1, 2)).sum().backward()
+        optimizer.step()
+        """
+    )
+    steps = [r for r in timeline_rows(trace, []) if r["kind"] == "optimizer_step"]
+    assert [(r["line"], r["outcome"], r["error"]) for r in steps] == [
+        (5, "error", "raised inside step()"),
+        (9, None, None),
+    ]
+    assert "raised inside step()" in timeline_digraph(trace, []).source
+
+
 def long_trace(n: int) -> Trace:
     """n writes to one tensor, each on its own line (nothing to fold)."""
     trace = Trace(script="long.py")
