@@ -29,6 +29,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import gradviz
+from gradviz.tracer.recorder import Recorder
 
 GOALS = {"rnn": 1.5, "conv": 1.1}
 
@@ -170,12 +171,13 @@ def _pass_backward(recorder: Any, func: Any, args: Any, kwargs: Any) -> Any:
     return func(*args, **kwargs)
 
 
+_ORIGINAL_START = Recorder.start  # taken before any variant patches it
+
+
 def _paused_start(recorder: Any) -> None:
     _ORIGINAL_START(recorder)
     recorder._paused += 1
 
-
-_ORIGINAL_START: Any = None
 
 BREAKDOWN: dict[str, dict[str, Any]] = {
     "full": {},
@@ -197,8 +199,6 @@ def breakdown(workload: str, rounds: int, warmup: int) -> str:
 
     from gradviz.tracer.recorder import Recorder
 
-    global _ORIGINAL_START
-    _ORIGINAL_START = Recorder.start
     run = WORKLOADS[workload][1]()
     originals = {name: getattr(Recorder, name) for patch in BREAKDOWN.values() for name in patch}
 

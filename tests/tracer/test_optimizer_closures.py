@@ -60,19 +60,24 @@ def test_closure_error_propagates_unchanged() -> None:
         optimizer.step(closure)
 
 
+def _step_that_raises(optimizer: torch.optim.Optimizer) -> None:
+    """optimizer.step() raising from its closure, the error caught by the program."""
+
+    def closure():
+        raise ValueError("no data this step")
+
+    try:
+        optimizer.step(closure)
+    except ValueError:
+        pass
+
+
 def test_a_step_that_raised_is_recorded_and_tracing_resumes() -> None:
     torch.manual_seed(0)
     with gradviz.trace() as t:
         model = torch.nn.Linear(3, 1)
         optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-
-        def closure():
-            raise ValueError("no data this step")
-
-        try:
-            optimizer.step(closure)
-        except ValueError:
-            pass
+        _step_that_raises(optimizer)
         y = torch.ones(2) * 2  # a plain op right after: no module call, no backward
         y.add_(1)
         loss = model(torch.randn(4, 3)).sum()
@@ -80,7 +85,7 @@ def test_a_step_that_raised_is_recorded_and_tracing_resumes() -> None:
         optimizer.step()
     failed, ok = t.events_of(EventKind.OPTIMIZER_STEP)
     assert failed.data["outcome"] == "error" and failed.data["changed"] == []
-    assert failed.location.code.strip() == "optimizer.step(closure)"
+    assert failed.location.code.strip() == "optimizer.step(closure)"  # the program's call, in the helper
     assert "outcome" not in ok.data and len(ok.data["changed"]) == 2
     write = t.events_of(EventKind.INPLACE_WRITE)[-1]
     assert write.op == "Tensor.add_" and write.tensor == t.tensor("y").id
@@ -89,19 +94,13 @@ def test_a_step_that_raised_is_recorded_and_tracing_resumes() -> None:
 
 
 def test_a_step_retried_right_after_it_raised() -> None:
-    """No torch call between the failed step and its retry: the retry still closes the failed one first."""
+    """No torch call between the failed step and its retry: the failed one is closed by the exit of its own
+    record_function mark, before the retry begins."""
     tracer = gradviz.trace()
     with tracer as t:
         model = torch.nn.Linear(3, 1)
         optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-
-        def flaky():
-            raise ValueError("flaky")
-
-        try:
-            optimizer.step(flaky)
-        except ValueError:
-            pass
+        _step_that_raises(optimizer)
         optimizer.step()  # the retry
         assert tracer._recorder._paused == 0
         z = torch.ones(2)
