@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .model import Event, EventKind, Location, Trace
+from .model import Event, EventKind, ExceptionRecord, Location, ProgramError, Trace
 from .render import Diagram, draw, render  # the function shadows the subpackage name on purpose
 
 
@@ -13,6 +13,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Event",
     "EventKind",
+    "ExceptionRecord",
     "Location",
     "Trace",
     "__version__",
@@ -21,8 +22,10 @@ __all__ = [
     "draw",
     "load_ipython_extension",
     "make_dot",
+    "ProgramError",
     "render",
     "trace",
+    "trace_module",
     "trace_script",
 ]
 
@@ -43,7 +46,7 @@ def _get_sg_image_scraper() -> Any:
 
 def __getattr__(name: str) -> Any:
     # torch is heavy: import the tracer (and with it torch) only when it is asked for
-    if name in ("trace", "trace_script"):
+    if name in ("trace", "trace_module", "trace_script"):
         from . import tracer
 
         return getattr(tracer, name)

@@ -8,25 +8,39 @@ import json
 import os
 import re
 import sys
-import traceback
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from . import __version__
-from .runner_options import (
-    OptionsError,
+from .run import (
+    Program,
     ScriptError,
-    add_render_options,
-    check_script,
-    check_suffix,
-    exit_code,
-    format_script_error,
-    output_path,
-    render_kwargs,
-    run_script,
+    check_program,
+    exit_status,
+    load_trace,
+    program_of,
+    report_program_error,
+    run_program,
     stdout_to_stderr,
+)
+from .text import safe_str
+from .runner_options import OptionsError, add_render_options, check_suffix, output_paths, render_kwargs
+from .terminal import (
+    EXIT_FINDINGS,
+    EXIT_INTERNAL,
+    EXIT_OK,
+    EXIT_USAGE,
+    Progress,
+    can_encode,
+    error as _error,
+    internal_error as _internal_error,
+    prepare_streams,
+    rank_prefix,
+    shown as _shown,
+    stdout_console as _stdout_console,
 )
 
 if TYPE_CHECKING:
@@ -34,8 +48,10 @@ if TYPE_CHECKING:
 
     from .analysis.findings import Finding
     from .model import Trace
+    from .ranks import Rank
+    from .tracer.runner import HardExitHandler, ProgramRun
 
-EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
+__all__ = ["COMMANDS", "EXIT_FINDINGS", "EXIT_INTERNAL", "EXIT_OK", "EXIT_USAGE", "build_parser", "main"]
 
 
 class UsageError(Exception):
@@ -55,7 +71,19 @@ class Command:
 
 
 def _add_script(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("script", help="the Python script to run, as `python SCRIPT ARGS...` would")
+    parser.add_argument(
+        "script",
+        nargs="?",
+        metavar="SCRIPT|TRACE.json",
+        help="the Python script to run, as `python SCRIPT ARGS...` would; or a trace saved with -o FILE.json, "
+        "read without running anything",
+    )
+    parser.add_argument(
+        "-m",
+        dest="module",
+        metavar="MODULE",
+        help="run a module as `python -m MODULE ARGS...` would (sys.argv[0], __main__, __spec__, relative imports)",
+    )
     parser.add_argument(
         "--quiet", "-q", action="store_true", help="no progress display and no informational lines; errors still print"
     )
@@ -63,7 +91,7 @@ def _add_script(parser: argparse.ArgumentParser) -> None:
 
 def _add_render_arguments(parser: argparse.ArgumentParser) -> None:
     _add_script(parser)
-    add_render_options(parser)
+    add_render_options(parser, many_outputs=True)
 
 
 def _add_check_arguments(parser: argparse.ArgumentParser) -> None:
@@ -84,6 +112,12 @@ examples:
   gradviz render train.py --collapse-modules   one box per nn.Module call
   gradviz render train.py --no-show-saved      hide saved tensors
   gradviz render train.py -q -- --epochs 1     arguments after -- go to the script
+  gradviz render train.py -o a.svg -o b.html -o run.json   several outputs from one run (.json: the trace)
+  gradviz render run.json --view memory        draw a saved trace again, without running anything
+  gradviz render -m pkg.train -- --epochs 1    run a module as `python -m pkg.train --epochs 1` would
+  torchrun --nproc_per_node=2 -m gradviz render train.py
+                                               every rank writes train.rank<N>.gradviz.svg; rank 0 prints
+                                               a summary of all ranks ({rank} in -o places the number)
 
 The script runs as `python train.py --epochs 1` would. If it raises, the diagram is still written
 (showing the state at the failure) and the script's error is printed; the exit status is then 1
@@ -96,7 +130,12 @@ examples:
   gradviz check train.py --json > found.json   one JSON document: {"gradviz", "script", "exception", "findings"}
   gradviz check train.py --strict              fail on warnings (dead parameters...) too
   gradviz check train.py -- --epochs 1         arguments after -- go to the script
+  gradviz check -m pkg.train -- --epochs 1     run a module as `python -m pkg.train` would
+  gradviz check run.json                       check a trace saved with `gradviz render ... -o run.json`
+  torchrun --nproc_per_node=2 -m gradviz check train.py --json
+                                               rank 0 prints one document with every rank's findings
 
+If the script ends with os._exit(), the findings are still printed before the process ends.
 exit status: 0 no error finding and the script ran clean; 1 an error finding (--strict: or a warning)
 or the script raised; 2 the script cannot be run (missing, not Python, syntax error, bad options).
 """
@@ -152,7 +191,7 @@ def build_parser(prog: str = "gradviz") -> argparse.ArgumentParser:
             description=command.description,
             epilog=command.epilog,
             formatter_class=argparse.RawDescriptionHelpFormatter,
-            usage="%(prog)s SCRIPT [options] [-- SCRIPT_ARGS...]" if name in ("render", "check") else None,
+            usage="%(prog)s (SCRIPT | -m MODULE | TRACE.json) [options] [-- ARGS...]" if name in ("render", "check") else None,
         )
         command.add_arguments(child)
     return parser
@@ -171,7 +210,7 @@ def main(argv: list[str] | None = None, *, prog: str = "gradviz") -> int:
     try:
         return COMMANDS[options.command].run(options)
     except (UsageError, OptionsError, ScriptError) as exc:
-        _error(str(exc))
+        _error(safe_str(exc))
         return EXIT_USAGE
     except KeyboardInterrupt:
         _error("interrupted")
@@ -180,36 +219,96 @@ def main(argv: list[str] | None = None, *, prog: str = "gradviz") -> int:
         return _internal_error(exc)
 
 
+# ---------------------------------------------------------------------------------------------- the program
+def _program(options: argparse.Namespace) -> Program:
+    program = program_of(options.script, options.module, options.script_args)
+    check_program(program)
+    return program
+
+
+def _obtain(
+    program: Program, progress: Progress, on_hard_exit: HardExitHandler, *, json_stdout: bool = False
+) -> tuple[Trace, ProgramRun | None]:
+    """Run the program under the tracer, or read the saved trace (nothing runs)."""
+    if program.kind == "trace":
+        return load_trace(program), None
+    progress.note(f"running {_shown(program.target) if program.kind == 'script' else program.shown} under the tracer")
+    if not json_stdout:
+        run = run_program(program, on_hard_exit=on_hard_exit)
+        return run.trace, run
+    with stdout_to_stderr() as redirect:
+
+        def hard_exit(trace: Trace, code: int) -> int:
+            redirect.restore()  # our JSON document goes to the real stdout
+            return on_hard_exit(trace, code)
+
+        run = run_program(program, on_hard_exit=hard_exit)
+    return run.trace, run
+
+
 # ---------------------------------------------------------------------------------------------- render
 def run_render(options: argparse.Namespace) -> int:
-    out = output_path(options, options.script)
-    _check_writable(out)
-    check_suffix(out, shown=_shown(out))
-    script = check_script(options.script)
+    from .ranks import current_rank
+
+    program_args = program_of(options.script, options.module, options.script_args)
+    rank = current_rank()
+    outs = output_paths(options, program_args.stem, rank=rank.rank if rank else None)
+    for out in outs:
+        _check_writable(out)
+        check_suffix(out, shown=_shown(out))
+    program = _program(options)
     progress = Progress(quiet=options.quiet)
-    trace = _run_traced(script, options.script_args, progress)
+    started = time.time()
+
+    def finish(trace: Trace, run: ProgramRun | None) -> int:
+        return _finish_render(trace, run, program, options, outs, progress, rank=rank, started=started)
+
+    trace, run = _obtain(program, progress, lambda trace, code: finish(trace, None))
+    return finish(trace, run)
+
+
+def _finish_render(
+    trace: Trace,
+    run: ProgramRun | None,
+    program: Program,
+    options: argparse.Namespace,
+    outs: list[Path],
+    progress: Progress,
+    *,
+    rank: Rank | None,
+    started: float,
+) -> int:
+    prepare_streams()
     findings, analysis_error = _diagnose(trace, progress)
-    _warn_if_empty(trace, script)
-    problem: UsageError | None = None
-    try:
-        written = _write_diagram(trace, findings, out, options, progress)
-    except UsageError as exc:  # dot missing or the file unwritable: the findings are still worth showing
-        written, problem = None, exc
-    except Exception as exc:
-        trace_file = out.with_name(out.stem + ".trace.json")
-        with contextlib.suppress(Exception):
-            trace.to_json(trace_file)
-            _error(f"wrote the trace to {_shown(trace_file)}")
-        return _internal_error(exc)
+    _warn_if_empty(trace, program)
+    written: list[Path] = []
+    problems: list[UsageError] = []
+    for out in outs:
+        try:
+            written.append(_write_diagram(trace, findings, out, options, progress))
+        except UsageError as exc:  # dot missing or the file unwritable: the findings are still worth showing
+            problems.append(exc)
+        except Exception as exc:
+            trace_file = out.with_name(out.stem + ".trace.json")
+            with contextlib.suppress(Exception):
+                trace.to_json(trace_file)
+                _error(f"wrote the trace to {_shown(trace_file)}")
+            return _internal_error(exc)
     if not options.quiet:
         console = _stdout_console()
-        if written is not None:
-            console.print(f"gradviz: wrote {_shown(written)}", highlight=False, markup=False)
-        for finding in findings:
-            _print_summary(console, finding)
-    status = _finish_script(trace)
-    if problem is not None:
-        _error(str(problem))
+        for path in written:
+            console.print(f"{rank_prefix()}gradviz: wrote {_shown(path)}", highlight=False, markup=False)
+        if rank is None:  # under torchrun, rank 0 prints the findings of all ranks at once
+            for finding in findings:
+                _print_summary(console, finding)
+    report_program_error(run, trace)
+    status = exit_status(trace)
+    if rank is not None:
+        _merge_ranks(rank, trace, findings, written, started, quiet=options.quiet, json_document=None, status=status,
+                     full_report=False)
+    for problem in problems:
+        _error(safe_str(problem))
+    if problems:
         return EXIT_USAGE
     if analysis_error is not None:
         return _internal_error(analysis_error)
@@ -232,75 +331,124 @@ def _write_diagram(trace: Trace, findings: list[Finding], out: Path, options: ar
         except OSError as exc:
             raise UsageError(f"cannot write {_shown(out)}: {exc.strerror or exc}") from None
         except ValueError as exc:  # unknown suffix, caught earlier unless render knows fewer formats
-            raise UsageError(str(exc)) from None
+            raise UsageError(safe_str(exc)) from None
     return out
 
 
-def _print_summary(console: Console, finding: Finding) -> None:
+def _print_summary(console: Console, finding: Finding, ranks: str = "") -> None:
     from rich.text import Text
 
-    text = Text()
+    text = Text(rank_prefix())
     text.append(f"{finding.severity.value:<8}", style=_STYLE[finding.severity.value])
     text.append(f"{_where(finding.file, finding.line)}  ")
     text.append(finding.kind.value, style="bold")
+    if ranks:
+        text.append(f"  ({ranks})")
     text.append(f": {_first_sentence(finding.message)}")
     console.print(text)
 
 
 # ---------------------------------------------------------------------------------------------- check
 def run_check(options: argparse.Namespace) -> int:
-    script = check_script(options.script)
+    from .ranks import current_rank
+
+    program = _program(options)
+    rank = current_rank()
     progress = Progress(quiet=options.quiet or options.json)
-    if options.json:
-        with stdout_to_stderr():
-            trace = _run_traced(script, options.script_args, progress)
-    else:
-        trace = _run_traced(script, options.script_args, progress)
+    started = time.time()
+
+    def finish(trace: Trace, run: ProgramRun | None, hard_exit: int | None = None) -> int:
+        return _finish_check(trace, run, program, options, progress, rank=rank, started=started, hard_exit=hard_exit)
+
+    trace, run = _obtain(program, progress, lambda trace, code: finish(trace, None, code), json_stdout=options.json)
+    return finish(trace, run)
+
+
+def _finish_check(
+    trace: Trace,
+    run: ProgramRun | None,
+    program: Program,
+    options: argparse.Namespace,
+    progress: Progress,
+    *,
+    rank: Rank | None,
+    started: float,
+    hard_exit: int | None = None,
+) -> int:
+    prepare_streams()
     findings, analysis_error = _diagnose(trace, progress)
-    _warn_if_empty(trace, script)
+    _warn_if_empty(trace, program)
     exception = _script_exception(trace)
+    document: dict[str, Any] | None = None
     if options.json:
-        document: dict[str, Any] = {
+        document = {
             "gradviz": __version__,
-            "script": options.script,
+            "script": program.target if program.kind != "module" else trace.script,
             "exception": exception,
             "findings": [f.to_dict() for f in findings],
         }
+        if program.kind == "module":
+            document["module"] = program.target
         if analysis_error is not None:
-            document["internal_error"] = f"{type(analysis_error).__name__}: {analysis_error}"
-        sys.stdout.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
-        sys.stdout.flush()
-    else:
-        _print_report(findings, script, trace, quiet=options.quiet)
+            document["internal_error"] = f"{type(analysis_error).__name__}: {safe_str(analysis_error)}"
+        if rank is None:
+            _print_json(document)
+    elif rank is None:
+        _print_report(findings, program, trace, quiet=options.quiet)
+    elif not options.quiet:  # under torchrun, rank 0 prints the findings of all ranks at once
+        _stdout_console().print(_tally_line(findings, program, trace), highlight=False, markup=False)
     if analysis_error is not None:
         return _internal_error(analysis_error)
-    status = _finish_script(trace, keep_code=False, show_traceback=not options.json)
+    if not options.json:
+        report_program_error(run, trace)
+    if hard_exit is not None:  # os._exit(code): the process ends with the program's code, or 1 for an error finding
+        status = hard_exit
+    else:
+        status = min(exit_status(trace), EXIT_FINDINGS)
     worst = {f.severity.value for f in findings}
-    if "error" in worst or (options.strict and "warning" in worst):
-        status = max(status, EXIT_FINDINGS)
+    failing = "error" in worst or (options.strict and "warning" in worst)
+    if rank is not None:
+        merged = _merge_ranks(
+            rank, trace, findings, [], started, quiet=options.quiet, json_document=document, status=status,
+            strict=options.strict, full_report=True,
+        )
+        failing = failing or merged
+    if failing:
+        status = EXIT_FINDINGS if hard_exit is not None else max(status, EXIT_FINDINGS)
     return status
 
 
+def _print_json(document: dict[str, Any]) -> None:
+    text = json.dumps(document, indent=2, ensure_ascii=False)
+    if not can_encode(sys.stdout, text):  # an ASCII-only stdout (PYTHONIOENCODING=ascii): JSON's own escapes
+        text = json.dumps(document, indent=2, ensure_ascii=True)
+    with contextlib.suppress(Exception):
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+
+
 def _script_exception(trace: Trace) -> dict[str, Any] | None:
-    if trace.exception is None or exit_code(trace.error) == 0:
+    if trace.exception is None or trace.exception.exit_code == 0:
         return None
     location = trace.exception.location
     return {"type": trace.exception.type, "message": trace.exception.message, "line": location.line if location else None}
 
 
-def _print_report(findings: list[Finding], script: Path, trace: Trace, *, quiet: bool) -> None:
+def _print_report(findings: list[Finding], program: Program, trace: Trace, *, quiet: bool, ranks: dict[int, str] | None = None) -> None:
     import linecache
 
     from rich.text import Text
 
     console = _stdout_console()
-    for finding in findings:
+    for index, finding in enumerate(findings):
         head = Text()
         head.append(finding.severity.value, style=_STYLE[finding.severity.value])
         head.append(f"  {_where(finding.file, finding.line)}  ")
         head.append(finding.kind.value, style="bold")
         if finding.parameter:
             head.append(f"  ({finding.parameter})")
+        if ranks and index in ranks:
+            head.append(f"  [{ranks[index]}]")
         console.print(head)
         code = finding.code or (linecache.getline(finding.file, finding.line) if finding.file and finding.line else "")
         if code.strip():
@@ -309,36 +457,106 @@ def _print_report(findings: list[Finding], script: Path, trace: Trace, *, quiet:
         if finding.fix:
             console.print(Text.assemble(("  fix: ", "green"), finding.fix))
         console.print()
-    if not quiet:
-        counts = {level: sum(f.severity.value == level for f in findings) for level in ("error", "warning", "info")}
-        tally = ", ".join(_plural(counts[level], level) for level in ("error", "warning", "info"))
-        status = exit_code(trace.error)
-        if trace.error is None or status == 0:
-            ending = ""
-        elif isinstance(trace.error, SystemExit):
-            ending = f"; the script exited with status {status}"
-        else:
-            location = trace.exception.location if trace.exception else None
-            at = f" at line {location.line}" if location else ""
-            ending = f"; the script raised {type(trace.error).__name__}{at}"
-        if findings or ending:
-            console.print(f"{_shown(script)}: {tally}{ending}", highlight=False, markup=False)
-        else:
-            console.print(Text(f"{_shown(script)}: no problems found", style="green"))
+    if not quiet and ranks is None:
+        console.print(_tally_line(findings, program, trace), highlight=False, markup=False)
+
+
+def _tally_line(findings: list[Finding], program: Program, trace: Trace) -> Any:
+    from rich.text import Text
+
+    counts = {level: sum(f.severity.value == level for f in findings) for level in ("error", "warning", "info")}
+    tally = ", ".join(_plural(counts[level], level) for level in ("error", "warning", "info"))
+    record = trace.exception
+    status = exit_status(trace)
+    if record is None or status == 0:
+        ending = ""
+    elif record.type in ("SystemExit", "os._exit"):
+        ending = f"; the script exited with status {status}"
+    else:
+        at = f" at line {record.location.line}" if record.location else ""
+        ending = f"; the script raised {record.type}{at}"
+    name = _shown(program.target) if program.kind != "module" else program.shown
+    if findings or ending:
+        return Text(f"{rank_prefix()}{name}: {tally}{ending}")
+    return Text(f"{rank_prefix()}{name}: no problems found", style="green")
 
 
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
 
-# ---------------------------------------------------------------------------------------------- the script
-def _run_traced(script: Path, argv: list[str], progress: Progress) -> Trace:
-    progress.note(f"running {_shown(script)} under the tracer")
-    return run_script(script, argv)
+# ---------------------------------------------------------------------------------------------- torchrun ranks
+def _merge_ranks(
+    rank: Rank,
+    trace: Trace,
+    findings: list[Finding],
+    written: list[Path],
+    started: float,
+    *,
+    quiet: bool,
+    json_document: dict[str, Any] | None,
+    status: int,
+    strict: bool = False,
+    full_report: bool,
+) -> bool:
+    """Every rank leaves its result for rank 0, which prints one summary of all ranks (one JSON document with
+    --json). True on rank 0 when another rank has a finding that fails the check."""
+    from .analysis.findings import Finding as FindingRecord
+    from .ranks import gather, publish
+
+    own = {
+        "findings": [f.to_dict() for f in findings],
+        "exception": _script_exception(trace),
+        "status": status,
+        "written": [str(p) for p in written],
+    }
+    if rank.rank != 0:
+        publish(rank, own)
+        return False
+    results, missing = gather(rank, own, since=started)
+    merged: dict[tuple[Any, ...], tuple[dict[str, Any], list[int]]] = {}
+    for result in results:
+        for data in result.get("findings", []):
+            key = (data.get("kind"), data.get("file"), data.get("line"), data.get("parameter"))
+            merged.setdefault(key, (data, []))[1].append(result["rank"])
+    failing = any(
+        data.get("severity") == "error" or (strict and data.get("severity") == "warning") for data, _ in merged.values()
+    )
+    if json_document is not None:
+        document = dict(json_document)
+        document["world_size"] = rank.world_size
+        document["ranks"] = [
+            {"rank": r["rank"], "exception": r.get("exception"), "status": r.get("status")} for r in results
+        ] + [{"rank": r, "missing": True} for r in missing]
+        document["findings"] = [{**data, "ranks": ranks} for data, ranks in merged.values()]
+        _print_json(document)
+        return failing
+    if quiet and not merged and not missing:
+        return failing
+    console = _stdout_console()
+    per_rank = "; ".join(
+        f"rank {r['rank']}: " + ", ".join(
+            _plural(sum(f.get("severity") == level for f in r.get("findings", [])), level) for level in ("error", "warning", "info")
+        ) + (f", exited {r['status']}" if r.get("status") else "")
+        for r in results
+    )
+    console.print(f"gradviz: all {rank.world_size} ranks: {per_rank}", highlight=False, markup=False)
+    if missing:
+        _error("no result from rank(s) " + ", ".join(map(str, missing)) + " (crashed, or still running after the timeout)")
+    merged_findings = [FindingRecord.from_dict(data) for data, _ in merged.values()]
+    labels = {i: ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(map(str, ranks)) for i, (_, ranks) in enumerate(merged.values())}
+    if full_report:
+        _print_report(merged_findings, Program("script", trace.script or "?"), trace, quiet=True, ranks=labels)
+    else:
+        for i, finding in enumerate(merged_findings):
+            _print_summary(console, finding, labels[i])
+    return failing
 
 
-def _warn_if_empty(trace: Trace, script: Path) -> None:
+# ---------------------------------------------------------------------------------------------- helpers
+def _warn_if_empty(trace: Trace, program: Program) -> None:
     if not trace.tensors:
-        _error(f"warning: {_shown(script)} created no tensors, so there is nothing to draw or check")
+        name = _shown(program.target) if program.kind != "module" else program.shown
+        _error(f"warning: {name} created no tensors, so there is nothing to draw or check")
 
 
 def _diagnose(trace: Trace, progress: Progress) -> tuple[list[Finding], Exception | None]:
@@ -352,76 +570,6 @@ def _diagnose(trace: Trace, progress: Progress) -> tuple[list[Finding], Exceptio
             return [], exc
 
 
-def _finish_script(trace: Trace, *, keep_code: bool = True, show_traceback: bool = True) -> int:
-    """Print the script's error as Python would, and the status to exit with."""
-    error = trace.error
-    if error is None:
-        return EXIT_OK
-    if isinstance(error, SystemExit):
-        if error.code is not None and not isinstance(error.code, int) and show_traceback:
-            print(error.code, file=sys.stderr)  # sys.exit("message") prints the message, as Python does
-        code = exit_code(error)
-        return code if keep_code else min(code, EXIT_FINDINGS)
-    if show_traceback:
-        sys.stderr.write(format_script_error(error))
-        sys.stderr.flush()
-    return exit_code(error) if keep_code else EXIT_FINDINGS
-
-
-# ---------------------------------------------------------------------------------------------- output helpers
-class Progress:
-    """What gradviz is doing, on stderr: only on a terminal and without --quiet."""
-
-    def __init__(self, *, quiet: bool) -> None:
-        from rich.console import Console
-
-        self.console = Console(stderr=True, highlight=False)
-        self.enabled = not quiet and self.console.is_terminal
-
-    def note(self, text: str) -> None:
-        # a static line while the script runs: a live spinner would fight with the script's own output
-        if self.enabled:
-            self.console.print(f"gradviz: {text}...", style="dim", markup=False, soft_wrap=True)
-
-    @contextlib.contextmanager
-    def spinner(self, text: str) -> Iterator[None]:
-        if not self.enabled:
-            yield
-            return
-        from rich.live import Live
-        from rich.spinner import Spinner
-
-        with Live(
-            Spinner("dots", text=f"gradviz: {text}..."),
-            console=self.console,
-            transient=True,
-            redirect_stdout=False,
-            redirect_stderr=False,
-            refresh_per_second=12.5,
-        ):
-            yield
-
-
-def _stdout_console(file: TextIO | None = None) -> Console:
-    from rich.console import Console
-
-    return Console(file=file, highlight=False, soft_wrap=True)
-
-
-def _error(message: str) -> None:
-    print(f"gradviz: {message}", file=sys.stderr)
-
-
-def _internal_error(exc: BaseException) -> int:
-    first = str(exc).splitlines()[0] if str(exc) else ""
-    _error(f"internal error: {type(exc).__name__}: {first}")
-    if os.environ.get("GRADVIZ_DEBUG"):
-        traceback.print_exception(exc, file=sys.stderr)
-    else:
-        _error("this is a bug in gradviz: please report it with the command you ran (GRADVIZ_DEBUG=1 shows the traceback)")
-    return EXIT_INTERNAL
-
-
 def _check_writable(out: Path) -> None:
     parent = out.parent
     if out.is_dir():
@@ -432,14 +580,6 @@ def _check_writable(out: Path) -> None:
         raise UsageError(f"cannot write {_shown(out)}: {_shown(parent)} is not a folder")
     if not os.access(parent, os.W_OK) or (out.exists() and not os.access(out, os.W_OK)):
         raise UsageError(f"cannot write {_shown(out)}: permission denied")
-
-
-def _shown(path: str | os.PathLike[str]) -> str:
-    """A path relative to the current folder when it is inside it, else absolute."""
-    path = Path(path)
-    with contextlib.suppress(ValueError):
-        return str(path.absolute().relative_to(Path.cwd()))
-    return str(path)
 
 
 def _where(file: str | None, line: int | None) -> str:

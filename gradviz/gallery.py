@@ -226,17 +226,13 @@ def _build_one(example: Example, out: Path, digest: str) -> Result:
 
 
 def _clean_exit(trace: Trace) -> bool:
-    error = trace.error
-    return isinstance(error, SystemExit) and error.code in (None, 0)
+    exception = trace.exception
+    return exception is not None and exception.type == "SystemExit" and exception.exit_code == 0
 
 
 def _script_traceback(trace: Trace) -> str:
-    if trace.error is None:
-        assert trace.exception is not None
-        return f"{trace.exception.type}: {trace.exception.message}\n"
-    from .cli import format_script_error
-
-    return format_script_error(trace.error)
+    assert trace.exception is not None
+    return trace.exception.traceback or f"{trace.exception.type}: {trace.exception.message}\n"
 
 
 def _finding_line(finding: Finding) -> str:

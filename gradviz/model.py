@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import enum
 import json
 import types
@@ -155,11 +156,38 @@ class Event:
 
 @dataclass(slots=True)
 class ExceptionRecord:
-    """An exception that escaped the traced program."""
+    """An exception that escaped the traced program, as data: the live exception is never kept, since its
+    traceback holds the raising frames' locals and the script's globals."""
 
     type: str
     message: str
     location: Location | None = None
+    module: str | None = None  # the exception class's module: "builtins" for RuntimeError, KeyError...
+    exit_code: int = 1  # the status `python script.py` ends with because of it
+    traceback: str = ""  # what Python prints on stderr when it ends a program (gradviz's frames left out)
+
+    def rebuild(self) -> BaseException:
+        """An exception equal in type and message where that can be done without running program code:
+        built-in exceptions (KeyError, RuntimeError, SystemExit...) are rebuilt as themselves, any other as a
+        ProgramError naming the original type."""
+        if self.type == "SystemExit":
+            code: int | str | None = self.exit_code if self.message == str(self.exit_code) else self.message
+            return SystemExit(code)
+        builtin = getattr(builtins, self.type, None) if self.module == "builtins" else None
+        if isinstance(builtin, type) and issubclass(builtin, BaseException):
+            try:
+                return builtin(self.message)
+            except Exception:  # a built-in that wants other arguments (UnicodeDecodeError...)
+                pass
+        return ProgramError(self)
+
+
+class ProgramError(Exception):
+    """The traced program raised an exception that cannot be rebuilt as itself (its class is the program's)."""
+
+    def __init__(self, record: ExceptionRecord) -> None:
+        super().__init__(f"{record.type}: {record.message}" if record.message else record.type)
+        self.record = record
 
 
 @dataclass(slots=True)
@@ -178,8 +206,6 @@ class Trace:
     file_labels: dict[str, str] = field(default_factory=dict)  # file -> how displays name it ("In[3]": notebook cell)
     torch_version: str | None = None
     internal_errors: list[str] = field(default_factory=list)  # gradviz's own failures while recording
-    # Live exception object (not serialised) so callers can re-raise what the program raised.
-    error: BaseException | None = field(default=None, repr=False, compare=False)
 
     # ----------------------------------------------------------------- queries
     def tensor(self, name_or_id: str) -> TensorRecord:
@@ -228,10 +254,17 @@ class Trace:
 
         return render(self)._repr_mimebundle_(include=include, exclude=exclude)
 
+    @property
+    def error(self) -> BaseException | None:
+        """The program's exception rebuilt from `exception` (see ExceptionRecord.rebuild), or None."""
+        return self.exception.rebuild() if self.exception is not None else None
+
     def reraise(self) -> None:
-        """Raise again the exception the traced program raised, if any."""
-        if self.error is not None:
-            raise self.error
+        """Raise the program's exception, rebuilt from the record, if it raised one; its traceback text is in
+        `exception.traceback`."""
+        error = self.error
+        if error is not None:
+            raise error
 
     # ------------------------------------------------------------------ JSON
     def to_dict(self) -> dict[str, Any]:

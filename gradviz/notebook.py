@@ -6,7 +6,7 @@ import ast
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from .runner_options import OptionsError, check_suffix, parse_magic_line, render_kwargs, script_frames
+from .runner_options import OptionsError, check_suffix, parse_magic_line, render_kwargs
 
 if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
@@ -111,6 +111,8 @@ def _render(trace: Trace, options: Any) -> Diagram:
 
 def _from_cell(tb: TracebackType | None) -> TracebackType | None:
     """The traceback as the cell alone would have raised it: without gradviz's frames and the tracer's detour."""
+    from .tracer.exceptions import script_frames
+
     entries = []
     while tb is not None:
         entries.append(tb)

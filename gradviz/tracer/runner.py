@@ -1,18 +1,23 @@
-"""Front doors to the recorder: `with trace()` for a block of code, `trace_script()` for a whole script."""
+"""Front doors to the recorder: `with trace()` for a block of code, `trace_script()` / `trace_module()` for a
+program run as `python script.py` / `python -m module` would run it."""
 
 from __future__ import annotations
 
-import os
 import builtins
-import types
+import os
+import runpy
 import sys
 import traceback
+import types
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
+from types import FrameType, TracebackType
 from typing import Any
 
 from ..model import Event, EventKind, ExceptionRecord, Trace
 from . import source
+from .exceptions import record_exception
 from .recorder import Recorder
 
 
@@ -24,7 +29,7 @@ class trace:  # noqa: N801 - used as `with gradviz.trace() as t`, like a functio
     >>> t.tensor("out").version
     0
 
-    The block's exception, if any, is recorded in ``t.exception`` and propagates unchanged.
+    The block's exception, if any, is recorded (as data) in ``t.exception`` and propagates unchanged.
     """
 
     def __init__(self) -> None:
@@ -41,38 +46,123 @@ class trace:  # noqa: N801 - used as `with gradviz.trace() as t`, like a functio
         self._recorder.name_locals(source.frame_variables(caller), modules=True)
         del caller
         if exc is not None:
-            self.trace.error = exc
-            _record_exception(self._recorder, exc, tb)
+            _add_exception(self._recorder, record_exception(exc, tb))
         self._recorder.finish()
+        # returning None lets the block's own exception propagate, the one object Python raised
+
+
+@dataclass
+class ProgramRun:
+    """A program run under the tracer, for front ends: the trace, and the live exception only until the front
+    end has reported it (a `sys.excepthook` the program installed is called with it, as Python would)."""
+
+    trace: Trace
+    error: BaseException | None = None
+    excepthook: Callable[..., Any] | None = None
+
+
+#: Called when the program calls os._exit(code) while traced, with the trace finished: returns the status to exit
+#: with (the process ends right after, as the program asked).
+HardExitHandler = Callable[[Trace, int], int]
 
 
 def trace_script(path: str | os.PathLike[str], argv: tuple[str, ...] | list[str] = ()) -> Trace:
     """Run a script as `python path argv...` would and return its trace.
 
-    The script's exception (including SystemExit) is not raised here: it is recorded in ``trace.exception``
-    and kept in ``trace.error`` so the caller can re-raise it with ``trace.reraise()``.
+    The script's exception (including SystemExit) is not raised here: it is recorded, as data, in
+    ``trace.exception``; ``trace.reraise()`` raises it again, rebuilt from that record.
     """
+    return run_script(path, argv).trace
+
+
+def trace_module(module: str, argv: tuple[str, ...] | list[str] = ()) -> Trace:
+    """Run a module as `python -m module argv...` would and return its trace (see trace_script)."""
+    return run_module(module, argv).trace
+
+
+def run_script(
+    path: str | os.PathLike[str], argv: tuple[str, ...] | list[str] = (), *, on_hard_exit: HardExitHandler | None = None
+) -> ProgramRun:
+    """trace_script, for front ends: also returns the live exception for a program-installed excepthook."""
     script = Path(path)
     if not script.is_file():
         raise FileNotFoundError(f"no such script: {str(script)!r}")
     script_path = str(script.resolve())
+    return _run(
+        lambda: _run_as_main(script_path),
+        script_path=script_path,
+        argv0=str(path),
+        path0=str(script.resolve().parent),
+        argv=argv,
+        on_hard_exit=on_hard_exit,
+    )
+
+
+def run_module(
+    module: str, argv: tuple[str, ...] | list[str] = (), *, on_hard_exit: HardExitHandler | None = None
+) -> ProgramRun:
+    """trace_module, for front ends. `python -m` puts the current folder first on sys.path, sets sys.argv[0] to the
+    module's file and runs it as `__main__` with its `__spec__`: runpy.run_module(alter_sys=True) does the same."""
+    import importlib.util
+
+    cwd = os.getcwd()
+    saved_path = list(sys.path)
+    sys.path.insert(0, cwd)
+    try:
+        spec = importlib.util.find_spec(module)
+        if spec is not None and spec.submodule_search_locations is not None:
+            spec = importlib.util.find_spec(module + ".__main__")
+    except (ImportError, ValueError) as exc:
+        raise ModuleNotFoundError(f"cannot find module {module!r}: {exc}") from None
+    finally:
+        sys.path[:] = saved_path
+    if spec is None or spec.origin is None:
+        raise ModuleNotFoundError(f"no module named {module!r}")
+    return _run(
+        lambda: runpy.run_module(module, run_name="__main__", alter_sys=True),
+        script_path=os.path.abspath(spec.origin),
+        argv0="-m",
+        path0=cwd,
+        argv=argv,
+        on_hard_exit=on_hard_exit,
+    )
+
+
+def _run(
+    body: Callable[[], dict[str, Any]],
+    *,
+    script_path: str,
+    argv0: str,
+    path0: str,
+    argv: tuple[str, ...] | list[str],
+    on_hard_exit: HardExitHandler | None,
+) -> ProgramRun:
     recorder = Recorder()
     recorder.trace.script = script_path
-    saved_argv, saved_path0 = sys.argv, sys.path[0] if sys.path else None
-    sys.argv = [str(path), *map(str, argv)]
+    # the program may empty or reorder sys.path: put back the list we found (our own imports come later)
+    saved_argv, saved_path, saved_hook, saved_exit = sys.argv, list(sys.path), sys.excepthook, os._exit
+    sys.argv = [argv0, *map(str, argv)]
     if sys.path:
-        sys.path[0] = str(script.resolve().parent)
+        sys.path[0] = path0
     else:
-        sys.path.insert(0, str(script.resolve().parent))
+        sys.path.insert(0, path0)
     namespace: dict[str, Any] | None = None
+    run = ProgramRun(recorder.trace)
+    if on_hard_exit is not None:
+
+        def restore() -> None:  # what the front end needs to write its files: our own sys.path
+            sys.argv, sys.excepthook = saved_argv, saved_hook
+            sys.path[:] = saved_path
+
+        os._exit = _hard_exit(recorder, script_path, on_hard_exit, saved_exit, restore)  # type: ignore[assignment]
     try:
         recorder.start()
         try:
-            namespace = _run_as_main(script_path)
+            namespace = body()
         finally:
             recorder.stop()
-    except BaseException as exc:  # the script's error belongs to the trace, not to us
-        recorder.trace.error = exc
+            os._exit = saved_exit
+    except BaseException as exc:  # the program's error belongs to the trace, not to us
         frames = [f for f, _ in traceback.walk_tb(exc.__traceback__)]
         for frame in frames:
             if frame.f_code.co_filename == script_path:
@@ -81,16 +171,66 @@ def trace_script(path: str | os.PathLike[str], argv: tuple[str, ...] | list[str]
             if source.is_user_file(frame.f_code.co_filename):
                 recorder.name_locals(source.frame_variables(frame))
         del frames
-        _record_exception(recorder, exc, exc.__traceback__, prefer=script_path)
-        # keep the exception (callers may re-raise it) but not the script's tensors in its frames' locals
+        _add_exception(recorder, record_exception(exc, exc.__traceback__, prefer=script_path))
+        if sys.excepthook is not saved_hook and not isinstance(exc, SystemExit):
+            run.excepthook = sys.excepthook  # Python calls the program's own hook for an uncaught exception
+        # the front end may hand the exception to that hook; the frames' locals (the program's tensors) go now
         traceback.clear_frames(exc.__traceback__)
+        run.error = exc
     finally:
         sys.argv = saved_argv
-        if saved_path0 is not None:
-            sys.path[0] = saved_path0
+        sys.path[:] = saved_path
+        sys.excepthook = saved_hook
     if namespace is not None:
         recorder.name_locals(namespace, modules=True)
-    return recorder.finish()
+        namespace = None
+    recorder.finish()
+    return run
+
+
+def _hard_exit(
+    recorder: Recorder,
+    script_path: str,
+    handler: HardExitHandler,
+    real_exit: Callable[[int], Any],
+    restore: Callable[[], None],
+) -> Any:
+    """A stand-in for os._exit while the program runs: finish the trace, let the front end write and print what it
+    has, then end the process as the program asked. A forked child (a DataLoader worker) exits untouched."""
+    pid = os.getpid()
+
+    def _exit(code: int) -> None:
+        if os.getpid() != pid:
+            real_exit(code)
+        status = code
+        try:
+            recorder.stop()
+            caller: FrameType | None = sys._getframe(1)
+            location = None
+            while caller is not None:
+                if caller.f_code.co_filename == script_path:
+                    recorder.name_locals(caller.f_globals, modules=True)
+                    if location is None:
+                        location = source.make_location(script_path, caller.f_lineno)
+                if source.is_user_file(caller.f_code.co_filename):
+                    recorder.name_locals(source.frame_variables(caller))
+                caller = caller.f_back
+            del caller
+            restore()
+            code_value = code if isinstance(code, int) else 1
+            _add_exception(
+                recorder, ExceptionRecord("os._exit", str(code_value), location, module=None, exit_code=code_value)
+            )
+            status = handler(recorder.finish(), code_value)
+        finally:
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except Exception:  # a closed stream: nothing more can be said on it
+                    pass
+            real_exit(status)
+
+    return _exit
 
 
 def _run_as_main(script_path: str) -> dict[str, Any]:
@@ -111,30 +251,14 @@ def _run_as_main(script_path: str) -> dict[str, Any]:
     return main.__dict__
 
 
-def _record_exception(
-    recorder: Recorder, exc: BaseException, tb: TracebackType | None, *, prefer: str | None = None
-) -> None:
-    frames = list(traceback.walk_tb(tb))
-    # where it surfaced in the user's code: the innermost frame of the script, else of any user file
-    chosen = None
-    for frame, lineno in reversed(frames):
-        if prefer is not None and frame.f_code.co_filename == prefer:
-            chosen = (frame.f_code.co_filename, lineno)
-            break
-    if chosen is None:
-        for frame, lineno in reversed(frames):
-            if source.is_user_file(frame.f_code.co_filename):
-                chosen = (frame.f_code.co_filename, lineno)
-                break
-    location = source.make_location(*chosen) if chosen else None
-    message = str(exc) if not isinstance(exc, SystemExit) else str(exc.code if exc.code is not None else 0)
+def _add_exception(recorder: Recorder, record: ExceptionRecord) -> None:
     trace = recorder.trace
-    trace.exception = ExceptionRecord(type(exc).__name__, message, location)
+    trace.exception = record
     trace.events.append(
         Event(
             seq=next(recorder._seq),
             kind=EventKind.EXCEPTION,
-            location=location,
-            data={"type": type(exc).__name__, "message": message},
+            location=record.location,
+            data={"type": record.type, "message": record.message},
         )
     )

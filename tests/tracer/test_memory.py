@@ -124,8 +124,8 @@ def test_trace_script_keeps_no_tensor_alive(tmp_path: Path) -> None:
     assert trace.tensor("c").storage == trace.tensor("out").storage
 
 
-def test_trace_script_error_keeps_tensors_only_through_error(tmp_path: Path) -> None:
-    """A failing script's tensors live on only through trace.error's traceback, for re-raising."""
+def test_trace_script_error_keeps_no_tensors(tmp_path: Path) -> None:
+    """A failing script's tensors are freed once it ends: the trace holds its exception as data only."""
     (tmp_path / "tensor_registry.py").write_text("refs = []\n", encoding="utf-8")
     script = tmp_path / "fails.py"
     script.write_text(
@@ -140,9 +140,80 @@ def test_trace_script_error_keeps_tensors_only_through_error(tmp_path: Path) -> 
     finally:
         sys.modules.pop("tensor_registry", None)
     assert trace.exception.type == "RuntimeError"
-    trace.error = None
     gc.collect()
     assert [r() is None for r in registry.refs] == [True, True]
+
+
+_BIG_LOCAL_SCRIPT = """
+import weakref
+import torch
+import tensor_registry
+
+class TrainingFailed(Exception):  # the program's own class: its methods see the script's globals
+    def describe(self):
+        return f"failed with {len(big_global)} values"
+
+big_global = torch.zeros(10_000_000)  # 40 MB, reachable only from the script's globals
+tensor_registry.refs.append(weakref.ref(big_global))
+
+def step():
+    big_local = torch.zeros(10_000_000)  # 40 MB, a local of the raising frame
+    tensor_registry.refs.append(weakref.ref(big_local))
+    raise TrainingFailed("loss is nan")
+
+step()
+"""
+
+
+def test_a_failed_scripts_40mb_local_and_globals_are_freed_while_the_trace_lives(tmp_path: Path) -> None:
+    """Issue 10.5: Trace.error used to hold the live exception, whose traceback kept the raising frames' locals
+    and (through the exception's class) the script's globals alive as long as the Trace."""
+    (tmp_path / "tensor_registry.py").write_text("refs = []\n", encoding="utf-8")
+    script = tmp_path / "big.py"
+    script.write_text(_BIG_LOCAL_SCRIPT, encoding="utf-8")
+    try:
+        trace = gradviz.trace_script(script)
+        registry = sys.modules["tensor_registry"]
+    finally:
+        sys.modules.pop("tensor_registry", None)
+    gc.collect()
+    assert len(registry.refs) == 2
+    assert [r() is None for r in registry.refs] == [True, True]
+    # the exception is data: type, message, where, and the traceback text as Python prints it
+    record = trace.exception
+    assert (record.type, record.message, record.module, record.exit_code) == ("TrainingFailed", "loss is nan", "__main__", 1)
+    assert record.location.line == 16
+    assert 'line 18, in <module>' in record.traceback and 'line 16, in step' in record.traceback
+    assert record.traceback.endswith("TrainingFailed: loss is nan\n")
+    # reraise() raises an exception rebuilt from that data, naming the program's own class
+    with pytest.raises(gradviz.ProgramError, match=r"^TrainingFailed: loss is nan$") as raised:
+        trace.reraise()
+    assert raised.value.record is record
+
+
+def test_trace_block_reraises_the_original_and_keeps_only_data() -> None:
+    """`with gradviz.trace()` lets the block's own exception object propagate; the trace keeps no reference."""
+    refs = []
+
+    class Boom(Exception):
+        pass
+
+    def body() -> None:
+        big_local = torch.zeros(10_000_000)
+        refs.append(weakref.ref(big_local))
+        raise Boom("the original")
+
+    original = None
+    with pytest.raises(Boom) as raised:
+        with gradviz.trace() as t:
+            body()
+    original = raised.value
+    assert str(original) == "the original"
+    assert t.exception.type == "Boom" and t.exception.message == "the original"
+    del original, raised
+    gc.collect()
+    assert refs[0]() is None
+    assert isinstance(t.error, gradviz.ProgramError)
 
 
 def _tiny_loop(x: torch.Tensor) -> tuple[Trace, list[bool], int]:

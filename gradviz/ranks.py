@@ -1,0 +1,89 @@
+"""torchrun / torch.distributed: which rank this process is, and how rank 0 gathers every rank's findings into
+one summary (each rank drops a small JSON file in a shared folder; rank 0 waits for them with a timeout)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+#: How long rank 0 waits for the other ranks' results, in seconds (GRADVIZ_RANK_TIMEOUT overrides).
+DEFAULT_TIMEOUT = 120.0
+
+
+@dataclass(frozen=True)
+class Rank:
+    """This process's place in a torchrun job: global rank and world size (from torchrun's environment)."""
+
+    rank: int
+    world_size: int
+
+
+def current_rank() -> Rank | None:
+    """The rank under torchrun with WORLD_SIZE > 1, else None (a single process writes files as usual)."""
+    try:
+        world_size = int(os.environ.get("WORLD_SIZE", "1"))
+        rank = int(os.environ.get("RANK", "0"))
+    except ValueError:
+        return None
+    if world_size <= 1 or not 0 <= rank < world_size:
+        return None
+    return Rank(rank, world_size)
+
+
+def _job_folder() -> Path:
+    """A folder only this job's ranks share: torchrun gives every rank the same run id, master address and port."""
+    parts = [os.environ.get(k, "") for k in ("TORCHELASTIC_RUN_ID", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT")]
+    key = re.sub(r"[^A-Za-z0-9_.-]", "_", "-".join(parts))[:120]
+    return Path(tempfile.gettempdir()) / f"gradviz-ranks-{os.getuid() if hasattr(os, 'getuid') else 0}-{key}"
+
+
+def publish(rank: Rank, result: dict[str, Any]) -> None:
+    """Leave this rank's result (findings, exception, files written) for rank 0; written whole, then renamed."""
+    folder = _job_folder()
+    folder.mkdir(parents=True, exist_ok=True)
+    final = folder / f"rank{rank.rank}.json"
+    partial = folder / f".rank{rank.rank}.{os.getpid()}.tmp"
+    partial.write_text(json.dumps({"rank": rank.rank, "pid": os.getpid(), **result}, ensure_ascii=True), encoding="utf-8")
+    os.replace(partial, final)
+
+
+def gather(rank: Rank, own: dict[str, Any], *, since: float, timeout: float | None = None) -> tuple[list[dict[str, Any]], list[int]]:
+    """On rank 0: every rank's result (its own included) in rank order, and the ranks that did not report within
+    the timeout. Results older than `since` (a crashed earlier job on the same port) are not taken."""
+    if timeout is None:
+        try:
+            timeout = float(os.environ.get("GRADVIZ_RANK_TIMEOUT", DEFAULT_TIMEOUT))
+        except ValueError:
+            timeout = DEFAULT_TIMEOUT
+    folder = _job_folder()
+    results: dict[int, dict[str, Any]] = {rank.rank: {"rank": rank.rank, **own}}
+    deadline = time.monotonic() + timeout
+    while True:
+        for other in range(rank.world_size):
+            if other in results:
+                continue
+            path = folder / f"rank{other}.json"
+            try:
+                if path.stat().st_mtime < since - 1:
+                    continue
+                results[other] = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+        if len(results) == rank.world_size or time.monotonic() >= deadline:
+            break
+        time.sleep(0.05)
+    for other in range(rank.world_size):
+        with contextlib.suppress(OSError):
+            (folder / f"rank{other}.json").unlink()
+    with contextlib.suppress(OSError):
+        folder.rmdir()
+    missing = [r for r in range(rank.world_size) if r not in results]
+    return [results[r] for r in sorted(results)], missing
+

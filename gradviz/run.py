@@ -1,0 +1,252 @@
+"""Run a program like Python does, for the front ends: a script, `-m module`, or a saved trace (no torch here)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import tokenize
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .text import safe_str
+
+if TYPE_CHECKING:
+    from .model import Trace
+    from .tracer.runner import HardExitHandler, ProgramRun
+
+#: Suffixes read as a saved trace rather than run as a script.
+TRACE_SUFFIXES = (".json",)
+
+
+class ScriptError(ValueError):
+    """The program cannot be run (missing script or module, not Python, does not compile) or the saved trace
+    cannot be read: one line for the user, exit status 2."""
+
+
+@dataclass(frozen=True)
+class Program:
+    """What to run: `script` (a path), `module` (`-m pkg.train`) or `trace` (a saved trace file, nothing runs)."""
+
+    kind: str
+    target: str
+    args: list[str] = field(default_factory=list)
+
+    @property
+    def stem(self) -> str:
+        """The base of default output names: `train` for train.py, -m pkg.train and train.json."""
+        if self.kind == "module":
+            return self.target.rsplit(".", 1)[-1]
+        name = Path(self.target).name
+        for suffix in (".gradviz.json", ".trace.json", ".json"):
+            if self.kind == "trace" and name.lower().endswith(suffix):
+                return name[: -len(suffix)] or name
+        return Path(self.target).stem
+
+    @property
+    def shown(self) -> str:
+        """How messages name it: the path, or `-m pkg.train`."""
+        return f"-m {self.target}" if self.kind == "module" else self.target
+
+
+def program_of(target: str | None, module: str | None, args: list[str]) -> Program:
+    """The program the command line names: SCRIPT, TRACE.json or -m MODULE (exactly one)."""
+    if module is not None and target is not None:
+        raise ScriptError(f"give either a script or -m MODULE, not both ({target!r} and -m {module})")
+    if module is not None:
+        return Program("module", module, args)
+    if target is None:
+        raise ScriptError("no program given: name a script (train.py), a module (-m pkg.train) or a saved trace (run.json)")
+    if Path(target).suffix.lower() in TRACE_SUFFIXES:
+        if args:
+            raise ScriptError(f"{target!r} is a saved trace: nothing runs, so it takes no script arguments")
+        return Program("trace", target)
+    return Program("script", target, args)
+
+
+def check_program(program: Program) -> None:
+    """Make sure the program can run (or the trace file exists), before any output is touched."""
+    if program.kind == "script":
+        check_script(program.target)
+    elif program.kind == "module":
+        check_module(program.target)
+    else:
+        path = Path(program.target).expanduser()
+        if not path.is_file():
+            raise ScriptError(f"no such trace file: {program.target!r}")
+
+
+def check_script(name: str) -> Path:
+    """The script as a path, after making sure it exists and is Python that compiles; ScriptError otherwise."""
+    path = Path(name).expanduser()
+    if not path.exists():
+        raise ScriptError(f"no such script: {name!r}")
+    if path.is_dir():
+        raise ScriptError(f"{name!r} is a folder, not a Python script")
+    if path.suffix.lower() not in (".py", ".pyw", ""):
+        raise ScriptError(f"{name!r} is not a Python file (expected a .py script, or a saved trace .json)")
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ScriptError(f"cannot read {name!r}: {exc.strerror or exc}") from None
+    try:
+        encoding, _ = tokenize.detect_encoding(iter(raw.splitlines(keepends=True)).__next__)
+        text = raw.decode(encoding)
+    except (SyntaxError, UnicodeDecodeError, LookupError):
+        raise ScriptError(f"{name!r} is not a Python file (it is not text)") from None
+    if "\0" in text:
+        raise ScriptError(f"{name!r} is not a Python file (it contains binary data)")
+    try:
+        compile(raw, str(path), "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        raise ScriptError(syntax_message(exc, name)) from None
+    except ValueError as exc:
+        raise ScriptError(f"{name!r} is not a Python file ({exc})") from None
+    return path
+
+
+def check_module(name: str) -> None:
+    """Fail early, as `python -m` would, on a module name that is not importable from here."""
+    parts = name.split(".")
+    if not name or not all(part.isidentifier() for part in parts):
+        raise ScriptError(f"-m {name!r}: not a module name (expected dotted names like pkg.train)")
+    import importlib.util
+
+    # `python -m` looks in the current folder first; only the top package is looked up here, which imports nothing
+    saved = list(sys.path)
+    sys.path.insert(0, os.getcwd())
+    try:
+        found = importlib.util.find_spec(parts[0]) is not None
+    except (ImportError, ValueError):
+        found = False
+    finally:
+        sys.path[:] = saved
+    if not found:
+        raise ScriptError(f"-m {name}: no module named {parts[0]!r} (looked in the current folder and sys.path)")
+
+
+def syntax_message(exc: SyntaxError, name: str) -> str:
+    where = f"{exc.filename or name}:{exc.lineno}" if exc.lineno else (exc.filename or name)
+    return f"syntax error in {where}: {exc.msg}"
+
+
+def load_trace(program: Program) -> Trace:
+    """A saved trace, read without running anything; ScriptError naming what is wrong with the file."""
+    from .model import Trace
+
+    try:
+        return Trace.load(program.target)
+    except ValueError as exc:
+        raise ScriptError(safe_str(exc).splitlines()[0]) from None
+    except (OSError, RecursionError, MemoryError) as exc:
+        raise ScriptError(f"cannot read trace file {program.target!r}: {safe_str(exc)}") from None
+
+
+def run_program(program: Program, *, on_hard_exit: HardExitHandler | None = None) -> ProgramRun:
+    """Trace `program` as `python script args...` / `python -m module args...` would run it, putting back what it
+    may change in this process (stdout, stderr, working folder). ScriptError when it cannot be run at all."""
+    from .tracer.runner import run_module, run_script
+
+    stdout, stderr, cwd = sys.stdout, sys.stderr, os.getcwd()
+
+    def restore() -> None:
+        for stream in (sys.stdout, sys.stderr):  # what the program printed comes before what we print
+            with contextlib.suppress(Exception):
+                stream.flush()
+        # undo what the program may have changed in this process, so our messages and files are where we said
+        sys.stdout, sys.stderr = stdout, stderr
+        with contextlib.suppress(OSError):
+            os.chdir(cwd)
+
+    handler = None
+    if on_hard_exit is not None:
+        front_end = on_hard_exit
+
+        def handler(trace: Trace, code: int) -> int:
+            restore()
+            return front_end(trace, code)
+
+    try:
+        if program.kind == "module":
+            run = run_module(program.target, program.args, on_hard_exit=handler)
+        else:
+            run = run_script(Path(program.target).expanduser(), program.args, on_hard_exit=handler)
+    except ModuleNotFoundError as exc:
+        raise ScriptError(f"-m {program.target}: {safe_str(exc)}") from None
+    except FileNotFoundError as exc:  # it vanished since we looked
+        raise ScriptError(safe_str(exc)) from None
+    finally:
+        restore()
+    error = run.error
+    if isinstance(error, SyntaxError) and _never_ran(error, run.trace):
+        raise ScriptError(syntax_message(error, program.target))
+    return run
+
+
+def _never_ran(error: SyntaxError, trace: Trace) -> bool:
+    """A SyntaxError raised while compiling the script itself, not one the script raised while running."""
+    import traceback
+
+    script = trace.script or ""
+    ran = any(frame.f_code.co_filename == script for frame, _ in traceback.walk_tb(error.__traceback__))
+    return not ran and os.path.abspath(error.filename or "") == os.path.abspath(script)
+
+
+def exit_status(trace: Trace) -> int:
+    """The status `python script.py` would have exited with."""
+    return trace.exception.exit_code if trace.exception is not None else 0
+
+
+def report_program_error(run: ProgramRun | None, trace: Trace) -> None:
+    """Print the program's error as Python would at its end: its own sys.excepthook if it set one, else the
+    traceback (or sys.exit's message) on stderr."""
+    record = trace.exception
+    if record is None:
+        return
+    if run is not None and run.excepthook is not None and run.error is not None:
+        error, hook = run.error, run.excepthook
+        run.error = run.excepthook = None  # the hook gets it once; then nothing keeps the frames
+        try:
+            hook(type(error), error, error.__traceback__)
+            return
+        except Exception as exc:  # Python reports a failing hook, then prints the original traceback
+            print(f"Error in sys.excepthook:\n{type(exc).__name__}: {safe_str(exc)}\n\nOriginal exception was:", file=sys.stderr)
+        finally:
+            del error
+    if record.traceback:
+        with contextlib.suppress(Exception):
+            sys.stderr.write(record.traceback)
+            sys.stderr.flush()
+
+
+class stdout_to_stderr:  # noqa: N801 - a context manager used like a function
+    """Send the program's output to stderr, at the Python and the file-descriptor level, so stdout stays ours.
+    `restore()` ends it early (the program called os._exit and we must print our document now)."""
+
+    def __enter__(self) -> stdout_to_stderr:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+        self._saved_fd: int | None = None
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            self._saved_fd = os.dup(sys.__stdout__.fileno())  # type: ignore[union-attr]
+            os.dup2(sys.__stderr__.fileno(), sys.__stdout__.fileno())  # type: ignore[union-attr]
+        self._redirect = contextlib.redirect_stdout(sys.stderr)
+        self._redirect.__enter__()
+        return self
+
+    def restore(self) -> None:
+        if self._redirect is None:
+            return
+        with contextlib.suppress(Exception):
+            sys.stderr.flush()
+        self._redirect.__exit__(None, None, None)
+        self._redirect = None
+        if self._saved_fd is not None:
+            with contextlib.suppress(OSError):
+                os.dup2(self._saved_fd, sys.__stdout__.fileno())  # type: ignore[union-attr]
+            os.close(self._saved_fd)
+            self._saved_fd = None
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.restore()
