@@ -3,18 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
 import shlex
-import sys
-import tokenize
-import traceback
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from .model import Trace
+from typing import Any
 
 #: The suffix of the default output file where it is not .svg: the report is a page, not a picture.
 DEFAULT_SUFFIX: dict[str, str] = {"report": ".html"}
