@@ -7,14 +7,21 @@ import re
 
 import graphviz
 
-__all__ = ["html_label_text", "html_text", "quote_id", "record_safe", "plain_label", "shorten"]
+from ..text import clean
+
+__all__ = ["html_label_text", "html_text", "quote_id", "record_safe", "plain_label", "shorten", "tooltip_text"]
+
+# Graphviz reads `\G \N \E \T \H \L` (graph, node, edge, tail, head names, line break) in every label kind,
+# HTML-like labels included, and decodes entities first, so `&#92;` does not help: a literal backslash is written
+# as two. Tooltips are expanded twice (once when read, once when written to SVG), so there it takes four.
 
 # Control characters other than newline/tab are not valid in XML (Graphviz HTML labels, SVG output).
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
 def _clean(text: str) -> str:
-    return _CONTROL.sub("\N{REPLACEMENT CHARACTER}", str(text))
+    # lone surrogates (an undecodable file name) cannot be written as UTF-8: show them as `\udcff`
+    return _CONTROL.sub("\N{REPLACEMENT CHARACTER}", clean(str(text)))
 
 
 def html_label_text(text: str) -> str:
@@ -25,7 +32,7 @@ def html_label_text(text: str) -> str:
     """
     text = _clean(text).replace("\r\n", "\n").replace("\r", "\n")
     lines = text.split("\n")
-    return "<BR/>".join(html.escape(line, quote=True) for line in lines)
+    return "<BR/>".join(html.escape(line, quote=True).replace("\\", "\\\\") for line in lines)
 
 
 def html_text(text: str) -> str:
@@ -47,6 +54,12 @@ def plain_label(text: str) -> str:
     """
     text = graphviz.escape(_clean(text))
     return text.replace("\r\n", "\n").replace("\n", r"\n")
+
+
+def tooltip_text(text: str) -> str:
+    """Text for a `tooltip` attribute: one line, backslashes kept literal through Graphviz's two expansions."""
+    text = " ".join(_clean(text).split())
+    return text.replace("\\", "\\\\\\\\")
 
 
 def quote_id(identifier: str) -> str:

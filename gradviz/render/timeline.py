@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import graphviz
 
 from ..model import Event, EventKind, OpRecord, Trace, VersionChange
-from .escape import html_label_text, plain_label, shorten
+from .escape import html_label_text, shorten, tooltip_text
 from .memory import alias_text, change_text, code_text, producers, tensor_title
 
 if TYPE_CHECKING:
@@ -355,4 +355,4 @@ def _fit(text: str, chars: int, max_lines: int) -> str:
 
 def _tooltip(row: dict[str, Any]) -> str:
     parts = [row["where"], row["code"], row["versions_text"], row["error"] or ""]
-    return plain_label(shorten(" | ".join(p for p in parts if p), 300))
+    return tooltip_text(shorten(" | ".join(p for p in parts if p), 300))
