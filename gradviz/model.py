@@ -289,7 +289,9 @@ class Trace:
         """The trace as JSON text (format: docs/trace-format.md); also written to `path` if given."""
         text = json.dumps(self.to_dict(), indent=indent, ensure_ascii=False)
         if path is not None:
-            Path(path).write_text(text, encoding="utf-8")
+            # encoded before the file is opened, so a failure leaves no half-written file; a lone surrogate (an
+            # undecodable file name) is written as its JSON escape `\udcff`, which loads back as the same text
+            Path(path).write_bytes(text.encode("utf-8", "backslashreplace"))
         return text
 
     @classmethod

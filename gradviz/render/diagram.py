@@ -102,15 +102,15 @@ class Diagram:
             choices = ", ".join(SAVE_FORMATS)
             raise ValueError(f"cannot save {str(path)!r}: unknown suffix {path.suffix!r}; choose one of {choices}")
         if suffix == ".html":
-            path.write_text(self.html(), encoding="utf-8")
+            write_text(path, self.html())
         elif suffix == ".json":
-            path.write_text(self.to_json(), encoding="utf-8")
+            write_text(path, self.to_json())
         elif self.digraph is None:
             raise ValueError(
                 f"cannot save the {self.view!r} view as {suffix}: it is an HTML page; choose .html or .json"
             )
         elif suffix == ".dot":
-            path.write_text(self.source, encoding="utf-8")
+            write_text(path, self.source)
         else:
             data = self._pipe(suffix[1:], path=path)
             path.write_bytes(data)
@@ -125,7 +125,7 @@ class Diagram:
             where = ""
             if path is not None:
                 dot_path = path.with_suffix(".dot")
-                dot_path.write_text(self.source, encoding="utf-8")
+                write_text(dot_path, self.source)
                 where = f" The DOT source was written to {str(dot_path)!r}; render it later with `dot -T{fmt}`."
             target = f" to write {path.name!r}" if path is not None else f" to draw {fmt.upper()}"
             raise GraphvizNotFound(
@@ -153,3 +153,9 @@ class Diagram:
 
     def __repr__(self) -> str:
         return f"<gradviz.Diagram view={self.view!r}, {len(self.findings)} findings>"
+
+
+def write_text(path: Path, text: str) -> None:
+    """Write `text` as UTF-8, whole or not at all. A lone surrogate (an undecodable file name the program ran
+    from) becomes `\\udcff`, which in JSON is the escape of the same character, so nothing is lost there."""
+    path.write_bytes(text.encode("utf-8", "backslashreplace"))
