@@ -17,6 +17,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .text import safe_str, type_name
+
 if TYPE_CHECKING:
     from .analysis.findings import Finding
     from .model import Trace
@@ -201,7 +203,7 @@ def _build_one(example: Example, out: Path, digest: str) -> Result:
         with contextlib.redirect_stdout(captured), contextlib.redirect_stderr(captured):
             trace = trace_script(example.path)
     except Exception as exc:  # gradviz could not run it at all
-        result.error = f"{type(exc).__name__}: {exc}"
+        result.error = f"{type_name(exc)}: {safe_str(exc)}"
         return result
     result.output = captured.getvalue()
     if trace.exception is not None and not _clean_exit(trace):
@@ -221,7 +223,7 @@ def _build_one(example: Example, out: Path, digest: str) -> Result:
         render(trace, "report", findings=findings).save(folder / "report.html")
         (out / f"{example.name}.html").write_text(_example_html(example, result, trace), encoding="utf-8")
     except Exception as exc:  # a gradviz bug or a missing `dot`: name it, keep building the others
-        result.error = f"{type(exc).__name__}: {exc}"
+        result.error = f"{type_name(exc)}: {safe_str(exc)}"
     return result
 
 

@@ -27,6 +27,7 @@ from ..model import (
     VersionChange,
     VersionCounterRecord,
 )
+from ..text import safe_repr, safe_str, type_name
 from . import source
 from .hooks import RECORD_FUNCTION_OPS, HookRecording
 from .nodes import _SAVED_NAMES, _TYPE_NAMES, GraphRecording
@@ -296,7 +297,7 @@ class Recorder(GraphRecording, HookRecording, TorchFunctionMode):
         if _DEBUG:
             raise exc
         if len(self.internal_errors) < 20:
-            self.internal_errors.append(f"{type(exc).__name__}: {exc}")
+            self.internal_errors.append(f"{type_name(exc)}: {safe_str(exc)}")
 
     # ------------------------------------------------------------------ tensors
     def _tid(self, t: torch.Tensor) -> str:
@@ -670,7 +671,7 @@ class Recorder(GraphRecording, HookRecording, TorchFunctionMode):
         try:
             result = func(*args, **kwargs)
         except Exception as exc:
-            self._event(EventKind.DETACH_, file, line, tensor=tid, op="detach_", data={"source_grad_fn": grad_fn, "error": f"{type(exc).__name__}: {exc}"})
+            self._event(EventKind.DETACH_, file, line, tensor=tid, op="detach_", data={"source_grad_fn": grad_fn, "error": f"{type_name(exc)}: {safe_str(exc)}"})
             raise
         try:
             with _quiet():
@@ -721,7 +722,7 @@ class Recorder(GraphRecording, HookRecording, TorchFunctionMode):
             result = func(*args, **kwargs)
         except BaseException as exc:
             event.data["outcome"] = "error"
-            event.data["error"] = {"type": type(exc).__name__, "message": str(exc)}
+            event.data["error"] = {"type": type_name(exc), "message": safe_str(exc)}  # user code decides __str__
             raise
         event.data["outcome"] = "ok"
         try:
@@ -746,7 +747,7 @@ def _func_name(func: Any) -> str:
         return _names[func]
     except (KeyError, TypeError):
         pass
-    name = resolve_name(func) or getattr(func, "__qualname__", None) or repr(func)
+    name = resolve_name(func) or getattr(func, "__qualname__", None) or safe_repr(func)
     name = name.removeprefix("torch.")
     try:
         _names[func] = name

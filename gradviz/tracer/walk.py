@@ -10,6 +10,7 @@ from typing import Any, Iterable
 import torch
 
 from ..model import NodeRecord, SavedTensorRecord, TensorRecord, Trace, VersionCounterRecord
+from ..text import safe_str
 
 __all__ = ["Walk", "walk", "walk_graph"]
 
@@ -233,7 +234,7 @@ def _check(fn: Any, name: str) -> tuple[str, int | None]:
     except AttributeError:
         return "ok", None
     except RuntimeError as exc:
-        text = str(exc)
+        text = safe_str(exc)
         match = _VERSIONS.search(text)
         if match:
             return "poisoned", int(match.group(2))
@@ -263,7 +264,7 @@ def _attrs(fn: Any) -> dict[str, str]:
         elif isinstance(val, tuple) and any(torch.is_tensor(t) for t in val):
             attrs[name] = "[saved tensors]"
         else:
-            attrs[name] = str(val)
+            attrs[name] = safe_str(val)
     return attrs
 
 
