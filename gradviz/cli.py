@@ -304,7 +304,7 @@ def _finish_render(
     report_program_error(run, trace)
     status = exit_status(trace)
     if rank is not None:
-        _merge_ranks(rank, trace, findings, written, started, quiet=options.quiet, json_document=None, status=status,
+        _merge_ranks(rank, trace, findings, written, started, quiet=options.quiet, json_document=None,
                      full_report=False)
     for problem in problems:
         _error(safe_str(problem))
@@ -338,7 +338,7 @@ def _write_diagram(trace: Trace, findings: list[Finding], out: Path, options: ar
 def _print_summary(console: Console, finding: Finding, ranks: str = "") -> None:
     from rich.text import Text
 
-    text = Text(rank_prefix())
+    text = Text("" if ranks else rank_prefix())  # the merged summary of all ranks names them itself
     text.append(f"{finding.severity.value:<8}", style=_STYLE[finding.severity.value])
     text.append(f"{_where(finding.file, finding.line)}  ")
     text.append(finding.kind.value, style="bold")
@@ -409,7 +409,7 @@ def _finish_check(
     failing = "error" in worst or (options.strict and "warning" in worst)
     if rank is not None:
         merged = _merge_ranks(
-            rank, trace, findings, [], started, quiet=options.quiet, json_document=document, status=status,
+            rank, trace, findings, [], started, quiet=options.quiet, json_document=document,
             strict=options.strict, full_report=True,
         )
         failing = failing or merged
@@ -494,25 +494,43 @@ def _merge_ranks(
     *,
     quiet: bool,
     json_document: dict[str, Any] | None,
-    status: int,
     strict: bool = False,
     full_report: bool,
 ) -> bool:
     """Every rank leaves its result for rank 0, which prints one summary of all ranks (one JSON document with
     --json). True on rank 0 when another rank has a finding that fails the check."""
-    from .analysis.findings import Finding as FindingRecord
-    from .ranks import gather, publish
+    from .ranks import gather, publish, release
 
     own = {
         "findings": [f.to_dict() for f in findings],
         "exception": _script_exception(trace),
-        "status": status,
+        "exit_status": exit_status(trace),
         "written": [str(p) for p in written],
     }
     if rank.rank != 0:
         publish(rank, own)
         return False
     results, missing = gather(rank, own, since=started)
+    try:
+        return _print_merged(rank, results, missing, trace, quiet=quiet, json_document=json_document, strict=strict,
+                             full_report=full_report)
+    finally:
+        release(rank)
+
+
+def _print_merged(
+    rank: Rank,
+    results: list[dict[str, Any]],
+    missing: list[int],
+    trace: Trace,
+    *,
+    quiet: bool,
+    json_document: dict[str, Any] | None,
+    strict: bool,
+    full_report: bool,
+) -> bool:
+    from .analysis.findings import Finding as FindingRecord
+
     merged: dict[tuple[Any, ...], tuple[dict[str, Any], list[int]]] = {}
     for result in results:
         for data in result.get("findings", []):
@@ -525,7 +543,7 @@ def _merge_ranks(
         document = dict(json_document)
         document["world_size"] = rank.world_size
         document["ranks"] = [
-            {"rank": r["rank"], "exception": r.get("exception"), "status": r.get("status")} for r in results
+            {"rank": r["rank"], "exception": r.get("exception"), "exit_status": r.get("exit_status")} for r in results
         ] + [{"rank": r, "missing": True} for r in missing]
         document["findings"] = [{**data, "ranks": ranks} for data, ranks in merged.values()]
         _print_json(document)
@@ -536,7 +554,7 @@ def _merge_ranks(
     per_rank = "; ".join(
         f"rank {r['rank']}: " + ", ".join(
             _plural(sum(f.get("severity") == level for f in r.get("findings", [])), level) for level in ("error", "warning", "info")
-        ) + (f", exited {r['status']}" if r.get("status") else "")
+        ) + (f", exited {r['exit_status']}" if r.get("exit_status") else "")
         for r in results
     )
     console.print(f"gradviz: all {rank.world_size} ranks: {per_rank}", highlight=False, markup=False)

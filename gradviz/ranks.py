@@ -44,24 +44,32 @@ def _job_folder() -> Path:
     return Path(tempfile.gettempdir()) / f"gradviz-ranks-{os.getuid() if hasattr(os, 'getuid') else 0}-{key}"
 
 
-def publish(rank: Rank, result: dict[str, Any]) -> None:
-    """Leave this rank's result (findings, exception, files written) for rank 0; written whole, then renamed."""
+def _timeout() -> float:
+    try:
+        return float(os.environ.get("GRADVIZ_RANK_TIMEOUT", DEFAULT_TIMEOUT))
+    except ValueError:
+        return DEFAULT_TIMEOUT
+
+
+def publish(rank: Rank, result: dict[str, Any], *, timeout: float | None = None) -> None:
+    """Leave this rank's result (findings, exception, files written) for rank 0, then wait until rank 0 has taken
+    it: torchrun stops every rank as soon as one exits with an error, which would cut rank 0's summary short."""
     folder = _job_folder()
     folder.mkdir(parents=True, exist_ok=True)
     final = folder / f"rank{rank.rank}.json"
     partial = folder / f".rank{rank.rank}.{os.getpid()}.tmp"
     partial.write_text(json.dumps({"rank": rank.rank, "pid": os.getpid(), **result}, ensure_ascii=True), encoding="utf-8")
-    os.replace(partial, final)
+    os.replace(partial, final)  # whole or not at all: rank 0 never reads half a file
+    deadline = time.monotonic() + (_timeout() if timeout is None else timeout)
+    while final.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def gather(rank: Rank, own: dict[str, Any], *, since: float, timeout: float | None = None) -> tuple[list[dict[str, Any]], list[int]]:
     """On rank 0: every rank's result (its own included) in rank order, and the ranks that did not report within
     the timeout. Results older than `since` (a crashed earlier job on the same port) are not taken."""
     if timeout is None:
-        try:
-            timeout = float(os.environ.get("GRADVIZ_RANK_TIMEOUT", DEFAULT_TIMEOUT))
-        except ValueError:
-            timeout = DEFAULT_TIMEOUT
+        timeout = _timeout()
     folder = _job_folder()
     results: dict[int, dict[str, Any]] = {rank.rank: {"rank": rank.rank, **own}}
     deadline = time.monotonic() + timeout
@@ -79,11 +87,16 @@ def gather(rank: Rank, own: dict[str, Any], *, since: float, timeout: float | No
         if len(results) == rank.world_size or time.monotonic() >= deadline:
             break
         time.sleep(0.05)
+    missing = [r for r in range(rank.world_size) if r not in results]
+    return [results[r] for r in sorted(results)], missing
+
+
+def release(rank: Rank) -> None:
+    """On rank 0, once the summary is printed: let the other ranks end (they wait for their file to go)."""
+    folder = _job_folder()
     for other in range(rank.world_size):
         with contextlib.suppress(OSError):
             (folder / f"rank{other}.json").unlink()
     with contextlib.suppress(OSError):
         folder.rmdir()
-    missing = [r for r in range(rank.world_size) if r not in results]
-    return [results[r] for r in sorted(results)], missing
 
