@@ -28,6 +28,7 @@ EXPECTED = {
     "gradviz render gallery/plot_03_detach_raises.py --view report -o detach-report.html": (1, "detach-report.html"),
     "gradviz check gallery/plot_02_data_silent.py": (1, None),
     "gradviz check gallery/plot_01_testdetach.py --json": (0, None),
+    "gradviz render gallery/plot_02_data_silent.py -o data.svg -o data-report.html -o data-trace.json": (0, "data-report.html"),
 }
 
 
