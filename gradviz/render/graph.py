@@ -300,11 +300,13 @@ def _header(trace: Trace, script: str | None) -> str:
     if trace.exception is not None:
         where = f" at line {trace.exception.location.line}" if trace.exception.location else ""
         first = trace.exception.message.splitlines()[0] if trace.exception.message else ""
-        parts.append(
-            '<FONT COLOR="red">'
-            + html_label_text(f"raised {trace.exception.type}{where}: {shorten(first, 90)}")
-            + "</FONT>"
-        )
+        if trace.exception.type in ("SystemExit", "os._exit"):  # an exit, not an error: red only when it failed
+            how = "sys.exit" if trace.exception.type == "SystemExit" else "os._exit"
+            colour = "red" if trace.exception.exit_code else "gray30"
+            text = f"ended by {how}(){where}: exit status {trace.exception.exit_code}"
+        else:
+            colour, text = "red", f"raised {trace.exception.type}{where}: {shorten(first, 90)}"
+        parts.append(f'<FONT COLOR="{colour}">' + html_label_text(text) + "</FONT>")
     return "<BR ALIGN=\"LEFT\"/>".join(parts)
 
 

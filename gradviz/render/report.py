@@ -87,8 +87,13 @@ def _summary(trace: Trace, findings: Sequence[Finding]) -> str:
         exc = trace.exception
         first = exc.message.strip().splitlines()[0] if exc.message.strip() else ""
         where = f" at {trace.where(exc.location.file, exc.location.line)}" if exc.location else ""
-        lines.append(f'<p class="exception">The program raised <code>{html_text(exc.type)}</code>{html_text(where)}: '
-                     f"{html_text(first)}</p>")
+        if exc.type in ("SystemExit", "os._exit"):  # an exit, not an error
+            how = "sys.exit()" if exc.type == "SystemExit" else "os._exit()"
+            lines.append(f'<p class="exception">The program ended by <code>{how}</code>{html_text(where)} with exit '
+                         f"status {exc.exit_code}.</p>")
+        else:
+            lines.append(f'<p class="exception">The program raised <code>{html_text(exc.type)}</code>{html_text(where)}: '
+                         f"{html_text(first)}</p>")
     return "".join(lines)
 
 
