@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .terminal import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE
 from .text import safe_str, type_name
 
 if TYPE_CHECKING:
@@ -399,8 +400,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         results = build(args.src, args.output, force=args.force, progress=not args.quiet)
     except GalleryError as exc:
-        print(f"gradviz gallery: error: {exc}", file=sys.stderr)
-        return 2
+        print(f"gradviz gallery: error: {safe_str(exc)}", file=sys.stderr)
+        return EXIT_USAGE
     bad = [r for r in results if r.mismatch]
     for r in bad:
         print(f"gradviz gallery: {r.name}: {r.mismatch}", file=sys.stderr)
@@ -408,7 +409,7 @@ def run(args: argparse.Namespace) -> int:
         rebuilt = sum(r.rebuilt for r in results)
         out = args.output or os.path.join(args.src, "_build")
         print(f"{len(results)} examples ({rebuilt} rebuilt, {len(bad)} mismatched); open {os.path.join(out, 'index.html')}")
-    return 1 if bad else 0
+    return EXIT_FINDINGS if bad else EXIT_OK
 
 
 def main(argv: list[str] | None = None) -> int:
