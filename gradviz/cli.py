@@ -144,14 +144,16 @@ or the script raised; 2 the script cannot be run (missing, not Python, syntax er
 COMMANDS: dict[str, Command] = {
     "render": Command(
         help="run a script under the tracer and draw what autograd and memory did",
-        description="Run SCRIPT under the tracer and write an annotated diagram of its autograd graph and memory.",
+        description="Run SCRIPT (or -m MODULE) under the tracer, or read a saved TRACE.json, and write an annotated "
+        "diagram of its autograd graph and memory.",
         epilog=_RENDER_EPILOG,
         add_arguments=_add_render_arguments,
         run=lambda options: run_render(options),
     ),
     "check": Command(
         help="run a script under the tracer and report cut edges, dead parameters and corrupted saved tensors",
-        description="Run SCRIPT under the tracer and print what went wrong (or will) with its gradients.",
+        description="Run SCRIPT (or -m MODULE) under the tracer, or read a saved TRACE.json, and print what went wrong "
+        "(or will) with its gradients.",
         epilog=_CHECK_EPILOG,
         add_arguments=_add_check_arguments,
         run=lambda options: run_check(options),

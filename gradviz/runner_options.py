@@ -53,7 +53,8 @@ def add_render_options(parser: argparse.ArgumentParser, *, output: bool = True, 
             help="file to write; the format follows its suffix (" + " ".join(SAVE_FORMATS) + ")"
             + ("; repeat -o to write several from one run (.json: the trace, for `gradviz render|check FILE.json`)"
                if many_outputs else "")
-            + ". Default: <script stem>.gradviz.svg in the current folder (.html for --view report)",
+            + ". Default: <script stem>.gradviz.svg in the current folder (.html for --view report)"
+            + ("; under torchrun {rank} is replaced by the rank, else .rank<N> goes before the suffix" if many_outputs else ""),
         )
     parser.add_argument(
         "--view",
