@@ -48,7 +48,9 @@ def test_round_trip(name: str, seed_traces: dict[str, Trace], tmp_path: Path) ->
     loaded = Trace.load(path)
     assert loaded.to_dict() == trace.to_dict()
     assert loaded == trace  # dataclass equality: enums, tuples and Locations come back as they were
-    assert loaded.error is None  # the live exception is not serialised
+    # the exception is data (never the live object): it comes back whole, and reraise() raises the same kind
+    assert loaded.exception == trace.exception
+    assert type(loaded.error) is type(trace.error)
     assert loaded.to_json(indent=1) == text
 
 
