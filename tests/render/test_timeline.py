@@ -168,10 +168,11 @@ def test_hostile_code_is_escaped() -> None:
     source = timeline_digraph(trace, []).source
     label = label_of(source, "row_0")
     assert "&lt;w&gt;&amp;&quot;{x}|: v0 → v1" in label
-    assert "q[&quot;&lt;i&gt;&quot;].add_(1)\\n" in label
+    # backslashes doubled even in HTML-like labels: Graphviz reads `\n`, `\N`, `\G`... there too
+    assert "q[&quot;&lt;i&gt;&quot;].add_(1)\\\\n" in label
     assert "<i>" not in label and "<w>" not in label
-    # the tooltip is a quoted DOT string: quotes escaped, backslashes doubled so `\n` is not a line break
-    assert 'tooltip="long.py:1 | q[\\"<i>\\"].add_(1)\\\\n' in source
+    # the tooltip is a quoted DOT string: quotes escaped, backslashes quadrupled (Graphviz expands tooltips twice)
+    assert 'tooltip="long.py:1 | q[\\"<i>\\"].add_(1)\\\\\\\\n' in source
 
 
 @pytest.mark.dot
