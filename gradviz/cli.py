@@ -252,13 +252,13 @@ def _obtain(
 def run_render(options: argparse.Namespace) -> int:
     from .ranks import current_rank
 
-    program_args = program_of(options.script, options.module, options.script_args)
+    program = program_of(options.script, options.module, options.script_args)
     rank = current_rank()
-    outs = output_paths(options, program_args.stem, rank=rank.rank if rank else None)
-    for out in outs:
+    outs = output_paths(options, program.stem, rank=rank.rank if rank else None)
+    for out in outs:  # before anything runs: a long training run must not end in "cannot write"
         _check_writable(out)
         check_suffix(out, shown=_shown(out))
-    program = _program(options)
+    check_program(program)
     progress = Progress(quiet=options.quiet)
     started = time.time()
 
