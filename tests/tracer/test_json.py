@@ -72,7 +72,7 @@ def test_round_trip_keeps_the_facts(seed_traces: dict[str, Trace], tmp_path: Pat
 
 def test_document_header(valid: dict[str, Any]) -> None:
     assert valid["format"] == FORMAT_NAME == "gradviz-trace"
-    assert valid["format_version"] == FORMAT_VERSION == 1
+    assert valid["format_version"] == FORMAT_VERSION == 2
 
 
 def test_round_trip_with_inference_meta_and_complex(tmp_path: Path) -> None:
@@ -95,8 +95,11 @@ def test_not_json(tmp_path: Path) -> None:
 
 def test_not_utf8(tmp_path: Path) -> None:
     path = tmp_path / "binary.json"
-    path.write_bytes(b"\xff\xfe\x00garbage")
+    path.write_bytes(b'{"format": "\xff\xfe garbage"}')
     with pytest.raises(ValueError, match="not UTF-8"):
+        Trace.load(path)
+    path.write_bytes(b"\xff\xfe\x00garbage")
+    with pytest.raises(ValueError, match=r"binary\.json is not a gradviz trace: it does not start with a JSON object"):
         Trace.load(path)
 
 
@@ -124,7 +127,7 @@ def test_code_in_strings_is_just_text(valid: dict[str, Any], tmp_path: Path) -> 
     data = copy.deepcopy(valid)
     payload = f"__import__('pathlib').Path({str(marker)!r}).touch()"
     data["script"] = payload
-    data["tensors"][0]["names"] = [payload]
+    data["tensors"]["names"][0] = [payload]
     loaded = load_dict(data, tmp_path)
     assert loaded.script == payload and loaded.tensors["t0"].names == [payload]
     assert not marker.exists()
@@ -133,26 +136,28 @@ def test_code_in_strings_is_just_text(valid: dict[str, Any], tmp_path: Path) -> 
 @pytest.mark.parametrize(
     ("break_it", "message"),
     [
-        pytest.param(lambda d: [], r"top level must be a JSON object", id="top-level-list"),
+        pytest.param(lambda d: [], r"is not a gradviz trace: it does not start with a JSON object", id="top-level-list"),
         pytest.param(lambda d: {**d, "format": "pytorch-trace"}, r"'format' must be 'gradviz-trace', got 'pytorch-trace'", id="format-name"),
         pytest.param(lambda d: {k: v for k, v in d.items() if k != "format"}, r"'format' must be 'gradviz-trace', got None", id="format-missing"),
-        pytest.param(lambda d: {**d, "format_version": 2}, r"unsupported format_version 2 \(this gradviz reads version 1\)", id="version-2"),
+        pytest.param(lambda d: {**d, "format_version": 3}, r"unsupported format_version 3 \(this gradviz reads versions 1, 2; a newer gradviz wrote this file\)", id="version-3"),
         pytest.param(lambda d: {**d, "format_version": "1"}, r"unsupported format_version '1'", id="version-string"),
-        pytest.param(lambda d: {**d, "tensors": {}}, r"'tensors' must be a list", id="tensors-not-list"),
-        pytest.param(lambda d: {**d, "tensors": [7]}, r"tensors\[0\] must be an object, got int", id="tensor-not-object"),
-        pytest.param(lambda d: _set(d, ["tensors", 1, "colour"], "red"), r"tensors\[1\] has unknown field\(s\) \['colour'\]", id="unknown-tensor-field"),
-        pytest.param(lambda d: _drop(d, ["tensors", 0, "dtype"]), r"tensors\[0\].*dtype", id="missing-field"),
-        pytest.param(lambda d: _set(d, ["tensors", 1, "grad_fn"], "n99"), r"tensor t1 points at unknown node 'n99'", id="dangling-node"),
-        pytest.param(lambda d: _set(d, ["tensors", 1, "storage"], "s99"), r"unknown storage 's99'", id="dangling-storage"),
-        pytest.param(lambda d: _set(d, ["nodes", 0, "next"], ["n42"]), r"node n0 points at unknown node 'n42'", id="dangling-next"),
-        pytest.param(lambda d: _set(d, ["nodes", 0, "saved", 0, "tensor"], "t77"), r"node n0 saved unknown tensor 't77'", id="dangling-saved"),
-        pytest.param(lambda d: _set(d, ["events", 1, "versions", 0, "tensor"], "t55"), r"unknown tensor 't55'", id="dangling-version-change"),
-        pytest.param(lambda d: _set(d, ["version_counters", 0, "tensors"], ["t66"]), r"version counter v0 lists unknown tensor 't66'", id="dangling-counter"),
-        pytest.param(lambda d: _set(d, ["events", 0, "kind"], "explode"), r"events\[0\]\.kind must be one of 'data_get', .*, got 'explode'", id="unknown-event-kind"),
-        pytest.param(lambda d: _set(d, ["events", 0, "location"], {"file": 3, "line": "x"}), r"events\[0\]\.location\.file must be a string, got int", id="bad-location"),
-        pytest.param(lambda d: _set(d, ["tensors", 0, "byte_range"], [0]), r"tensors\[0\]\.byte_range must be a list of 2 values", id="bad-byte-range"),
+        pytest.param(lambda d: {**d, "tensors": []}, r"'tensors' must be an object of columns, got list", id="tensors-not-columns"),
+        pytest.param(lambda d: _set(d, ["tensors", "id"], 7), r"tensors\.id must be a list \(one value per record\), got int", id="column-not-list"),
+        pytest.param(lambda d: _set(d, ["tensors", "dtype"], d["tensors"]["dtype"][:-1]), r"tensors\.dtype holds \d+ values, the other fields \d+", id="short-column"),
+        pytest.param(lambda d: _set(d, ["tensors", "colour"], ["red"] * len(d["tensors"]["id"])), r"'tensors' has unknown field\(s\) \['colour'\]", id="unknown-tensor-field"),
+        pytest.param(lambda d: _drop(d, ["tensors", "dtype"]), r"tensors\.dtype is missing", id="missing-field"),
+        pytest.param(lambda d: _set(d, ["tensors", "grad_fn", 1], "n99"), r"tensor t1 points at unknown node 'n99'", id="dangling-node"),
+        pytest.param(lambda d: _set(d, ["tensors", "storage", 1], "s99"), r"unknown storage 's99'", id="dangling-storage"),
+        pytest.param(lambda d: _set(d, ["nodes", "next", 0], ["n42"]), r"node n0 points at unknown node 'n42'", id="dangling-next"),
+        pytest.param(lambda d: _set(d, ["nodes", "saved", 0, 0, 1], "t77"), r"node n0 saved unknown tensor 't77'", id="dangling-saved"),
+        pytest.param(lambda d: _set(d, ["events", "versions", 1, 0, 0], "t55"), r"unknown tensor 't55'", id="dangling-version-change"),
+        pytest.param(lambda d: _set(d, ["version_counters", "tensors", 0], ["t66"]), r"version counter v0 lists unknown tensor 't66'", id="dangling-counter"),
+        pytest.param(lambda d: _set(d, ["events", "kind", 0], "explode"), r"events\[0\]\.kind must be one of 'data_get', .*, got 'explode'", id="unknown-event-kind"),
+        pytest.param(lambda d: _set(d, ["events", "location", 0], 99), r"events\[0\]\.location must be an index into 'locations' \(0 to \d+\), got int", id="bad-location"),
+        pytest.param(lambda d: _set(d, ["locations", 0], {"file": 3, "line": "x"}), r"locations\[0\] must be \[file, line, code\]", id="bad-location-entry"),
+        pytest.param(lambda d: _set(d, ["tensors", "byte_range", 0], [0]), r"tensors\[0\]\.byte_range must be a list of 2 values", id="bad-byte-range"),
         pytest.param(lambda d: {**d, "sources": {"a.py": 3}}, r"sources\.a\.py must be a string, got int", id="bad-sources"),
-        pytest.param(lambda d: _set(d, ["events", 0, "data"], _nested(200)), r"events\[0\]\.data\S* holds a value of unsupported type", id="nested-junk-in-field"),
+        pytest.param(lambda d: _set(d, ["events", "data", 0], {"extra": _nested(200)}), r"events\[0\]\.data\S* holds a value of unsupported type", id="nested-junk-in-field"),
     ],
 )
 def test_bad_file_names_the_problem(valid: dict[str, Any], tmp_path: Path, break_it, message: str) -> None:
@@ -183,19 +188,18 @@ def test_format_version_must_be_an_integer(valid: dict[str, Any], tmp_path: Path
 @pytest.mark.parametrize(
     ("path", "value", "field"),
     [
-        (["tensors", 0, "shape"], "oops", "shape"),
-        (["tensors", 0, "requires_grad"], ["yes"], "requires_grad"),
-        (["events", 0, "seq"], "1", "seq"),
-        (["nodes", 0, "next"], "n1", "next"),
-        (["storages", 0, "nbytes"], None, "nbytes"),
-        # these raise TypeError from _check_references today
-        (["ops", 0, "inputs"], None, "inputs"),
-        (["nodes", 0, "next"], None, "next"),
-        (["nodes", 0, "next"], [[1]], "next"),
-        (["version_counters", 0, "tensors"], None, "tensors"),
-        (["events", 0, "tensor"], {}, "tensor"),
-        (["events", 1, "versions", 0, "tensor"], [], "tensor"),
-        (["tensors", 1, "grad_fn"], [], "grad_fn"),
+        (["tensors", "shape", 0], "oops", "shape"),
+        (["tensors", "requires_grad", 0], ["yes"], "requires_grad"),
+        (["events", "seq", 0], "1", "seq"),
+        (["nodes", "next", 0], "n1", "next"),
+        (["storages", "nbytes", 0], None, "nbytes"),
+        (["ops", "inputs", 0], None, "inputs"),
+        (["nodes", "next", 0], None, "next"),
+        (["nodes", "next", 0], [[1]], "next"),
+        (["version_counters", "tensors", 0], None, "tensors"),
+        (["events", "tensor", 0], {}, "tensor"),
+        (["events", "versions", 1, 0, 0], [], "versions"),
+        (["tensors", "grad_fn", 1], [], "grad_fn"),
     ],
     ids=lambda v: ".".join(map(str, v)) if isinstance(v, list) and v and isinstance(v[0], str) and v[0] != "yes" else None,
 )

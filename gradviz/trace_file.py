@@ -1,0 +1,699 @@
+"""The trace file: the versioned JSON format of docs/trace-format.md, written column by column, validated in full on load."""
+
+from __future__ import annotations
+
+import enum
+import json
+import re
+import sys
+import types
+import typing
+from collections.abc import Callable
+from dataclasses import MISSING, fields
+from pathlib import Path
+from typing import Any
+
+from .model import (
+    DEFAULT_MAX_BYTES,
+    FORMAT_NAME,
+    FORMAT_VERSION,
+    Event,
+    EventKind,
+    ExceptionRecord,
+    Location,
+    NodeRecord,
+    OpRecord,
+    SavedTensorRecord,
+    StorageRecord,
+    TensorRecord,
+    Trace,
+    VersionChange,
+    VersionCounterRecord,
+)
+
+#: Format versions this gradviz reads. Version 1 (one JSON object per record) is still read; only 2 is written.
+READABLE_VERSIONS = (1, 2)
+
+#: Extra top-level fields `gradviz render -o x.json` adds; load checks their shape and otherwise ignores them.
+EXTRA_FIELDS = ("view", "findings")
+
+# which list a record's list of records lives in, in document order
+_TABLES: tuple[tuple[str, type], ...] = (
+    ("tensors", TensorRecord),
+    ("storages", StorageRecord),
+    ("version_counters", VersionCounterRecord),
+    ("nodes", NodeRecord),
+    ("ops", OpRecord),
+    ("events", Event),
+)
+_TOP_LEVEL = {
+    "format", "format_version", "torch_version", "script", "locations", *(name for name, _ in _TABLES),
+    "exception", "sources", "file_labels", "internal_errors", *EXTRA_FIELDS,
+}  # fmt: skip
+_CHUNK = 1 << 20
+
+
+class _Missing:
+    """Stands for a field a version-1 record left out (told apart from null)."""
+
+    def __repr__(self) -> str:
+        return "missing"
+
+
+_ABSENT = _Missing()
+
+
+# ============================================================================================== writing
+def to_document(trace: Trace) -> dict[str, Any]:
+    """The trace as one JSON-ready dict (format version 2): each list of records stored as one list per field."""
+    locations: dict[Location, int] = {}
+    tables = {name: _columns(cls, _records(trace, name), locations) for name, cls in _TABLES}
+    exception = _exception_out(trace.exception, locations) if trace.exception else None
+    return {
+        "format": FORMAT_NAME,
+        "format_version": FORMAT_VERSION,
+        "torch_version": trace.torch_version,
+        "script": trace.script,
+        "locations": [[loc.file, loc.line, loc.code] for loc in locations],
+        **tables,
+        "exception": exception,
+        "sources": dict(trace.sources),
+        "file_labels": dict(trace.file_labels),
+        "internal_errors": list(trace.internal_errors),
+    }
+
+
+def dumps(document: dict[str, Any], *, indent: int | None = None) -> str:
+    # compact separators: a long trace is mostly ids and small numbers, where ", " costs a tenth of the file
+    separators = (",", ":") if indent is None else None
+    return json.dumps(document, indent=indent, ensure_ascii=False, separators=separators)
+
+
+def write_text(path: str | Path, text: str) -> None:
+    """Write the JSON text as UTF-8; a lone surrogate (from a broken file name or message) becomes U+FFFD."""
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError:
+        data = text.encode("utf-8", "surrogatepass").decode("utf-8", "replace").encode("utf-8")
+    Path(path).write_bytes(data)
+
+
+def clean_text(text: str) -> str:
+    """`text` with every lone surrogate replaced by U+FFFD, so the file it goes to loads again."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+
+
+def _records(trace: Trace, name: str) -> list[Any]:
+    value = getattr(trace, name)
+    return list(value.values()) if isinstance(value, dict) else value
+
+
+def _columns(cls: type, records: list[Any], locations: dict[Location, int]) -> dict[str, list[Any]]:
+    out: dict[str, list[Any]] = {}
+    for name, hint in _field_hints(cls):
+        values = [getattr(r, name) for r in records]
+        out[name] = _encode_column(values, hint, locations)
+    return out
+
+
+def _encode_column(values: list[Any], hint: Any, locations: dict[Location, int]) -> list[Any]:
+    base = _strip_optional(hint)
+    if base is Location:
+        return [None if v is None else _location_index(v, locations) for v in values]
+    if isinstance(base, type) and issubclass(base, enum.Enum):
+        return [None if v is None else v.value for v in values]
+    if typing.get_origin(base) is list and _is_record(typing.get_args(base)[0]):
+        item_fields = [n for n, _ in _field_hints(typing.get_args(base)[0])]
+        return [[[getattr(item, n) for n in item_fields] for item in v] for v in values]
+    return values  # str, int, bool, lists of them, tuples, dicts: JSON already
+
+
+def _location_index(loc: Location, locations: dict[Location, int]) -> int:
+    index = locations.get(loc)
+    if index is None:
+        index = locations[loc] = len(locations)
+    return index
+
+
+def _exception_out(record: ExceptionRecord, locations: dict[Location, int]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, hint in _field_hints(ExceptionRecord):
+        value = getattr(record, name)
+        out[name] = _location_index(value, locations) if _strip_optional(hint) is Location and value else value
+    return out
+
+
+# ============================================================================================== reading
+def read_text(path: str | Path, *, max_bytes: int | None = DEFAULT_MAX_BYTES) -> str:
+    """The file's text, refusing (ValueError) one that is too big, binary, or not UTF-8, before reading it all."""
+    shown = str(path)
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        with open(path, "rb") as stream:
+            while True:
+                # read in chunks: a character device (/dev/zero) or a pipe has no size to check up front
+                chunk = stream.read(_CHUNK)
+                if not chunk:
+                    break
+                if not chunks and not chunk.lstrip().startswith(b"{"):
+                    raise ValueError(f"{shown} is not a gradviz trace: it does not start with a JSON object ('{{')")
+                if b"\x00" in chunk:
+                    raise ValueError(f"{shown} is not a gradviz trace: it holds binary data (NUL bytes)")
+                size += len(chunk)
+                if max_bytes is not None and size > max_bytes:
+                    raise ValueError(
+                        f"{shown} is larger than the limit of {_size(max_bytes)} for a trace file; if it is one, raise "
+                        "the limit (Trace.load(path, max_bytes=...), or --max-trace-size on the command line)"
+                    )
+                chunks.append(chunk)
+    except OSError as exc:
+        raise ValueError(f"cannot read trace file {shown!r}: {exc.strerror or exc}") from None
+    try:
+        return b"".join(chunks).decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError(f"{shown} is not a gradviz trace: not UTF-8 text") from None
+
+
+def parse(text: str, origin: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{origin} is not a gradviz trace: invalid JSON ({exc.msg} at line {exc.lineno})") from None
+    except RecursionError:
+        raise ValueError(f"{origin} is not a gradviz trace: nested too deeply") from None
+
+
+# a surrogate code point, written raw or as a \uD800-\uDFFF escape (pairs included: the slow check tells them apart)
+_RAW_SURROGATE = re.compile("[\ud800-\udfff]")
+_ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def check_text(text: str) -> bool:
+    """True when the parsed document may hold a lone surrogate and needs the full walk (rare: never from gradviz)."""
+    return bool(_RAW_SURROGATE.search(text) or _ESCAPED_SURROGATE.search(text))
+
+
+def from_document(data: Any, *, walk_strings: bool = True) -> Trace:
+    """Build a Trace from a parsed document of any readable version; ValueError naming the first bad field."""
+    _check(isinstance(data, dict), "top level must be a JSON object")
+    _check(data.get("format") == FORMAT_NAME, f"'format' must be {FORMAT_NAME!r}, got {_short(data.get('format'))}")
+    version = data.get("format_version")
+    _check(
+        type(version) is int and version in READABLE_VERSIONS,
+        f"unsupported format_version {_short(version)} (this gradviz reads versions "
+        f"{', '.join(map(str, READABLE_VERSIONS))}; a newer gradviz wrote this file)",
+    )
+    unknown = set(data) - _TOP_LEVEL
+    _check(not unknown, f"unknown field(s) {sorted(unknown)} at the top level")
+    if walk_strings:
+        _no_lone_surrogates(data)
+    for key in ("torch_version", "script"):
+        _check(data.get(key) is None or isinstance(data[key], str), f"'{key}' must be a string or null")
+    _check_extras(data)
+    if version == 1:
+        locations: list[Location] = []
+        tables = {name: _v1_columns(cls, data.get(name, []), name, locations) for name, cls in _TABLES}
+        raw_exception = data.get("exception")
+        if isinstance(raw_exception, dict) and isinstance(raw_exception.get("location"), dict):
+            raw_exception = dict(raw_exception, location=_v1_location(raw_exception["location"], "exception.location", locations))
+    else:
+        _check("locations" in data, "'locations' is missing")
+        locations = _locations(data["locations"])
+        tables = {}
+        for name, _ in _TABLES:
+            raw = data.get(name, {})
+            _check(isinstance(raw, dict), f"'{name}' must be an object of columns, got {_describe(raw)}")
+            tables[name] = raw
+        raw_exception = data.get("exception")
+    built = {name: _build(cls, tables[name], name, locations) for name, cls in _TABLES}
+    exception = None
+    if raw_exception is not None:
+        exception = _build_one(ExceptionRecord, raw_exception, "exception", locations)
+    trace = Trace(
+        tensors=_unique(built["tensors"], "tensors"),
+        storages=_unique(built["storages"], "storages"),
+        version_counters=_unique(built["version_counters"], "version_counters"),
+        nodes=_unique(built["nodes"], "nodes"),
+        ops=built["ops"],
+        events=built["events"],
+        exception=exception,
+        script=data.get("script"),
+        sources=_str_dict(data.get("sources", {}), "sources"),
+        file_labels=_str_dict(data.get("file_labels", {}), "file_labels"),
+        torch_version=data.get("torch_version"),
+        internal_errors=_str_list(data.get("internal_errors", []), "internal_errors"),
+    )
+    _check_references(trace)
+    _check_event_data(trace)
+    return trace
+
+
+# ---------------------------------------------------------------------------------------------- building records
+def _build(cls: type, columns: dict[str, Any], table: str, locations: list[Location]) -> list[Any]:
+    hints = _field_hints(cls)
+    known = {name for name, _ in hints}
+    unknown = set(columns) - known
+    _check(not unknown, f"'{table}' has unknown field(s) {sorted(unknown)}")
+    length: int | None = None
+    for name, values in columns.items():
+        _check(isinstance(values, list), f"{table}.{name} must be a list (one value per record), got {_describe(values)}")
+        if length is None:
+            length = len(values)
+        _check(len(values) == length, f"{table}.{name} holds {len(values)} values, the other fields {length}")
+    length = length or 0
+    args: list[list[Any]] = []
+    for name, hint in hints:
+        if name in columns:
+            args.append(_decode_column(columns[name], hint, table, name, locations))
+        else:
+            default = _default(cls, name)
+            _check(default is not MISSING or length == 0, f"{table}.{name} is missing")
+            args.append([default() if callable(default) else default for _ in range(length)])
+    return list(map(cls, *args)) if args else []
+
+
+def _build_one(cls: type, raw: Any, where: str, locations: list[Location]) -> Any:
+    _check(isinstance(raw, dict), f"{where} must be an object, got {_describe(raw)}")
+    hints = dict(_field_hints(cls))
+    unknown = set(raw) - set(hints)
+    _check(not unknown, f"{where} has unknown field(s) {sorted(unknown)}")
+    columns = {name: [value] for name, value in raw.items()}
+    return _build(cls, columns, where, locations)[0]
+
+
+def _decode_column(values: list[Any], hint: Any, table: str, name: str, locations: list[Location]) -> list[Any]:
+    optional = _is_optional(hint)
+    base = _strip_optional(hint)
+    where = f"{table}[{{}}].{name}"
+
+    def fail(index: int, what: str) -> ValueError:
+        return ValueError(f"{where.format(index)} {what}, got {_describe(values[index])}")
+
+    def each(ok: Callable[[Any], bool], what: str) -> None:
+        for i, v in enumerate(values):
+            if not ((optional and v is None) or ok(v)):
+                raise fail(i, what)
+
+    if base is str:
+        each(_is_str, "must be a string")
+        return [_intern(v) for v in values] if name in _INTERNED else values
+    if base is int:
+        each(_is_int, "must be an integer")
+        return values
+    if base is bool:
+        each(_is_bool, "must be true or false")
+        return values
+    if base is Location:
+        count = len(locations)
+        each(lambda v: _is_int(v) and 0 <= v < count, f"must be an index into 'locations' (0 to {count - 1})")
+        return [None if v is None else locations[v] for v in values]
+    if isinstance(base, type) and issubclass(base, enum.Enum):
+        choices = {m.value: m for m in base}
+        for i, v in enumerate(values):
+            if not (optional and v is None) and (not isinstance(v, str) or v not in choices):
+                raise ValueError(
+                    f"{where.format(i)} must be one of {', '.join(map(repr, choices))}, got {_short(v)}"
+                )
+        return [None if v is None else choices[v] for v in values]
+    origin = typing.get_origin(base)
+    if origin is tuple:  # byte ranges: [start, stop)
+        each(lambda v: isinstance(v, list) and len(v) == 2 and all(map(_is_int, v)) and 0 <= v[0] <= v[1],
+             "must be a list of 2 values [start, stop) with 0 <= start <= stop")  # fmt: skip
+        return [None if v is None else (v[0], v[1]) for v in values]
+    if origin is list:
+        (item,) = typing.get_args(base)
+        if _is_record(item):
+            return [_nested_records(item, v, f"{where.format(i)}", locations) for i, v in enumerate(values)]
+        item_ok = _item_check(item)
+        for i, v in enumerate(values):
+            if not isinstance(v, list):
+                raise fail(i, "must be a list")
+            for j, x in enumerate(v):
+                if not item_ok(x):
+                    raise ValueError(f"{where.format(i)}[{j}] has the wrong type ({_describe(x)})")
+        return values
+    if origin is dict:  # Event.data: kind-specific, checked once the whole trace is built
+        each(lambda v: isinstance(v, dict), "must be an object")
+        return values
+    raise ValueError(f"{table}.{name}: cannot read a value of type {hint!r}")  # a field added without a reader
+
+
+def _nested_records(cls: type, value: Any, where: str, locations: list[Location]) -> list[Any]:
+    """A record's list of small records (saved tensors, version changes), each stored as [field, field, ...]."""
+    _check(isinstance(value, list), f"{where} must be a list, got {_describe(value)}")
+    hints = _field_hints(cls)
+    out = []
+    for j, item in enumerate(value):
+        _check(
+            isinstance(item, list) and len(item) == len(hints),
+            f"{where}[{j}] must be a list of {len(hints)} values ({', '.join(n for n, _ in hints)}), got {_short(item)}",
+        )
+        columns = {name: [v] for (name, _), v in zip(hints, item)}
+        out.append(_build(cls, columns, f"{where}[{j}]", locations)[0])
+    return out
+
+
+def _item_check(item: Any) -> Callable[[Any], bool]:
+    optional = _is_optional(item)
+    base = _strip_optional(item)
+    check = {str: _is_str, int: _is_int, bool: _is_bool}[base]
+    return (lambda v: v is None or check(v)) if optional else check
+
+
+def _locations(raw: Any) -> list[Location]:
+    _check(isinstance(raw, list), f"'locations' must be a list, got {_describe(raw)}")
+    out = []
+    for i, item in enumerate(raw):
+        _check(
+            isinstance(item, list) and len(item) == 3 and _is_str(item[0]) and _is_int(item[1]) and _is_str(item[2]),
+            f"locations[{i}] must be [file, line, code] (string, integer, string), got {_short(item)}",
+        )
+        out.append(Location(_intern(item[0]), item[1], item[2]))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- version 1
+def _v1_columns(cls: type, raw: Any, table: str, locations: list[Location]) -> dict[str, list[Any]]:
+    """Version 1 stored one object per record: turn them into the columns version 2 stores."""
+    _check(isinstance(raw, list), f"'{table}' must be a list, got {_describe(raw)}")
+    hints = _field_hints(cls)
+    names = {name for name, _ in hints}
+    index: dict[tuple[str, int, str], int] = {}
+    columns: dict[str, list[Any]] = {name: [] for name, _ in hints}
+    for i, record in enumerate(raw):
+        _check(isinstance(record, dict), f"{table}[{i}] must be an object, got {_describe(record)}")
+        unknown = set(record) - names
+        _check(not unknown, f"{table}[{i}] has unknown field(s) {sorted(unknown)}")
+        for name, hint in hints:
+            value = record.get(name, _ABSENT)
+            if value is _ABSENT:
+                default = _default(cls, name)
+                _check(default is not MISSING, f"{table}[{i}] is missing the field {name!r}")
+                value = default() if callable(default) else default
+            elif _strip_optional(hint) is Location and value is not None:
+                value = _v1_location(value, f"{table}[{i}].{name}", locations, index)
+            elif typing.get_origin(_strip_optional(hint)) is list and _is_record(typing.get_args(_strip_optional(hint))[0]):
+                value = _v1_nested(typing.get_args(_strip_optional(hint))[0], value, f"{table}[{i}].{name}")
+            columns[name].append(value)
+    return columns
+
+
+def _v1_location(raw: Any, where: str, locations: list[Location], index: dict | None = None) -> int:
+    _check(isinstance(raw, dict), f"{where} must be an object, got {_describe(raw)}")
+    unknown = set(raw) - {"file", "line", "code"}
+    _check(not unknown, f"{where} has unknown field(s) {sorted(unknown)}")
+    file, line, code = raw.get("file", _ABSENT), raw.get("line", _ABSENT), raw.get("code", "")
+    _check(_is_str(file), f"{where}.file must be a string, got {_describe(file)}")
+    _check(_is_int(line), f"{where}.line must be an integer, got {_describe(line)}")
+    _check(_is_str(code), f"{where}.code must be a string, got {_describe(code)}")
+    key = (file, line, code)
+    found = index.get(key) if index is not None else None
+    if found is None:
+        found = len(locations)
+        locations.append(Location(_intern(file), line, code))
+        if index is not None:
+            index[key] = found
+    return found
+
+
+def _v1_nested(cls: type, raw: Any, where: str) -> Any:
+    if not isinstance(raw, list):
+        return raw  # the column check names it
+    hints = _field_hints(cls)
+    out = []
+    for j, item in enumerate(raw):
+        _check(isinstance(item, dict), f"{where}[{j}] must be an object, got {_describe(item)}")
+        unknown = set(item) - {n for n, _ in hints}
+        _check(not unknown, f"{where}[{j}] has unknown field(s) {sorted(unknown)}")
+        row = []
+        for name, _ in hints:
+            value = item.get(name, _ABSENT)
+            if value is _ABSENT:
+                default = _default(cls, name)
+                _check(default is not MISSING, f"{where}[{j}] is missing the field {name!r}")
+                value = default
+            row.append(value)
+        out.append(row)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- cross-checks
+def _unique(records: list[Any], key: str) -> dict[str, Any]:
+    out = {r.id: r for r in records}
+    if len(out) != len(records):
+        seen: set[str] = set()
+        for r in records:
+            _check(r.id not in seen, f"'{key}' holds id {r.id!r} twice")
+            seen.add(r.id)
+    return out
+
+
+def _check_references(trace: Trace) -> None:
+    """Every id a record points at must exist, so later passes never meet a dangling reference."""
+    tensors, nodes, storages, counters = trace.tensors, trace.nodes, trace.storages, trace.version_counters
+    for t in tensors.values():
+        _check(t.grad_fn is None or t.grad_fn in nodes, f"tensor {t.id} points at unknown node {t.grad_fn!r}")
+        _check(t.storage is None or t.storage in storages, f"tensor {t.id} points at unknown storage {t.storage!r}")
+        _check(
+            t.version_counter is None or t.version_counter in counters,
+            f"tensor {t.id} points at unknown version counter {t.version_counter!r}",
+        )
+        _check(t.source is None or t.source in tensors, f"tensor {t.id} aliases unknown tensor {t.source!r}")
+        _check(all(n >= 0 for n in t.shape), f"tensor {t.id} has a negative size in its shape {t.shape}")
+    for s in storages.values():
+        _check(s.nbytes >= 0, f"storage {s.id} has a negative size ({s.nbytes} bytes)")
+    for n in nodes.values():
+        for nxt in n.next:
+            _check(nxt is None or nxt in nodes, f"node {n.id} points at unknown node {nxt!r}")
+        for s in n.saved:
+            _check(s.tensor is None or s.tensor in tensors, f"node {n.id} saved unknown tensor {s.tensor!r}")
+        _check(n.variable is None or n.variable in tensors, f"node {n.id} feeds unknown tensor {n.variable!r}")
+        _check(n.output is None or n.output in tensors, f"node {n.id} names unknown output tensor {n.output!r}")
+    for v in counters.values():
+        for tid in v.tensors:
+            _check(tid in tensors, f"version counter {v.id} lists unknown tensor {tid!r}")
+    for op in trace.ops:
+        for tid in op.inputs + op.outputs:
+            _check(tid in tensors, f"op {op.seq} ({op.name}) uses unknown tensor {tid!r}")
+    for e in trace.events:
+        for tid in (e.tensor, e.result):
+            _check(tid is None or tid in tensors, f"event {e.seq} ({e.kind.value}) names unknown tensor {tid!r}")
+        for vc in e.versions:
+            _check(vc.tensor in tensors, f"event {e.seq} lists unknown tensor {vc.tensor!r}")
+
+
+# what each event kind keeps in `data`: key -> kind of value. "tensor"/"node"/"storage"/"counter" are ids that must
+# exist ("?" allows null), "[tensor]" a list of them, "range" a byte range; other keys are kept unchecked
+_ID_TABLES = {"tensor": "tensors", "node": "nodes", "storage": "storages", "counter": "version_counters"}
+_ALIAS = {"source_grad_fn": "node?", "source_requires_grad": "bool", "expression": "str"}
+_EVENT_DATA: dict[EventKind, dict[str, str]] = {
+    EventKind.DATA_GET: _ALIAS,
+    EventKind.DETACH: _ALIAS,
+    EventKind.DATA_SET: {"old_storage": "storage?", "new_storage": "storage?", "byte_range": "range"},
+    EventKind.DETACH_: {"source_grad_fn": "node?", "error": "str"},
+    EventKind.REQUIRES_GRAD_: {"requires_grad": "bool"},
+    EventKind.INPLACE_WRITE: {"storage": "storage?", "byte_range": "range", "counter": "counter?", "grad_fn": "node?"},
+    EventKind.BACKWARD: {
+        "api": "str", "roots": "[tensor]", "reached_nodes": "[node]", "reached_leaves": "[tensor]",
+        "inputs": "[tensor]?", "retain_graph": "bool", "outcome": "outcome", "error": "error",
+    },  # fmt: skip
+    EventKind.OPTIMIZER_STEP: {
+        "optimizer": "str", "optimizer_id": "str", "changed": "[tensor]", "grads": "grads", "outcome": "outcome",
+    },  # fmt: skip
+    EventKind.EXCEPTION: {"type": "str", "message": "str"},
+}
+# the tensor an event acts on, where the passes and views need one
+_NEEDS_TENSOR = {EventKind.DATA_GET, EventKind.DETACH, EventKind.DATA_SET, EventKind.DETACH_, EventKind.REQUIRES_GRAD_,
+                 EventKind.INPLACE_WRITE}  # fmt: skip
+_NEEDS_RESULT = {EventKind.DATA_GET, EventKind.DETACH}
+_GRADS = {"fresh", "none", "zero", "nonzero"}
+
+
+def _check_event_data(trace: Trace) -> None:
+    tables: dict[str, dict[str, Any]] = {
+        "tensors": trace.tensors, "nodes": trace.nodes, "storages": trace.storages,
+        "version_counters": trace.version_counters,
+    }  # fmt: skip
+    seen: set[int] = set()
+    for i, event in enumerate(trace.events):
+        where = f"events[{i}]"
+        _check(event.seq not in seen, f"{where}.seq {event.seq} is used by another event")
+        seen.add(event.seq)
+        kind = event.kind
+        _check(event.tensor is not None or kind not in _NEEDS_TENSOR, f"{where}.tensor must name a tensor for a {kind.value} event")
+        _check(event.result is not None or kind not in _NEEDS_RESULT, f"{where}.result must name a tensor for a {kind.value} event")
+        for key, value in event.data.items():
+            spec = _EVENT_DATA[kind].get(key)
+            name = f"{where}.data.{key}"
+            if spec is None:
+                _check(_is_json_plain(value), f"{name} holds a value of unsupported type")
+                continue
+            _check_value(value, spec, name, tables)
+
+
+def _check_value(value: Any, spec: str, name: str, tables: dict[str, dict[str, Any]]) -> None:
+    optional = spec.endswith("?")
+    spec = spec.rstrip("?")
+    if optional and value is None:
+        return
+    if spec == "str":
+        _check(_is_str(value), f"{name} must be a string, got {_describe(value)}")
+    elif spec == "bool":
+        _check(_is_bool(value), f"{name} must be true or false, got {_describe(value)}")
+    elif spec == "range":
+        _check(
+            isinstance(value, list) and len(value) == 2 and all(map(_is_int, value)) and 0 <= value[0] <= value[1],
+            f"{name} must be a list of 2 values [start, stop) with 0 <= start <= stop, got {_short(value)}",
+        )
+    elif spec == "outcome":
+        _check(value in ("ok", "error"), f"{name} must be 'ok' or 'error', got {_short(value)}")
+    elif spec == "error":
+        _check(
+            isinstance(value, dict) and set(value) == {"type", "message"} and all(map(_is_str, value.values())),
+            f"{name} must be an object {{type, message}} of two strings, got {_short(value)}",
+        )
+    elif spec == "grads":
+        _check(isinstance(value, dict), f"{name} must be an object, got {_describe(value)}")
+        for tid, how in value.items():
+            _check(tid in tables["tensors"], f"{name} names unknown tensor {tid!r}")
+            _check(how in _GRADS, f"{name}.{tid} must be one of {sorted(_GRADS)}, got {_short(how)}")
+    elif spec.startswith("["):
+        table = _ID_TABLES[spec[1:-1]]
+        _check(isinstance(value, list), f"{name} must be a list, got {_describe(value)}")
+        for j, item in enumerate(value):
+            _check(_is_str(item) and item in tables[table], f"{name}[{j}] names unknown {spec[1:-1]} {_short(item)}")
+    else:
+        _check(_is_str(value) and value in tables[_ID_TABLES[spec]], f"{name} names unknown {spec} {_short(value)}")
+
+
+def _check_extras(data: dict[str, Any]) -> None:
+    """`view` and `findings`, written by `gradviz render -o x.json`: informational, so only their shape is checked."""
+    view = data.get("view")
+    _check(view is None or _is_str(view), f"'view' must be a string, got {_describe(view)}")
+    findings = data.get("findings", [])
+    _check(isinstance(findings, list), f"'findings' must be a list, got {_describe(findings)}")
+    for i, finding in enumerate(findings):
+        _check(
+            isinstance(finding, dict) and _is_str(finding.get("kind")) and _is_json_plain(finding),
+            f"findings[{i}] must be an object with a 'kind', got {_short(finding)}",
+        )
+
+
+def _no_lone_surrogates(data: Any) -> None:
+    """Refuse a string holding half of a UTF-16 pair: it cannot be printed or written as UTF-8 later."""
+    stack: list[tuple[Any, str]] = [(data, "")]
+    while stack:
+        value, where = stack.pop()
+        if isinstance(value, str):
+            _check(not _RAW_SURROGATE.search(value), f"{where or 'a string'} holds a lone surrogate (not valid Unicode)")
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                _check(not _RAW_SURROGATE.search(k), f"a field name in {where or 'the top level'} holds a lone surrogate")
+                stack.append((v, f"{where}.{k}" if where else k))
+        elif isinstance(value, list):
+            stack.extend((v, f"{where}[{i}]") for i, v in enumerate(value))
+
+
+def _str_dict(value: Any, where: str) -> dict[str, str]:
+    _check(isinstance(value, dict), f"'{where}' must be an object, got {_describe(value)}")
+    for k, v in value.items():
+        _check(_is_str(v), f"{where}.{k} must be a string, got {_describe(v)}")
+    return dict(value)
+
+
+def _str_list(value: Any, where: str) -> list[str]:
+    _check(isinstance(value, list), f"'{where}' must be a list, got {_describe(value)}")
+    for i, v in enumerate(value):
+        _check(_is_str(v), f"{where}[{i}] must be a string, got {_describe(v)}")
+    return list(value)
+
+
+# ---------------------------------------------------------------------------------------------- small helpers
+_HINTS: dict[type, list[tuple[str, Any]]] = {}
+# columns whose few distinct values repeat in every record: one string object each, not one per record
+_INTERNED = {"dtype", "device", "origin", "op", "name", "module", "created_by", "file"}
+
+
+def _intern(value: Any) -> Any:
+    return sys.intern(value) if isinstance(value, str) and len(value) < 200 else value
+
+
+def _field_hints(cls: type) -> list[tuple[str, Any]]:
+    hints = _HINTS.get(cls)
+    if hints is None:
+        types_of = typing.get_type_hints(cls)
+        hints = _HINTS[cls] = [(f.name, types_of[f.name]) for f in fields(cls) if f.init]
+    return hints
+
+
+def _default(cls: type, name: str) -> Any:
+    for f in fields(cls):
+        if f.name == name:
+            if f.default is not MISSING:
+                return f.default
+            if f.default_factory is not MISSING:
+                return f.default_factory
+    return MISSING
+
+
+def _is_optional(hint: Any) -> bool:
+    return typing.get_origin(hint) in (typing.Union, types.UnionType) and type(None) in typing.get_args(hint)
+
+
+def _strip_optional(hint: Any) -> Any:
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        options = [a for a in typing.get_args(hint) if a is not type(None)]
+        return options[0] if len(options) == 1 else hint
+    return hint
+
+
+def _is_record(hint: Any) -> bool:
+    return isinstance(hint, type) and hasattr(hint, "__dataclass_fields__")
+
+
+def _is_str(v: Any) -> bool:
+    return type(v) is str
+
+
+def _is_int(v: Any) -> bool:
+    return type(v) is int
+
+
+def _is_bool(v: Any) -> bool:
+    return type(v) is bool
+
+
+def _is_json_plain(value: Any, depth: int = 0) -> bool:
+    if depth > 50:
+        return False
+    if isinstance(value, (str, int, float, bool, type(None))):
+        return True
+    if isinstance(value, list):
+        return all(_is_json_plain(v, depth + 1) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _is_json_plain(v, depth + 1) for k, v in value.items())
+    return False
+
+
+def _check(cond: bool, what: str) -> None:
+    if not cond:
+        raise ValueError(what)
+
+
+def _describe(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**20:.0f} MiB" if n >= 2**20 else f"{n} bytes"
+
