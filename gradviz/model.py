@@ -295,11 +295,12 @@ class Trace:
     def load(cls, source: str | Path, *, max_bytes: int | None = DEFAULT_MAX_BYTES) -> Trace:
         """Load a trace written by :meth:`to_json`. Raises ValueError naming what is wrong in a bad file.
 
-        `max_bytes`: refuse a larger file before reading it (default 512 MiB; None: no limit). Loading never
-        executes anything."""
+        `max_bytes`: refuse a larger file before reading it (default 512 MiB, or the environment variable
+        GRADVIZ_MAX_TRACE_SIZE, e.g. `2G`, for command-line use; None: no limit). Loading never executes anything."""
         from . import trace_file
 
-        text = trace_file.read_text(source, max_bytes=max_bytes)
+        limit = trace_file.limit_from_environment() if max_bytes == DEFAULT_MAX_BYTES else max_bytes
+        text = trace_file.read_text(source, max_bytes=limit)
         return cls.loads(text, origin=str(source))
 
     @classmethod

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import enum
+import itertools
 import json
+import operator
+import os
 import re
 import sys
 import types
@@ -91,20 +94,16 @@ def dumps(document: dict[str, Any], *, indent: int | None = None) -> str:
 
 def write_text(path: str | Path, text: str) -> None:
     """Write the JSON text as UTF-8; a lone surrogate (from a broken file name or message) becomes U+FFFD."""
-    try:
-        data = text.encode("utf-8")
-    except UnicodeEncodeError:
-        data = text.encode("utf-8", "surrogatepass").decode("utf-8", "replace").encode("utf-8")
-    Path(path).write_bytes(data)
+    Path(path).write_bytes(clean_text(text).encode("utf-8"))
 
 
 def clean_text(text: str) -> str:
-    """`text` with every lone surrogate replaced by U+FFFD, so the file it goes to loads again."""
+    """`text` with every lone surrogate replaced by U+FFFD, so that it can be written and loads again."""
     try:
         text.encode("utf-8")
         return text
     except UnicodeEncodeError:
-        return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+        return _RAW_SURROGATE.sub("\ufffd", text)
 
 
 def _records(trace: Trace, name: str) -> list[Any]:
@@ -115,7 +114,7 @@ def _records(trace: Trace, name: str) -> list[Any]:
 def _columns(cls: type, records: list[Any], locations: dict[Location, int]) -> dict[str, list[Any]]:
     out: dict[str, list[Any]] = {}
     for name, hint in _field_hints(cls):
-        values = [getattr(r, name) for r in records]
+        values = list(map(operator.attrgetter(name), records))
         out[name] = _encode_column(values, hint, locations)
     return out
 
@@ -148,6 +147,30 @@ def _exception_out(record: ExceptionRecord, locations: dict[Location, int]) -> d
 
 
 # ============================================================================================== reading
+#: The environment variable that raises (or lowers) the size limit where the command line loads a trace.
+LIMIT_VARIABLE = "GRADVIZ_MAX_TRACE_SIZE"
+_UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+def parse_size(text: str) -> int:
+    """`800M`, `2G`, `1.5G`, `100000` (bytes; K/M/G/T are powers of 1024) -> bytes; ValueError otherwise."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kKmMgGtT]?)(?:i?[bB])?\s*", text)
+    if not match:
+        raise ValueError(f"not a size: {text!r} (write it as bytes, or with K, M, G: 800M, 2G)")
+    return int(float(match.group(1)) * _UNITS[match.group(2).upper()])
+
+
+def limit_from_environment() -> int:
+    """The size limit: GRADVIZ_MAX_TRACE_SIZE when set, else DEFAULT_MAX_BYTES."""
+    raw = os.environ.get(LIMIT_VARIABLE)
+    if raw is None or not raw.strip():
+        return DEFAULT_MAX_BYTES
+    try:
+        return parse_size(raw)
+    except ValueError as exc:
+        raise ValueError(f"{LIMIT_VARIABLE}: {exc}") from None
+
+
 def read_text(path: str | Path, *, max_bytes: int | None = DEFAULT_MAX_BYTES) -> str:
     """The file's text, refusing (ValueError) one that is too big, binary, or not UTF-8, before reading it all."""
     shown = str(path)
@@ -168,7 +191,7 @@ def read_text(path: str | Path, *, max_bytes: int | None = DEFAULT_MAX_BYTES) ->
                 if max_bytes is not None and size > max_bytes:
                     raise ValueError(
                         f"{shown} is larger than the limit of {_size(max_bytes)} for a trace file; if it is one, raise "
-                        "the limit (Trace.load(path, max_bytes=...), or --max-trace-size on the command line)"
+                        f"the limit: {LIMIT_VARIABLE}=2G on the command line, Trace.load(path, max_bytes=...) in Python"
                     )
                 chunks.append(chunk)
     except OSError as exc:
@@ -286,83 +309,119 @@ def _build_one(cls: type, raw: Any, where: str, locations: list[Location]) -> An
     return _build(cls, columns, where, locations)[0]
 
 
+_NONE = type(None)
+
+
 def _decode_column(values: list[Any], hint: Any, table: str, name: str, locations: list[Location]) -> list[Any]:
+    """Check one column against its field's type and build the typed values; ValueError naming the first bad one.
+
+    Each check first looks at the set of value types (one pass in C), and walks the values one by one only to
+    name the bad one: loading a long trace is dominated by these checks."""
     optional = _is_optional(hint)
     base = _strip_optional(hint)
     where = f"{table}[{{}}].{name}"
-
-    def fail(index: int, what: str) -> ValueError:
-        return ValueError(f"{where.format(index)} {what}, got {_describe(values[index])}")
+    allowed_none = {_NONE} if optional else set()
 
     def each(ok: Callable[[Any], bool], what: str) -> None:
         for i, v in enumerate(values):
             if not ((optional and v is None) or ok(v)):
-                raise fail(i, what)
+                raise ValueError(f"{where.format(i)} {what}, got {_describe(v)}")
+
+    def types_are(*kinds: type) -> bool:
+        return set(map(type, values)) <= {*kinds, *allowed_none}
 
     if base is str:
-        each(_is_str, "must be a string")
-        return [_intern(v) for v in values] if name in _INTERNED else values
+        if not types_are(str):
+            each(_is_str, "must be a string")
+        if name in _INTERNED:  # a few distinct values repeated in every record: one string object each
+            return [v if v is None else sys.intern(v) for v in values] if optional else list(map(sys.intern, values))
+        return values
     if base is int:
-        each(_is_int, "must be an integer")
+        if not types_are(int):
+            each(_is_int, "must be an integer")
         return values
     if base is bool:
-        each(_is_bool, "must be true or false")
+        if not types_are(bool):
+            each(_is_bool, "must be true or false")
         return values
     if base is Location:
         count = len(locations)
-        each(lambda v: _is_int(v) and 0 <= v < count, f"must be an index into 'locations' (0 to {count - 1})")
-        return [None if v is None else locations[v] for v in values]
+        present = [v for v in values if v is not None] if optional else values
+        if not (types_are(int) and (not present or (min(present) >= 0 and max(present) < count))):
+            each(lambda v: _is_int(v) and 0 <= v < count, f"must be an index into 'locations' (0 to {count - 1})")
+        return [None if v is None else locations[v] for v in values] if optional else [locations[v] for v in values]
     if isinstance(base, type) and issubclass(base, enum.Enum):
         choices = {m.value: m for m in base}
         for i, v in enumerate(values):
             if not (optional and v is None) and (not isinstance(v, str) or v not in choices):
-                raise ValueError(
-                    f"{where.format(i)} must be one of {', '.join(map(repr, choices))}, got {_short(v)}"
-                )
+                raise ValueError(f"{where.format(i)} must be one of {', '.join(map(repr, choices))}, got {_short(v)}")
         return [None if v is None else choices[v] for v in values]
     origin = typing.get_origin(base)
     if origin is tuple:  # byte ranges: [start, stop)
-        each(lambda v: isinstance(v, list) and len(v) == 2 and all(map(_is_int, v)) and 0 <= v[0] <= v[1],
+        each(lambda v: isinstance(v, list) and len(v) == 2 and _is_int(v[0]) and _is_int(v[1]) and 0 <= v[0] <= v[1],
              "must be a list of 2 values [start, stop) with 0 <= start <= stop")  # fmt: skip
         return [None if v is None else (v[0], v[1]) for v in values]
     if origin is list:
         (item,) = typing.get_args(base)
         if _is_record(item):
-            return [_nested_records(item, v, f"{where.format(i)}", locations) for i, v in enumerate(values)]
-        item_ok = _item_check(item)
-        for i, v in enumerate(values):
-            if not isinstance(v, list):
-                raise fail(i, "must be a list")
-            for j, x in enumerate(v):
-                if not item_ok(x):
-                    raise ValueError(f"{where.format(i)}[{j}] has the wrong type ({_describe(x)})")
+            return _nested_column(item, values, table, name, locations)
+        if not types_are(list):
+            each(lambda v: isinstance(v, list), "must be a list")
+        item_types = {_strip_optional(item)} | ({_NONE} if _is_optional(item) else set())
+        if not set(map(type, itertools.chain.from_iterable(values))) <= item_types:
+            for i, v in enumerate(values):
+                for j, x in enumerate(v):
+                    if type(x) not in item_types:
+                        raise ValueError(f"{where.format(i)}[{j}] has the wrong type ({_describe(x)})")
         return values
     if origin is dict:  # Event.data: kind-specific, checked once the whole trace is built
-        each(lambda v: isinstance(v, dict), "must be an object")
+        if not types_are(dict):
+            each(lambda v: isinstance(v, dict), "must be an object")
         return values
     raise ValueError(f"{table}.{name}: cannot read a value of type {hint!r}")  # a field added without a reader
 
 
-def _nested_records(cls: type, value: Any, where: str, locations: list[Location]) -> list[Any]:
-    """A record's list of small records (saved tensors, version changes), each stored as [field, field, ...]."""
-    _check(isinstance(value, list), f"{where} must be a list, got {_describe(value)}")
+def _nested_column(cls: type, values: list[Any], table: str, name: str, locations: list[Location]) -> list[Any]:
+    """A column whose values are lists of small records (saved tensors, version changes), each stored as
+    [field, field, ...]: all items checked and built at once, column by column, then handed back per record."""
     hints = _field_hints(cls)
-    out = []
-    for j, item in enumerate(value):
-        _check(
-            isinstance(item, list) and len(item) == len(hints),
-            f"{where}[{j}] must be a list of {len(hints)} values ({', '.join(n for n, _ in hints)}), got {_short(item)}",
-        )
-        columns = {name: [v] for (name, _), v in zip(hints, item)}
-        out.append(_build(cls, columns, f"{where}[{j}]", locations)[0])
+    width = len(hints)
+    items: list[Any] = []
+    counts: list[int] = []
+    for i, value in enumerate(values):
+        if not isinstance(value, list):
+            raise ValueError(f"{table}[{i}].{name} must be a list, got {_describe(value)}")
+        for j, item in enumerate(value):
+            if not (isinstance(item, list) and len(item) == width):
+                raise ValueError(
+                    f"{table}[{i}].{name}[{j}] must be a list of {width} values "
+                    f"({', '.join(n for n, _ in hints)}), got {_short(item)}"
+                )
+        items.extend(value)
+        counts.append(len(value))
+    columns = [list(column) for column in zip(*items)] if items else [[] for _ in hints]
+    try:
+        built = _build(cls, {n: c for (n, _), c in zip(hints, columns)}, f"{table}.{name}", locations)
+    except ValueError as exc:  # name the record: "nodes[3].saved[1].tensor", not the flat item index
+        raise ValueError(_locate(str(exc), f"{table}.{name}", counts, f"{table}[{{}}].{name}[{{}}]")) from None
+    out, start = [], 0
+    for count in counts:
+        out.append(built[start : start + count])
+        start += count
     return out
 
 
-def _item_check(item: Any) -> Callable[[Any], bool]:
-    optional = _is_optional(item)
-    base = _strip_optional(item)
-    check = {str: _is_str, int: _is_int, bool: _is_bool}[base]
-    return (lambda v: v is None or check(v)) if optional else check
+def _locate(message: str, flat: str, counts: list[int], pattern: str) -> str:
+    """Turn `flat[k]` in a message into the record and item it came from."""
+    match = re.match(re.escape(flat) + r"\[(\d+)\]", message)
+    if not match:
+        return message
+    k = int(match.group(1))
+    for i, count in enumerate(counts):
+        if k < count:
+            return pattern.format(i, k) + message[match.end() :]
+        k -= count
+    return message
 
 
 def _locations(raw: Any) -> list[Location]:
@@ -373,7 +432,7 @@ def _locations(raw: Any) -> list[Location]:
             isinstance(item, list) and len(item) == 3 and _is_str(item[0]) and _is_int(item[1]) and _is_str(item[2]),
             f"locations[{i}] must be [file, line, code] (string, integer, string), got {_short(item)}",
         )
-        out.append(Location(_intern(item[0]), item[1], item[2]))
+        out.append(Location(sys.intern(item[0]), item[1], item[2]))
     return out
 
 
@@ -415,7 +474,7 @@ def _v1_location(raw: Any, where: str, locations: list[Location], index: dict | 
     found = index.get(key) if index is not None else None
     if found is None:
         found = len(locations)
-        locations.append(Location(_intern(file), line, code))
+        locations.append(Location(sys.intern(file), line, code))
         if index is not None:
             index[key] = found
     return found
@@ -457,39 +516,40 @@ def _check_references(trace: Trace) -> None:
     """Every id a record points at must exist, so later passes never meet a dangling reference."""
     tensors, nodes, storages, counters = trace.tensors, trace.nodes, trace.storages, trace.version_counters
     for t in tensors.values():
-        _check(t.grad_fn is None or t.grad_fn in nodes, f"tensor {t.id} points at unknown node {t.grad_fn!r}")
-        _check(t.storage is None or t.storage in storages, f"tensor {t.id} points at unknown storage {t.storage!r}")
+        _check(t.grad_fn is None or t.grad_fn in nodes, "tensor {} points at unknown node {!r}", t.id, t.grad_fn)
+        _check(t.storage is None or t.storage in storages, "tensor {} points at unknown storage {!r}", t.id, t.storage)
         _check(
             t.version_counter is None or t.version_counter in counters,
-            f"tensor {t.id} points at unknown version counter {t.version_counter!r}",
-        )
-        _check(t.source is None or t.source in tensors, f"tensor {t.id} aliases unknown tensor {t.source!r}")
-        _check(all(n >= 0 for n in t.shape), f"tensor {t.id} has a negative size in its shape {t.shape}")
+            "tensor {} points at unknown version counter {!r}", t.id, t.version_counter,
+        )  # fmt: skip
+        _check(t.source is None or t.source in tensors, "tensor {} aliases unknown tensor {!r}", t.id, t.source)
+        _check(min(t.shape, default=0) >= 0, "tensor {} has a negative size in its shape {}", t.id, t.shape)
     for s in storages.values():
-        _check(s.nbytes >= 0, f"storage {s.id} has a negative size ({s.nbytes} bytes)")
+        _check(s.nbytes >= 0, "storage {} has a negative size ({} bytes)", s.id, s.nbytes)
     for n in nodes.values():
         for nxt in n.next:
-            _check(nxt is None or nxt in nodes, f"node {n.id} points at unknown node {nxt!r}")
-        for s in n.saved:
-            _check(s.tensor is None or s.tensor in tensors, f"node {n.id} saved unknown tensor {s.tensor!r}")
-        _check(n.variable is None or n.variable in tensors, f"node {n.id} feeds unknown tensor {n.variable!r}")
-        _check(n.output is None or n.output in tensors, f"node {n.id} names unknown output tensor {n.output!r}")
+            _check(nxt is None or nxt in nodes, "node {} points at unknown node {!r}", n.id, nxt)
+        for saved in n.saved:
+            _check(saved.tensor is None or saved.tensor in tensors, "node {} saved unknown tensor {!r}", n.id, saved.tensor)
+        _check(n.variable is None or n.variable in tensors, "node {} feeds unknown tensor {!r}", n.id, n.variable)
+        _check(n.output is None or n.output in tensors, "node {} names unknown output tensor {!r}", n.id, n.output)
     for v in counters.values():
         for tid in v.tensors:
-            _check(tid in tensors, f"version counter {v.id} lists unknown tensor {tid!r}")
+            _check(tid in tensors, "version counter {} lists unknown tensor {!r}", v.id, tid)
     for op in trace.ops:
-        for tid in op.inputs + op.outputs:
-            _check(tid in tensors, f"op {op.seq} ({op.name}) uses unknown tensor {tid!r}")
+        for tid in op.inputs:
+            _check(tid in tensors, "op {} ({}) uses unknown tensor {!r}", op.seq, op.name, tid)
+        for tid in op.outputs:
+            _check(tid in tensors, "op {} ({}) uses unknown tensor {!r}", op.seq, op.name, tid)
     for e in trace.events:
-        for tid in (e.tensor, e.result):
-            _check(tid is None or tid in tensors, f"event {e.seq} ({e.kind.value}) names unknown tensor {tid!r}")
+        _check(e.tensor is None or e.tensor in tensors, "event {} ({}) names unknown tensor {!r}", e.seq, e.kind.value, e.tensor)
+        _check(e.result is None or e.result in tensors, "event {} ({}) names unknown tensor {!r}", e.seq, e.kind.value, e.result)
         for vc in e.versions:
-            _check(vc.tensor in tensors, f"event {e.seq} lists unknown tensor {vc.tensor!r}")
+            _check(vc.tensor in tensors, "event {} lists unknown tensor {!r}", e.seq, vc.tensor)
 
 
 # what each event kind keeps in `data`: key -> kind of value. "tensor"/"node"/"storage"/"counter" are ids that must
 # exist ("?" allows null), "[tensor]" a list of them, "range" a byte range; other keys are kept unchecked
-_ID_TABLES = {"tensor": "tensors", "node": "nodes", "storage": "storages", "counter": "version_counters"}
 _ALIAS = {"source_grad_fn": "node?", "source_requires_grad": "bool", "expression": "str"}
 _EVENT_DATA: dict[EventKind, dict[str, str]] = {
     EventKind.DATA_GET: _ALIAS,
@@ -516,59 +576,64 @@ _GRADS = {"fresh", "none", "zero", "nonzero"}
 
 def _check_event_data(trace: Trace) -> None:
     tables: dict[str, dict[str, Any]] = {
-        "tensors": trace.tensors, "nodes": trace.nodes, "storages": trace.storages,
-        "version_counters": trace.version_counters,
+        "tensor": trace.tensors, "node": trace.nodes, "storage": trace.storages, "counter": trace.version_counters,
     }  # fmt: skip
     seen: set[int] = set()
     for i, event in enumerate(trace.events):
-        where = f"events[{i}]"
-        _check(event.seq not in seen, f"{where}.seq {event.seq} is used by another event")
+        _check(event.seq not in seen, "events[{}].seq {} is used by another event", i, event.seq)
         seen.add(event.seq)
         kind = event.kind
-        _check(event.tensor is not None or kind not in _NEEDS_TENSOR, f"{where}.tensor must name a tensor for a {kind.value} event")
-        _check(event.result is not None or kind not in _NEEDS_RESULT, f"{where}.result must name a tensor for a {kind.value} event")
+        _check(event.tensor is not None or kind not in _NEEDS_TENSOR, "events[{}].tensor must name a tensor for a {} event", i, kind.value)
+        _check(event.result is not None or kind not in _NEEDS_RESULT, "events[{}].result must name a tensor for a {} event", i, kind.value)
+        specs = _EVENT_DATA[kind]
         for key, value in event.data.items():
-            spec = _EVENT_DATA[kind].get(key)
-            name = f"{where}.data.{key}"
+            spec = specs.get(key)
             if spec is None:
-                _check(_is_json_plain(value), f"{name} holds a value of unsupported type")
-                continue
-            _check_value(value, spec, name, tables)
+                _check(_is_json_plain(value), "events[{}].data.{} holds a value of unsupported type", i, key)
+            else:
+                problem = _value_problem(value, spec, tables)
+                if problem is not None:
+                    raise ValueError(f"events[{i}].data.{key}{problem}")
 
 
-def _check_value(value: Any, spec: str, name: str, tables: dict[str, dict[str, Any]]) -> None:
-    optional = spec.endswith("?")
+def _value_problem(value: Any, spec: str, tables: dict[str, dict[str, Any]]) -> str | None:
+    """What is wrong with an event's data value (the message after its name), or None when it fits `spec`."""
+    if value is None and spec.endswith("?"):
+        return None
     spec = spec.rstrip("?")
-    if optional and value is None:
-        return
     if spec == "str":
-        _check(_is_str(value), f"{name} must be a string, got {_describe(value)}")
-    elif spec == "bool":
-        _check(_is_bool(value), f"{name} must be true or false, got {_describe(value)}")
-    elif spec == "range":
-        _check(
-            isinstance(value, list) and len(value) == 2 and all(map(_is_int, value)) and 0 <= value[0] <= value[1],
-            f"{name} must be a list of 2 values [start, stop) with 0 <= start <= stop, got {_short(value)}",
-        )
-    elif spec == "outcome":
-        _check(value in ("ok", "error"), f"{name} must be 'ok' or 'error', got {_short(value)}")
-    elif spec == "error":
-        _check(
-            isinstance(value, dict) and set(value) == {"type", "message"} and all(map(_is_str, value.values())),
-            f"{name} must be an object {{type, message}} of two strings, got {_short(value)}",
-        )
-    elif spec == "grads":
-        _check(isinstance(value, dict), f"{name} must be an object, got {_describe(value)}")
+        return None if _is_str(value) else f" must be a string, got {_describe(value)}"
+    if spec == "bool":
+        return None if _is_bool(value) else f" must be true or false, got {_describe(value)}"
+    if spec == "range":
+        if isinstance(value, list) and len(value) == 2 and all(map(_is_int, value)) and 0 <= value[0] <= value[1]:
+            return None
+        return f" must be a list of 2 values [start, stop) with 0 <= start <= stop, got {_short(value)}"
+    if spec == "outcome":
+        return None if value in ("ok", "error") else f" must be 'ok' or 'error', got {_short(value)}"
+    if spec == "error":
+        if isinstance(value, dict) and set(value) == {"type", "message"} and all(map(_is_str, value.values())):
+            return None
+        return f" must be an object {{type, message}} of two strings, got {_short(value)}"
+    if spec == "grads":
+        if not isinstance(value, dict):
+            return f" must be an object, got {_describe(value)}"
         for tid, how in value.items():
-            _check(tid in tables["tensors"], f"{name} names unknown tensor {tid!r}")
-            _check(how in _GRADS, f"{name}.{tid} must be one of {sorted(_GRADS)}, got {_short(how)}")
-    elif spec.startswith("["):
-        table = _ID_TABLES[spec[1:-1]]
-        _check(isinstance(value, list), f"{name} must be a list, got {_describe(value)}")
+            if tid not in tables["tensor"]:
+                return f" names unknown tensor {tid!r}"
+            if how not in _GRADS:
+                return f".{tid} must be one of {sorted(_GRADS)}, got {_short(how)}"
+        return None
+    if spec.startswith("["):
+        what = spec[1:-1]
+        table = tables[what]
+        if not isinstance(value, list):
+            return f" must be a list, got {_describe(value)}"
         for j, item in enumerate(value):
-            _check(_is_str(item) and item in tables[table], f"{name}[{j}] names unknown {spec[1:-1]} {_short(item)}")
-    else:
-        _check(_is_str(value) and value in tables[_ID_TABLES[spec]], f"{name} names unknown {spec} {_short(value)}")
+            if not (_is_str(item) and item in table):
+                return f"[{j}] names unknown {what} {_short(item)}"
+        return None
+    return None if _is_str(value) and value in tables[spec] else f" names unknown {spec} {_short(value)}"
 
 
 def _check_extras(data: dict[str, Any]) -> None:
@@ -617,10 +682,6 @@ def _str_list(value: Any, where: str) -> list[str]:
 _HINTS: dict[type, list[tuple[str, Any]]] = {}
 # columns whose few distinct values repeat in every record: one string object each, not one per record
 _INTERNED = {"dtype", "device", "origin", "op", "name", "module", "created_by", "file"}
-
-
-def _intern(value: Any) -> Any:
-    return sys.intern(value) if isinstance(value, str) and len(value) < 200 else value
 
 
 def _field_hints(cls: type) -> list[tuple[str, Any]]:
@@ -680,9 +741,10 @@ def _is_json_plain(value: Any, depth: int = 0) -> bool:
     return False
 
 
-def _check(cond: bool, what: str) -> None:
+def _check(cond: bool, what: str, *args: Any) -> None:
+    """Raise ValueError(what) unless `cond`; `what` is formatted with `args` only then (hot loops stay cheap)."""
     if not cond:
-        raise ValueError(what)
+        raise ValueError(what.format(*args) if args else what)
 
 
 def _describe(value: Any) -> str:

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 import gradviz
 from gradviz import Trace
 from gradviz.model import FORMAT_NAME, FORMAT_VERSION
+from gradviz.render import render
 
 GALLERY = Path(__file__).resolve().parents[2] / "gallery"
 
@@ -216,7 +217,7 @@ _json_values = st.recursive(
 )
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_any_corruption_loads_or_gives_value_error(valid: dict[str, Any], data: st.DataObject) -> None:
     """Replace, drop or add one thing anywhere in a real trace: loading succeeds or raises ValueError, nothing else."""
@@ -237,11 +238,225 @@ def test_any_corruption_loads_or_gives_value_error(valid: dict[str, Any], data: 
     except ValueError as exc:
         assert str(exc).startswith("<string>")
         return
-    # whatever loads must survive another round trip
+    # whatever loads must survive another round trip, the analysis and every view
     assert Trace.loads(loaded.to_json()).to_dict() == loaded.to_dict()
+    _use(loaded)
+
+
+_ids = st.sampled_from(["t0", "t1", "t3", "t99", "n0", "n1", "n99", "s0", "s99", "v0", "v99", "", "fresh", "ok"])
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_any_field_value_loads_or_gives_value_error(seed_traces: dict[str, Trace], data: st.DataObject) -> None:
+    """One value of one record replaced (ids that exist or not, wrong types), event data included: loading raises
+    ValueError, or the trace diagnoses and renders."""
+    name = data.draw(st.sampled_from(sorted(seed_traces)))
+    broken = seed_traces[name].to_dict()
+    table = data.draw(st.sampled_from(["tensors", "storages", "version_counters", "nodes", "ops", "events"]))
+    column = data.draw(st.sampled_from(sorted(broken[table])))
+    values = broken[table][column]
+    if not values:
+        return
+    index = data.draw(st.integers(0, len(values) - 1))
+    value = data.draw(_ids | _json_values | st.lists(_ids, max_size=3) | st.lists(st.integers(-2, 40), max_size=3))
+    target = values[index]
+    if isinstance(target, dict) and target and data.draw(st.booleans()):  # event data: one key of it
+        target[data.draw(st.sampled_from(sorted(target)))] = value
+    elif isinstance(target, list) and target and data.draw(st.booleans()):  # one item of a list field
+        target[data.draw(st.integers(0, len(target) - 1))] = value
+    else:
+        values[index] = value
+    try:
+        loaded = Trace.loads(json.dumps(broken))
+    except ValueError as exc:
+        assert str(exc).startswith("<string>: ")
+        return
+    _use(loaded)
+
+
+def _use(trace: Trace) -> None:
+    """Everything a user does with a loaded trace that needs no `dot`: findings, each view's DOT, the report."""
+    findings = gradviz.diagnose(trace)
+    for view in ("graph", "memory", "timeline"):
+        assert render(trace, view=view, findings=findings).source.startswith("digraph")
+    assert "<html" in render(trace, view="report", findings=findings).html().lower()
+    trace.summary().encode("utf-8")
+
+
+# ---------------------------------------------------------------------------------------------- event data, text
+@pytest.mark.parametrize(
+    ("kind", "key", "value", "message"),
+    [
+        ("inplace_write", "byte_range", 5, r"events\[\d+\]\.data\.byte_range must be a list of 2 values \[start, stop\).*got 5"),
+        ("inplace_write", "byte_range", [8, 4], r"data\.byte_range must be a list of 2 values \[start, stop\) with 0 <= start <= stop"),
+        ("inplace_write", "storage", "s404", r"data\.storage names unknown storage 's404'"),
+        ("inplace_write", "counter", 3, r"data\.counter names unknown counter 3"),
+        ("inplace_write", "grad_fn", "n404", r"data\.grad_fn names unknown node 'n404'"),
+        ("backward", "roots", 5, r"data\.roots must be a list, got int"),
+        ("backward", "roots", ["t404"], r"data\.roots\[0\] names unknown tensor 't404'"),
+        ("backward", "reached_nodes", ["n0", "n404"], r"data\.reached_nodes\[1\] names unknown node 'n404'"),
+        ("backward", "reached_leaves", [None], r"data\.reached_leaves\[0\] names unknown tensor None"),
+        ("backward", "retain_graph", "yes", r"data\.retain_graph must be true or false, got str"),
+        ("backward", "outcome", "maybe", r"data\.outcome must be 'ok' or 'error', got 'maybe'"),
+        ("backward", "error", "boom", r"data\.error must be an object \{type, message\}"),
+        ("data_get", "source_grad_fn", "n404", r"data\.source_grad_fn names unknown node 'n404'"),
+        ("data_get", "expression", ["out"], r"data\.expression must be a string, got list"),
+    ],
+)
+def test_event_data_is_checked_per_kind(seed_traces: dict[str, Trace], tmp_path: Path, kind: str, key: str, value: Any, message: str) -> None:
+    data = _with_event(seed_traces, kind)
+    index = data["events"]["kind"].index(kind)
+    data["events"]["data"][index][key] = value
+    with pytest.raises(ValueError, match=message):
+        load_dict(data, tmp_path)
+
+
+def test_optimizer_step_data_is_checked(tmp_path: Path) -> None:
+    model = torch.nn.Linear(2, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with gradviz.trace() as t:
+        model(torch.ones(1, 2)).sum().backward()
+        opt.step()
+    data = t.to_dict()
+    index = data["events"]["kind"].index("optimizer_step")
+    step = data["events"]["data"][index]
+    assert set(step["grads"].values()) == {"fresh"}
+    for key, value, message in [
+        ("changed", ["t404"], r"data\.changed\[0\] names unknown tensor 't404'"),
+        ("grads", {"t404": "fresh"}, r"data\.grads names unknown tensor 't404'"),
+        ("grads", {next(iter(step["grads"])): "lots"}, r"data\.grads\.t\d+ must be one of \['fresh', 'none', 'nonzero', 'zero'\], got 'lots'"),
+        ("optimizer", None, r"data\.optimizer must be a string, got null"),
+    ]:
+        broken = copy.deepcopy(data)
+        broken["events"]["data"][index][key] = value
+        with pytest.raises(ValueError, match=message):
+            load_dict(broken, tmp_path)
+
+
+@pytest.mark.parametrize("kind", ["data_get", "inplace_write"])
+def test_events_that_act_on_a_tensor_must_name_one(seed_traces: dict[str, Trace], tmp_path: Path, kind: str) -> None:
+    data = _with_event(seed_traces, kind)
+    data["events"]["tensor"][data["events"]["kind"].index(kind)] = None
+    with pytest.raises(ValueError, match=rf"events\[\d+\]\.tensor must name a tensor for a {kind} event"):
+        load_dict(data, tmp_path)
+
+
+def test_unknown_event_data_keys_are_kept(valid: dict[str, Any], tmp_path: Path) -> None:
+    data = copy.deepcopy(valid)
+    data["events"]["data"][0]["note"] = {"from": "a newer recorder", "n": [1, 2]}
+    assert load_dict(data, tmp_path).events[0].data["note"] == {"from": "a newer recorder", "n": [1, 2]}
+
+
+@pytest.mark.parametrize("where", ["names", "code", "sources", "message"])
+def test_lone_surrogates_are_refused(valid: dict[str, Any], tmp_path: Path, where: str) -> None:
+    data = copy.deepcopy(valid)
+    bad = "x\udc80y"
+    if where == "names":
+        data["tensors"]["names"][0] = [bad]
+    elif where == "code":
+        data["locations"][0][2] = bad
+    elif where == "sources":
+        data["sources"][data["script"]] = bad
+    else:
+        data["exception"]["message"] = bad
+    text = json.dumps(data)  # ensure_ascii: the surrogate is written as the escape \udc80
+    assert "\\udc80" in text
+    with pytest.raises(ValueError, match=r"<string>: \S+ holds a lone surrogate \(not valid Unicode\)"):
+        Trace.loads(text)
+    with pytest.raises(ValueError, match="lone surrogate"):
+        Trace.loads(json.dumps(data, ensure_ascii=False))  # the surrogate itself in the text
+
+
+def test_surrogate_pairs_are_fine(valid: dict[str, Any]) -> None:
+    data = copy.deepcopy(valid)
+    data["tensors"]["names"][0] = ["\U0001f600"]
+    assert Trace.loads(json.dumps(data)).tensors["t0"].names == ["\U0001f600"]
+
+
+def test_a_lone_surrogate_in_the_trace_is_written_replaced(tmp_path: Path) -> None:
+    with gradviz.trace() as t:
+        x = torch.ones(2)
+    t.tensors["t0"].names = ["bad\udc80name"]
+    t.to_json(tmp_path / "t.json")
+    assert Trace.load(tmp_path / "t.json").tensors["t0"].names == ["bad\ufffdname"]
+
+
+def test_size_limit(valid: dict[str, Any], tmp_path: Path) -> None:
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps(valid), encoding="utf-8")
+    size = path.stat().st_size
+    assert Trace.load(path, max_bytes=size).to_dict() == Trace.loads(path.read_text()).to_dict()
+    with pytest.raises(ValueError, match=rf"trace\.json is larger than the limit of {size - 1} bytes for a trace file; .*GRADVIZ_MAX_TRACE_SIZE=2G .*max_bytes="):
+        Trace.load(path, max_bytes=size - 1)
+    assert Trace.load(path, max_bytes=None).script == valid["script"]
+
+
+def test_dev_zero_is_refused_at_once() -> None:
+    import time
+
+    start = time.perf_counter()
+    with pytest.raises(ValueError, match=r"/dev/zero is not a gradviz trace: it does not start with a JSON object"):
+        Trace.load("/dev/zero")
+    assert time.perf_counter() - start < 1
+
+
+def test_endless_json_stops_at_the_limit(tmp_path: Path) -> None:
+    path = tmp_path / "big.json"
+    path.write_text('{"format": "' + "x" * 3_000_000 + '"}', encoding="utf-8")
+    with pytest.raises(ValueError, match=r"big\.json is larger than the limit of 2 MiB"):
+        Trace.load(path, max_bytes=2 * 2**20)
+
+
+def test_binary_after_a_brace_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "weird.json"
+    path.write_bytes(b"{" + b"\x00" * 1000)
+    with pytest.raises(ValueError, match=r"weird\.json is not a gradviz trace: it holds binary data \(NUL bytes\)"):
+        Trace.load(path)
+
+
+# ---------------------------------------------------------------------------------------------- version 1 files
+V1_FILE = Path(__file__).parent / "data" / "trace_v1.json"
+
+
+def test_version_1_files_still_load(tmp_path: Path) -> None:
+    assert json.loads(V1_FILE.read_text(encoding="utf-8"))["format_version"] == 1
+    old = Trace.load(V1_FILE)
+    write = old.events_of("inplace_write")[0]
+    assert [(v.tensor, v.before, v.after) for v in write.versions] == [(old.tensor("c").id, 0, 1), (old.tensor("out").id, 0, 0)]
+    assert write.location.line == 24 and write.location.code.startswith("c.zero_()")
+    assert old.tensor("c").byte_range == (0, 12)
+    assert [f.kind.value for f in gradviz.diagnose(old)] == ["silently_corrupted_saved_tensor"]
+    # saved again, it is a version 2 file holding the same trace
+    old.to_json(tmp_path / "v2.json")
+    assert json.loads((tmp_path / "v2.json").read_text())["format_version"] == 2
+    assert Trace.load(tmp_path / "v2.json") == old
+
+
+def test_version_1_errors_name_the_record() -> None:
+    data = json.loads(V1_FILE.read_text(encoding="utf-8"))
+    data["tensors"][1]["byte_range"] = 5
+    with pytest.raises(ValueError, match=r"tensors\[1\]\.byte_range must be a list of 2 values"):
+        Trace.from_dict(data)
+    data = json.loads(V1_FILE.read_text(encoding="utf-8"))
+    del data["tensors"][2]["dtype"]
+    with pytest.raises(ValueError, match=r"tensors\[2\] is missing the field 'dtype'"):
+        Trace.from_dict(data)
+    data = json.loads(V1_FILE.read_text(encoding="utf-8"))
+    data["events"][0]["location"]["line"] = "x"
+    with pytest.raises(ValueError, match=r"events\[0\]\.location\.line must be an integer, got str"):
+        Trace.from_dict(data)
 
 
 # ---------------------------------------------------------------------------------------------- helpers
+def _with_event(seed_traces: dict[str, Trace], kind: str) -> dict[str, Any]:
+    for trace in seed_traces.values():
+        data = trace.to_dict()
+        if kind in data["events"]["kind"]:
+            return copy.deepcopy(data)
+    raise LookupError(kind)
+
+
 def _walk(data: Any, path: list[Any]) -> Any:
     for key in path:
         data = data[key]
