@@ -189,6 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     options = parser.parse_args(argv)
     torch.set_num_threads(options.threads)
     steps = options.steps or [1000, 4000]
+    build(2)  # first use imports and caches (torch's override table, gradviz's modules): not the trace's memory
     with tempfile.TemporaryDirectory() as folder:
         if options.profile:
             print(profile(options.profile, steps[-1], Path(folder)))
