@@ -268,16 +268,19 @@ class Trace:
 
     # ------------------------------------------------------------------ JSON (gradviz/trace_file.py)
     def to_dict(self) -> dict[str, Any]:
-        """The trace as the JSON-ready document of docs/trace-format.md."""
+        """The trace as the JSON-ready document of docs/trace-format.md (a copy: changing it leaves the trace alone)."""
+        import copy
+
         from . import trace_file
 
-        return trace_file.to_document(self)
+        return copy.deepcopy(trace_file.to_document(self))
 
     def to_json(self, path: str | Path | None = None, *, indent: int | None = None) -> str:
         """The trace as JSON text (format: docs/trace-format.md); also written to `path` if given."""
         from . import trace_file
 
-        text = trace_file.dumps(self.to_dict(), indent=indent)
+        # the document shares lists with the records: fine here, it is turned into text at once
+        text = trace_file.dumps(trace_file.to_document(self), indent=indent)
         if path is not None:
             # encoded before the file is opened, so a failure leaves no half-written file; a lone surrogate (an
             # undecodable file name) is written as its JSON escape `\udcff`, which loads back as the same text
@@ -286,10 +289,13 @@ class Trace:
 
     @classmethod
     def from_dict(cls, data: Any) -> Trace:
-        """A trace from a parsed document (as `to_dict` returns); ValueError naming what is wrong."""
+        """A trace from a parsed document (as `to_dict` returns); ValueError naming what is wrong. The trace keeps
+        no reference to `data`."""
+        import copy
+
         from . import trace_file
 
-        return trace_file.from_document(data)
+        return trace_file.from_document(copy.deepcopy(data))
 
     @classmethod
     def load(cls, source: str | Path, *, max_bytes: int | None = DEFAULT_MAX_BYTES) -> Trace:

@@ -21,18 +21,29 @@ from .model import (
     FORMAT_NAME,
     FORMAT_VERSION,
     Event,
-    EventKind,
     ExceptionRecord,
     Location,
     NodeRecord,
     OpRecord,
-    SavedTensorRecord,
     StorageRecord,
     TensorRecord,
     Trace,
-    VersionChange,
     VersionCounterRecord,
 )
+from .trace_checks import (
+    ESCAPED_SURROGATE,
+    RAW_SURROGATE,
+    check_event_data,
+    check_extras,
+    check_references,
+    no_lone_surrogates,
+)
+from .trace_checks import check as _check
+from .trace_checks import describe as _describe
+from .trace_checks import is_bool as _is_bool
+from .trace_checks import is_int as _is_int
+from .trace_checks import is_str as _is_str
+from .trace_checks import short as _short
 
 #: Format versions this gradviz reads. Version 1 (one JSON object per record) is still read; only 2 is written.
 READABLE_VERSIONS = (1, 2)
@@ -103,7 +114,7 @@ def clean_text(text: str) -> str:
         text.encode("utf-8")
         return text
     except UnicodeEncodeError:
-        return _RAW_SURROGATE.sub("\ufffd", text)
+        return RAW_SURROGATE.sub("\ufffd", text)
 
 
 def _records(trace: Trace, name: str) -> list[Any]:
@@ -125,6 +136,8 @@ def _encode_column(values: list[Any], hint: Any, locations: dict[Location, int])
         return [None if v is None else _location_index(v, locations) for v in values]
     if isinstance(base, type) and issubclass(base, enum.Enum):
         return [None if v is None else v.value for v in values]
+    if typing.get_origin(base) is tuple:  # byte ranges: JSON has no tuples, and to_dict's copy must load again
+        return [None if v is None else list(v) for v in values]
     if typing.get_origin(base) is list and _is_record(typing.get_args(base)[0]):
         item_fields = [n for n, _ in _field_hints(typing.get_args(base)[0])]
         return [[[getattr(item, n) for n in item_fields] for item in v] for v in values]
@@ -211,14 +224,9 @@ def parse(text: str, origin: str) -> Any:
         raise ValueError(f"{origin} is not a gradviz trace: nested too deeply") from None
 
 
-# a surrogate code point, written raw or as a \uD800-\uDFFF escape (pairs included: the slow check tells them apart)
-_RAW_SURROGATE = re.compile("[\ud800-\udfff]")
-_ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
-
-
 def check_text(text: str) -> bool:
     """True when the parsed document may hold a lone surrogate and needs the full walk (rare: never from gradviz)."""
-    return bool(_RAW_SURROGATE.search(text) or _ESCAPED_SURROGATE.search(text))
+    return bool(RAW_SURROGATE.search(text) or ESCAPED_SURROGATE.search(text))
 
 
 def from_document(data: Any, *, walk_strings: bool = True) -> Trace:
@@ -234,10 +242,10 @@ def from_document(data: Any, *, walk_strings: bool = True) -> Trace:
     unknown = set(data) - _TOP_LEVEL
     _check(not unknown, f"unknown field(s) {sorted(unknown)} at the top level")
     if walk_strings:
-        _no_lone_surrogates(data)
+        no_lone_surrogates(data)
     for key in ("torch_version", "script"):
         _check(data.get(key) is None or isinstance(data[key], str), f"'{key}' must be a string or null")
-    _check_extras(data)
+    check_extras(data)
     if version == 1:
         locations: list[Location] = []
         tables = {name: _v1_columns(cls, data.get(name, []), name, locations) for name, cls in _TABLES}
@@ -271,8 +279,8 @@ def from_document(data: Any, *, walk_strings: bool = True) -> Trace:
         torch_version=data.get("torch_version"),
         internal_errors=_str_list(data.get("internal_errors", []), "internal_errors"),
     )
-    _check_references(trace)
-    _check_event_data(trace)
+    check_references(trace)
+    check_event_data(trace)
     return trace
 
 
@@ -512,158 +520,6 @@ def _unique(records: list[Any], key: str) -> dict[str, Any]:
     return out
 
 
-def _check_references(trace: Trace) -> None:
-    """Every id a record points at must exist, so later passes never meet a dangling reference."""
-    tensors, nodes, storages, counters = trace.tensors, trace.nodes, trace.storages, trace.version_counters
-    for t in tensors.values():
-        _check(t.grad_fn is None or t.grad_fn in nodes, "tensor {} points at unknown node {!r}", t.id, t.grad_fn)
-        _check(t.storage is None or t.storage in storages, "tensor {} points at unknown storage {!r}", t.id, t.storage)
-        _check(
-            t.version_counter is None or t.version_counter in counters,
-            "tensor {} points at unknown version counter {!r}", t.id, t.version_counter,
-        )  # fmt: skip
-        _check(t.source is None or t.source in tensors, "tensor {} aliases unknown tensor {!r}", t.id, t.source)
-        _check(min(t.shape, default=0) >= 0, "tensor {} has a negative size in its shape {}", t.id, t.shape)
-    for s in storages.values():
-        _check(s.nbytes >= 0, "storage {} has a negative size ({} bytes)", s.id, s.nbytes)
-    for n in nodes.values():
-        for nxt in n.next:
-            _check(nxt is None or nxt in nodes, "node {} points at unknown node {!r}", n.id, nxt)
-        for saved in n.saved:
-            _check(saved.tensor is None or saved.tensor in tensors, "node {} saved unknown tensor {!r}", n.id, saved.tensor)
-        _check(n.variable is None or n.variable in tensors, "node {} feeds unknown tensor {!r}", n.id, n.variable)
-        _check(n.output is None or n.output in tensors, "node {} names unknown output tensor {!r}", n.id, n.output)
-    for v in counters.values():
-        for tid in v.tensors:
-            _check(tid in tensors, "version counter {} lists unknown tensor {!r}", v.id, tid)
-    for op in trace.ops:
-        for tid in op.inputs:
-            _check(tid in tensors, "op {} ({}) uses unknown tensor {!r}", op.seq, op.name, tid)
-        for tid in op.outputs:
-            _check(tid in tensors, "op {} ({}) uses unknown tensor {!r}", op.seq, op.name, tid)
-    for e in trace.events:
-        _check(e.tensor is None or e.tensor in tensors, "event {} ({}) names unknown tensor {!r}", e.seq, e.kind.value, e.tensor)
-        _check(e.result is None or e.result in tensors, "event {} ({}) names unknown tensor {!r}", e.seq, e.kind.value, e.result)
-        for vc in e.versions:
-            _check(vc.tensor in tensors, "event {} lists unknown tensor {!r}", e.seq, vc.tensor)
-
-
-# what each event kind keeps in `data`: key -> kind of value. "tensor"/"node"/"storage"/"counter" are ids that must
-# exist ("?" allows null), "[tensor]" a list of them, "range" a byte range; other keys are kept unchecked
-_ALIAS = {"source_grad_fn": "node?", "source_requires_grad": "bool", "expression": "str"}
-_EVENT_DATA: dict[EventKind, dict[str, str]] = {
-    EventKind.DATA_GET: _ALIAS,
-    EventKind.DETACH: _ALIAS,
-    EventKind.DATA_SET: {"old_storage": "storage?", "new_storage": "storage?", "byte_range": "range"},
-    EventKind.DETACH_: {"source_grad_fn": "node?", "error": "str"},
-    EventKind.REQUIRES_GRAD_: {"requires_grad": "bool"},
-    EventKind.INPLACE_WRITE: {"storage": "storage?", "byte_range": "range", "counter": "counter?", "grad_fn": "node?"},
-    EventKind.BACKWARD: {
-        "api": "str", "roots": "[tensor]", "reached_nodes": "[node]", "reached_leaves": "[tensor]",
-        "inputs": "[tensor]?", "retain_graph": "bool", "outcome": "outcome", "error": "error",
-    },  # fmt: skip
-    EventKind.OPTIMIZER_STEP: {
-        "optimizer": "str", "optimizer_id": "str", "changed": "[tensor]", "grads": "grads", "outcome": "outcome",
-    },  # fmt: skip
-    EventKind.EXCEPTION: {"type": "str", "message": "str"},
-}
-# the tensor an event acts on, where the passes and views need one
-_NEEDS_TENSOR = {EventKind.DATA_GET, EventKind.DETACH, EventKind.DATA_SET, EventKind.DETACH_, EventKind.REQUIRES_GRAD_,
-                 EventKind.INPLACE_WRITE}  # fmt: skip
-_NEEDS_RESULT = {EventKind.DATA_GET, EventKind.DETACH}
-_GRADS = {"fresh", "none", "zero", "nonzero"}
-
-
-def _check_event_data(trace: Trace) -> None:
-    tables: dict[str, dict[str, Any]] = {
-        "tensor": trace.tensors, "node": trace.nodes, "storage": trace.storages, "counter": trace.version_counters,
-    }  # fmt: skip
-    seen: set[int] = set()
-    for i, event in enumerate(trace.events):
-        _check(event.seq not in seen, "events[{}].seq {} is used by another event", i, event.seq)
-        seen.add(event.seq)
-        kind = event.kind
-        _check(event.tensor is not None or kind not in _NEEDS_TENSOR, "events[{}].tensor must name a tensor for a {} event", i, kind.value)
-        _check(event.result is not None or kind not in _NEEDS_RESULT, "events[{}].result must name a tensor for a {} event", i, kind.value)
-        specs = _EVENT_DATA[kind]
-        for key, value in event.data.items():
-            spec = specs.get(key)
-            if spec is None:
-                _check(_is_json_plain(value), "events[{}].data.{} holds a value of unsupported type", i, key)
-            else:
-                problem = _value_problem(value, spec, tables)
-                if problem is not None:
-                    raise ValueError(f"events[{i}].data.{key}{problem}")
-
-
-def _value_problem(value: Any, spec: str, tables: dict[str, dict[str, Any]]) -> str | None:
-    """What is wrong with an event's data value (the message after its name), or None when it fits `spec`."""
-    if value is None and spec.endswith("?"):
-        return None
-    spec = spec.rstrip("?")
-    if spec == "str":
-        return None if _is_str(value) else f" must be a string, got {_describe(value)}"
-    if spec == "bool":
-        return None if _is_bool(value) else f" must be true or false, got {_describe(value)}"
-    if spec == "range":
-        if isinstance(value, list) and len(value) == 2 and all(map(_is_int, value)) and 0 <= value[0] <= value[1]:
-            return None
-        return f" must be a list of 2 values [start, stop) with 0 <= start <= stop, got {_short(value)}"
-    if spec == "outcome":
-        return None if value in ("ok", "error") else f" must be 'ok' or 'error', got {_short(value)}"
-    if spec == "error":
-        if isinstance(value, dict) and set(value) == {"type", "message"} and all(map(_is_str, value.values())):
-            return None
-        return f" must be an object {{type, message}} of two strings, got {_short(value)}"
-    if spec == "grads":
-        if not isinstance(value, dict):
-            return f" must be an object, got {_describe(value)}"
-        for tid, how in value.items():
-            if tid not in tables["tensor"]:
-                return f" names unknown tensor {tid!r}"
-            if how not in _GRADS:
-                return f".{tid} must be one of {sorted(_GRADS)}, got {_short(how)}"
-        return None
-    if spec.startswith("["):
-        what = spec[1:-1]
-        table = tables[what]
-        if not isinstance(value, list):
-            return f" must be a list, got {_describe(value)}"
-        for j, item in enumerate(value):
-            if not (_is_str(item) and item in table):
-                return f"[{j}] names unknown {what} {_short(item)}"
-        return None
-    return None if _is_str(value) and value in tables[spec] else f" names unknown {spec} {_short(value)}"
-
-
-def _check_extras(data: dict[str, Any]) -> None:
-    """`view` and `findings`, written by `gradviz render -o x.json`: informational, so only their shape is checked."""
-    view = data.get("view")
-    _check(view is None or _is_str(view), f"'view' must be a string, got {_describe(view)}")
-    findings = data.get("findings", [])
-    _check(isinstance(findings, list), f"'findings' must be a list, got {_describe(findings)}")
-    for i, finding in enumerate(findings):
-        _check(
-            isinstance(finding, dict) and _is_str(finding.get("kind")) and _is_json_plain(finding),
-            f"findings[{i}] must be an object with a 'kind', got {_short(finding)}",
-        )
-
-
-def _no_lone_surrogates(data: Any) -> None:
-    """Refuse a string holding half of a UTF-16 pair: it cannot be printed or written as UTF-8 later."""
-    stack: list[tuple[Any, str]] = [(data, "")]
-    while stack:
-        value, where = stack.pop()
-        if isinstance(value, str):
-            _check(not _RAW_SURROGATE.search(value), f"{where or 'a string'} holds a lone surrogate (not valid Unicode)")
-        elif isinstance(value, dict):
-            for k, v in value.items():
-                _check(not _RAW_SURROGATE.search(k), f"a field name in {where or 'the top level'} holds a lone surrogate")
-                stack.append((v, f"{where}.{k}" if where else k))
-        elif isinstance(value, list):
-            stack.extend((v, f"{where}[{i}]") for i, v in enumerate(value))
-
-
 def _str_dict(value: Any, where: str) -> dict[str, str]:
     _check(isinstance(value, dict), f"'{where}' must be an object, got {_describe(value)}")
     for k, v in value.items():
@@ -715,45 +571,6 @@ def _strip_optional(hint: Any) -> Any:
 
 def _is_record(hint: Any) -> bool:
     return isinstance(hint, type) and hasattr(hint, "__dataclass_fields__")
-
-
-def _is_str(v: Any) -> bool:
-    return type(v) is str
-
-
-def _is_int(v: Any) -> bool:
-    return type(v) is int
-
-
-def _is_bool(v: Any) -> bool:
-    return type(v) is bool
-
-
-def _is_json_plain(value: Any, depth: int = 0) -> bool:
-    if depth > 50:
-        return False
-    if isinstance(value, (str, int, float, bool, type(None))):
-        return True
-    if isinstance(value, list):
-        return all(_is_json_plain(v, depth + 1) for v in value)
-    if isinstance(value, dict):
-        return all(isinstance(k, str) and _is_json_plain(v, depth + 1) for k, v in value.items())
-    return False
-
-
-def _check(cond: bool, what: str, *args: Any) -> None:
-    """Raise ValueError(what) unless `cond`; `what` is formatted with `args` only then (hot loops stay cheap)."""
-    if not cond:
-        raise ValueError(what.format(*args) if args else what)
-
-
-def _describe(value: Any) -> str:
-    return "null" if value is None else type(value).__name__
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _size(n: int) -> str:

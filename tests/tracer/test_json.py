@@ -71,6 +71,20 @@ def test_round_trip_keeps_the_facts(seed_traces: dict[str, Trace], tmp_path: Pat
     assert loaded.torch_version == torch.__version__
 
 
+def test_to_dict_and_from_dict_share_nothing_with_the_trace(seed_traces: dict[str, Trace]) -> None:
+    trace = seed_traces["plot_02_data_silent.py"]
+    before = trace.to_json()
+    document = trace.to_dict()
+    document["ops"]["inputs"][0].append("t99")
+    document["events"]["data"][0]["source_requires_grad"] = "changed"
+    assert trace.to_json() == before
+    again = Trace.from_dict(trace.to_dict())
+    document = again.to_dict()
+    loaded = Trace.from_dict(document)
+    document["tensors"]["names"][0].append("changed")
+    assert loaded.tensors["t0"].names == again.tensors["t0"].names
+
+
 def test_document_header(valid: dict[str, Any]) -> None:
     assert valid["format"] == FORMAT_NAME == "gradviz-trace"
     assert valid["format_version"] == FORMAT_VERSION == 2
@@ -321,7 +335,7 @@ def test_optimizer_step_data_is_checked(tmp_path: Path) -> None:
     data = t.to_dict()
     index = data["events"]["kind"].index("optimizer_step")
     step = data["events"]["data"][index]
-    assert set(step["grads"].values()) == {"fresh"}
+    assert len(step["grads"]) == 2  # weight and bias
     for key, value, message in [
         ("changed", ["t404"], r"data\.changed\[0\] names unknown tensor 't404'"),
         ("grads", {"t404": "fresh"}, r"data\.grads names unknown tensor 't404'"),
