@@ -517,7 +517,8 @@ class Recorder(GraphRecording, HookRecording, TorchFunctionMode):
 
     def _event(self, kind: EventKind, file: str | None, line: int | None, **fields: Any) -> Event:
         # one shared Location per line, as for tensors and nodes: a training loop repeats the same few lines
-        event = Event(seq=next(self._seq), kind=kind, location=self._location(file, line), **fields)
+        loc = self._location(file, line)
+        event = Event(seq=next(self._seq), kind=kind, location=loc, **fields)
         self.trace.events.append(event)
         if loc is not None:
             self._name_from_frame_at(loc)
