@@ -280,7 +280,8 @@ class Trace:
         from . import trace_file
 
         # the document shares lists with the records: fine here, it is turned into text at once
-        text = trace_file.dumps(trace_file.to_document(self), indent=indent)
+        with trace_file.collector_paused():
+            text = trace_file.dumps(trace_file.to_document(self), indent=indent)
         if path is not None:
             # encoded before the file is opened, so a failure leaves no half-written file; a lone surrogate (an
             # undecodable file name) is written as its JSON escape `\udcff`, which loads back as the same text
@@ -295,7 +296,8 @@ class Trace:
 
         from . import trace_file
 
-        return trace_file.from_document(copy.deepcopy(data))
+        with trace_file.collector_paused():
+            return trace_file.from_document(copy.deepcopy(data))
 
     @classmethod
     def load(cls, source: str | Path, *, max_bytes: int | None = DEFAULT_MAX_BYTES) -> Trace:
@@ -314,8 +316,9 @@ class Trace:
         """A trace from JSON text; ValueError starting with `origin` when it is not a valid trace."""
         from . import trace_file
 
-        data = trace_file.parse(text, origin)
-        try:
-            return trace_file.from_document(data, walk_strings=trace_file.check_text(text))
-        except ValueError as exc:
-            raise ValueError(f"{origin}: {exc}") from None
+        with trace_file.collector_paused():
+            data = trace_file.parse(text, origin)
+            try:
+                return trace_file.from_document(data, walk_strings=trace_file.check_text(text))
+            except ValueError as exc:
+                raise ValueError(f"{origin}: {exc}") from None

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import enum
+import gc
 import itertools
 import json
 import operator
@@ -11,7 +13,7 @@ import re
 import sys
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import MISSING, fields
 from pathlib import Path
 from typing import Any
@@ -75,6 +77,22 @@ class _Missing:
 
 
 _ABSENT = _Missing()
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while a trace is built or written, and restore its state after.
+
+    Records hold no cycles, but the collector does not know that: a load making 100,000 objects set off full
+    collections that scan every object made so far, which made loading grow faster than the file (4.2 s at 1,000
+    steps, 9.9 s at 4,000, before)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 # ============================================================================================== writing
@@ -209,8 +227,10 @@ def read_text(path: str | Path, *, max_bytes: int | None = DEFAULT_MAX_BYTES) ->
                 chunks.append(chunk)
     except OSError as exc:
         raise ValueError(f"cannot read trace file {shown!r}: {exc.strerror or exc}") from None
+    data = b"".join(chunks)
+    chunks.clear()
     try:
-        return b"".join(chunks).decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError:
         raise ValueError(f"{shown} is not a gradviz trace: not UTF-8 text") from None
 
@@ -230,7 +250,9 @@ def check_text(text: str) -> bool:
 
 
 def from_document(data: Any, *, walk_strings: bool = True) -> Trace:
-    """Build a Trace from a parsed document of any readable version; ValueError naming the first bad field."""
+    """Build a Trace from a parsed document of any readable version; ValueError naming the first bad field.
+
+    Consumes `data`: its lists of records are dropped from it as they are built."""
     _check(isinstance(data, dict), "top level must be a JSON object")
     _check(data.get("format") == FORMAT_NAME, f"'format' must be {FORMAT_NAME!r}, got {_short(data.get('format'))}")
     version = data.get("format_version")
@@ -261,7 +283,10 @@ def from_document(data: Any, *, walk_strings: bool = True) -> Trace:
             _check(isinstance(raw, dict), f"'{name}' must be an object of columns, got {_describe(raw)}")
             tables[name] = raw
         raw_exception = data.get("exception")
-    built = {name: _build(cls, tables[name], name, locations) for name, cls in _TABLES}
+    built = {}
+    for name, cls in _TABLES:
+        built[name] = _build(cls, tables.pop(name), name, locations)
+        data.pop(name, None)  # the columns are records now: let them go, so the peak is not document + records
     exception = None
     if raw_exception is not None:
         exception = _build_one(ExceptionRecord, raw_exception, "exception", locations)
