@@ -85,6 +85,31 @@ def test_to_dict_and_from_dict_share_nothing_with_the_trace(seed_traces: dict[st
     assert loaded.tensors["t0"].names == again.tensors["t0"].names
 
 
+@pytest.mark.parametrize("enabled", [True, False])
+def test_loading_and_saving_leave_the_collector_as_found(valid: dict[str, Any], enabled: bool) -> None:
+    import gc
+
+    was = gc.isenabled()
+    try:
+        (gc.enable if enabled else gc.disable)()
+        text = Trace.loads(json.dumps(valid)).to_json()
+        assert gc.isenabled() is enabled
+        with pytest.raises(ValueError):
+            Trace.loads(text.replace('"gradviz-trace"', '"other"'))
+        assert gc.isenabled() is enabled
+    finally:
+        (gc.enable if was else gc.disable)()
+
+
+def test_columns_with_a_default_may_be_left_out(valid: dict[str, Any]) -> None:
+    data = copy.deepcopy(valid)
+    for column in ("names", "parameter", "freed", "is_inference"):
+        del data["tensors"][column]
+    loaded = Trace.loads(json.dumps(data))
+    assert all(t.names == [] and t.parameter is None and t.freed is None for t in loaded.tensors.values())
+    assert len({id(t.names) for t in loaded.tensors.values()}) == len(loaded.tensors)  # not one shared list
+
+
 def test_document_header(valid: dict[str, Any]) -> None:
     assert valid["format"] == FORMAT_NAME == "gradviz-trace"
     assert valid["format_version"] == FORMAT_VERSION == 2
