@@ -472,6 +472,24 @@ def test_version_1_files_still_load(tmp_path: Path) -> None:
     assert Trace.load(tmp_path / "v2.json") == old
 
 
+@settings(max_examples=80, deadline=None)
+@given(data=st.data())
+def test_any_corruption_of_a_version_1_file_loads_or_gives_value_error(data: st.DataObject) -> None:
+    broken = json.loads(V1_FILE.read_text(encoding="utf-8"))
+    container, key = _random_slot(broken, data)
+    action = data.draw(st.sampled_from(["replace", "drop"]))
+    if action == "replace":
+        container[key] = data.draw(_ids | _json_values)
+    else:
+        del container[key]
+    try:
+        loaded = Trace.loads(json.dumps(broken))
+    except ValueError as exc:
+        assert str(exc).startswith("<string>: ")
+        return
+    _use(loaded)
+
+
 def test_version_1_errors_name_the_record() -> None:
     data = json.loads(V1_FILE.read_text(encoding="utf-8"))
     data["tensors"][1]["byte_range"] = 5
