@@ -30,7 +30,8 @@ def check_references(trace: Trace) -> None:
         for nxt in n.next:
             check(nxt is None or nxt in nodes, "node {} points at unknown node {!r}", n.id, nxt)
         for saved in n.saved:
-            check(saved.tensor is None or saved.tensor in tensors, "node {} saved unknown tensor {!r}", n.id, saved.tensor)
+            tid = saved.tensor
+            check(tid is None or tid in tensors, "node {} saved unknown tensor {!r}", n.id, tid)
         check(n.variable is None or n.variable in tensors, "node {} feeds unknown tensor {!r}", n.id, n.variable)
         check(n.output is None or n.output in tensors, "node {} names unknown output tensor {!r}", n.id, n.output)
     for v in counters.values():
@@ -42,8 +43,8 @@ def check_references(trace: Trace) -> None:
         for tid in op.outputs:
             check(tid in tensors, "op {} ({}) uses unknown tensor {!r}", op.seq, op.name, tid)
     for e in trace.events:
-        check(e.tensor is None or e.tensor in tensors, "event {} ({}) names unknown tensor {!r}", e.seq, e.kind.value, e.tensor)
-        check(e.result is None or e.result in tensors, "event {} ({}) names unknown tensor {!r}", e.seq, e.kind.value, e.result)
+        for tid in (e.tensor, e.result):
+            check(tid is None or tid in tensors, "event {} ({}) names unknown tensor {!r}", e.seq, e.kind.value, tid)
         for vc in e.versions:
             check(vc.tensor in tensors, "event {} lists unknown tensor {!r}", e.seq, vc.tensor)
 
@@ -83,8 +84,8 @@ def check_event_data(trace: Trace) -> None:
         check(event.seq not in seen, "events[{}].seq {} is used by another event", i, event.seq)
         seen.add(event.seq)
         kind = event.kind
-        check(event.tensor is not None or kind not in _NEEDS_TENSOR, "events[{}].tensor must name a tensor for a {} event", i, kind.value)
-        check(event.result is not None or kind not in _NEEDS_RESULT, "events[{}].result must name a tensor for a {} event", i, kind.value)
+        for name, value, needs in (("tensor", event.tensor, _NEEDS_TENSOR), ("result", event.result, _NEEDS_RESULT)):
+            check(value is not None or kind not in needs, "events[{}].{} must name a tensor for a {} event", i, name, kind.value)
         specs = _EVENT_DATA[kind]
         for key, value in event.data.items():
             spec = specs.get(key)

@@ -1,4 +1,4 @@
-"""The trace file: the versioned JSON format of docs/trace-format.md, written column by column, validated in full on load."""
+"""The trace file: the versioned JSON format of docs/trace-format.md, written as columns, checked in full on load."""
 
 from __future__ import annotations
 
@@ -273,7 +273,8 @@ def from_document(data: Any, *, walk_strings: bool = True) -> Trace:
         tables = {name: _v1_columns(cls, data.get(name, []), name, locations) for name, cls in _TABLES}
         raw_exception = data.get("exception")
         if isinstance(raw_exception, dict) and isinstance(raw_exception.get("location"), dict):
-            raw_exception = dict(raw_exception, location=_v1_location(raw_exception["location"], "exception.location", locations))
+            where = _v1_location(raw_exception["location"], "exception.location", locations)
+            raw_exception = dict(raw_exception, location=where)
     else:
         _check("locations" in data, "'locations' is missing")
         locations = _locations(data["locations"])
@@ -317,7 +318,8 @@ def _build(cls: type, columns: dict[str, Any], table: str, locations: list[Locat
     _check(not unknown, f"'{table}' has unknown field(s) {sorted(unknown)}")
     length: int | None = None
     for name, values in columns.items():
-        _check(isinstance(values, list), f"{table}.{name} must be a list (one value per record), got {_describe(values)}")
+        if not isinstance(values, list):
+            raise ValueError(f"{table}.{name} must be a list (one value per record), got {_describe(values)}")
         if length is None:
             length = len(values)
         _check(len(values) == length, f"{table}.{name} holds {len(values)} values, the other fields {length}")
@@ -489,8 +491,8 @@ def _v1_columns(cls: type, raw: Any, table: str, locations: list[Location]) -> d
                 value = default() if callable(default) else default
             elif _strip_optional(hint) is Location and value is not None:
                 value = _v1_location(value, f"{table}[{i}].{name}", locations, index)
-            elif typing.get_origin(_strip_optional(hint)) is list and _is_record(typing.get_args(_strip_optional(hint))[0]):
-                value = _v1_nested(typing.get_args(_strip_optional(hint))[0], value, f"{table}[{i}].{name}")
+            elif _nested_type(hint) is not None:
+                value = _v1_nested(_nested_type(hint), value, f"{table}[{i}].{name}")
             columns[name].append(value)
     return columns
 
@@ -592,6 +594,14 @@ def _strip_optional(hint: Any) -> Any:
         options = [a for a in typing.get_args(hint) if a is not type(None)]
         return options[0] if len(options) == 1 else hint
     return hint
+
+
+def _nested_type(hint: Any) -> type | None:
+    """The small record type of a `list[SavedTensorRecord]`-like field, else None."""
+    base = _strip_optional(hint)
+    if typing.get_origin(base) is list and _is_record(typing.get_args(base)[0]):
+        return typing.get_args(base)[0]
+    return None
 
 
 def _is_record(hint: Any) -> bool:
