@@ -254,6 +254,8 @@ def from_document(data: Any, *, walk_strings: bool = True) -> Trace:
 
     Consumes `data`: its lists of records are dropped from it as they are built."""
     _check(isinstance(data, dict), "top level must be a JSON object")
+    if "format" not in data and isinstance(data.get("trace"), dict) and set(data) <= {"view", "trace", "findings"}:
+        data = data["trace"]  # `gradviz render -o x.json` before format 2 wrapped the trace: {view, trace, findings}
     _check(data.get("format") == FORMAT_NAME, f"'format' must be {FORMAT_NAME!r}, got {_short(data.get('format'))}")
     version = data.get("format_version")
     _check(

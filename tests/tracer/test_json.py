@@ -490,6 +490,17 @@ def test_any_corruption_of_a_version_1_file_loads_or_gives_value_error(data: st.
     _use(loaded)
 
 
+def test_the_old_render_json_wrapper_still_loads(tmp_path: Path) -> None:
+    """`gradviz render -o x.json` used to write {view, trace, findings} around a version-1 trace."""
+    trace = json.loads(V1_FILE.read_text(encoding="utf-8"))
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps({"view": "graph", "trace": trace, "findings": [{"kind": "cut_edge"}]}), encoding="utf-8")
+    assert Trace.load(path) == Trace.load(V1_FILE)
+    path.write_text(json.dumps({"view": "graph", "trace": {"format": "other"}}), encoding="utf-8")
+    with pytest.raises(ValueError, match=r"old\.json: 'format' must be 'gradviz-trace', got 'other'"):
+        Trace.load(path)
+
+
 def test_version_1_errors_name_the_record() -> None:
     data = json.loads(V1_FILE.read_text(encoding="utf-8"))
     data["tensors"][1]["byte_range"] = 5
