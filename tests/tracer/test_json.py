@@ -256,6 +256,7 @@ _json_values = st.recursive(
 )
 
 
+@pytest.mark.slow  # hundreds of traces loaded, diagnosed and drawn
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_any_corruption_loads_or_gives_value_error(valid: dict[str, Any], data: st.DataObject) -> None:
@@ -285,6 +286,7 @@ def test_any_corruption_loads_or_gives_value_error(valid: dict[str, Any], data: 
 _ids = st.sampled_from(["t0", "t1", "t3", "t99", "n0", "n1", "n99", "s0", "s99", "v0", "v99", "", "fresh", "ok"])
 
 
+@pytest.mark.slow  # hundreds of traces loaded, diagnosed and drawn
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_any_field_value_loads_or_gives_value_error(seed_traces: dict[str, Trace], data: st.DataObject) -> None:
@@ -472,6 +474,7 @@ def test_version_1_files_still_load(tmp_path: Path) -> None:
     assert Trace.load(tmp_path / "v2.json") == old
 
 
+@pytest.mark.slow  # hundreds of traces loaded, diagnosed and drawn
 @settings(max_examples=80, deadline=None)
 @given(data=st.data())
 def test_any_corruption_of_a_version_1_file_loads_or_gives_value_error(data: st.DataObject) -> None:
