@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import enum
 import gc
 import itertools
@@ -38,6 +39,7 @@ from .trace_checks import (
     check_event_data,
     check_extras,
     check_references,
+    is_json_plain,
     no_lone_surrogates,
 )
 from .trace_checks import check as _check
@@ -62,10 +64,20 @@ _TABLES: tuple[tuple[str, type], ...] = (
     ("ops", OpRecord),
     ("events", Event),
 )
-_TOP_LEVEL = {
-    "format", "format_version", "torch_version", "script", "locations", *(name for name, _ in _TABLES),
-    "exception", "sources", "file_labels", "internal_errors", *EXTRA_FIELDS,
+# Trace fields written by name above; any other (plain: int, str, bool, lists and dicts of them) is written and
+# read as it is, checked against its annotation, so adding a field to Trace needs no change here
+_NAMED = {
+    "torch_version", "script", *(name for name, _ in _TABLES), "exception", "sources", "file_labels",
+    "internal_errors",
 }  # fmt: skip
+_NOT_SAVED = {"error"}  # the live exception: never written
+
+
+def _plain_fields() -> list[tuple[str, Any]]:
+    return [(n, h) for n, h in _field_hints(Trace) if n not in _NAMED and n not in _NOT_SAVED]
+
+
+_TOP_LEVEL = {"format", "format_version", "locations", *_NAMED, *EXTRA_FIELDS}
 _CHUNK = 1 << 20
 
 
@@ -112,6 +124,7 @@ def to_document(trace: Trace) -> dict[str, Any]:
         "sources": dict(trace.sources),
         "file_labels": dict(trace.file_labels),
         "internal_errors": list(trace.internal_errors),
+        **{name: copy.deepcopy(getattr(trace, name)) for name, _ in _plain_fields()},
     }
 
 
@@ -263,7 +276,8 @@ def from_document(data: Any, *, walk_strings: bool = True) -> Trace:
         f"unsupported format_version {_short(version)} (this gradviz reads versions "
         f"{', '.join(map(str, READABLE_VERSIONS))}; a newer gradviz wrote this file)",
     )
-    unknown = set(data) - _TOP_LEVEL
+    plain = _plain_fields()
+    unknown = set(data) - _TOP_LEVEL - {name for name, _ in plain}
     _check(not unknown, f"unknown field(s) {sorted(unknown)} at the top level")
     if walk_strings:
         no_lone_surrogates(data)
@@ -306,6 +320,7 @@ def from_document(data: Any, *, walk_strings: bool = True) -> Trace:
         file_labels=_str_dict(data.get("file_labels", {}), "file_labels"),
         torch_version=data.get("torch_version"),
         internal_errors=_str_list(data.get("internal_errors", []), "internal_errors"),
+        **{name: _plain_value(data[name], hint, name) for name, hint in plain if name in data},
     )
     check_references(trace)
     check_event_data(trace)
@@ -423,17 +438,22 @@ def _nested_column(cls: type, values: list[Any], table: str, name: str, location
     [field, field, ...]: all items checked and built at once, column by column, then handed back per record."""
     hints = _field_hints(cls)
     width = len(hints)
+    defaults = [_default(cls, n) for n, _ in hints]
+    # trailing fields with a default may be left out (a file written before the field existed)
+    required = max((k + 1 for k, d in enumerate(defaults) if d is MISSING), default=0)
     items: list[Any] = []
     counts: list[int] = []
     for i, value in enumerate(values):
         if not isinstance(value, list):
             raise ValueError(f"{table}[{i}].{name} must be a list, got {_describe(value)}")
         for j, item in enumerate(value):
-            if not (isinstance(item, list) and len(item) == width):
+            if not (isinstance(item, list) and required <= len(item) <= width):
                 raise ValueError(
                     f"{table}[{i}].{name}[{j}] must be a list of {width} values "
                     f"({', '.join(n for n, _ in hints)}), got {_short(item)}"
                 )
+            if len(item) < width:
+                value[j] = item + defaults[len(item) :]
         items.extend(value)
         counts.append(len(value))
     columns = [list(column) for column in zip(*items)] if items else [[] for _ in hints]
@@ -547,6 +567,15 @@ def _unique(records: list[Any], key: str) -> dict[str, Any]:
             _check(r.id not in seen, f"'{key}' holds id {r.id!r} twice")
             seen.add(r.id)
     return out
+
+
+def _plain_value(value: Any, hint: Any, name: str) -> Any:
+    """A plain top-level field, checked against its annotation like a column of one value."""
+    _check(is_json_plain(value), f"'{name}' holds a value of unsupported type")
+    try:
+        return _decode_column([value], hint, "trace", name, [])[0]
+    except ValueError as exc:
+        raise ValueError(str(exc).replace(f"trace[0].{name}", f"'{name}'", 1)) from None
 
 
 def _str_dict(value: Any, where: str) -> dict[str, str]:

@@ -110,6 +110,18 @@ def test_columns_with_a_default_may_be_left_out(valid: dict[str, Any]) -> None:
     assert len({id(t.names) for t in loaded.tensors.values()}) == len(loaded.tensors)  # not one shared list
 
 
+def test_trailing_fields_of_saved_tensors_may_be_left_out(valid: dict[str, Any]) -> None:
+    """A saved tensor written before a field with a default was added still loads (that field gets its default)."""
+    data = copy.deepcopy(valid)
+    index = next(i for i, saved in enumerate(data["nodes"]["saved"]) if saved)
+    data["nodes"]["saved"][index][0] = data["nodes"]["saved"][index][0][:3]  # name, tensor, saved_version
+    saved = Trace.loads(json.dumps(data)).nodes[data["nodes"]["id"][index]].saved[0]
+    assert (saved.is_output, saved.original) == (False, False)
+    data["nodes"]["saved"][index][0] = data["nodes"]["saved"][index][0][:2]
+    with pytest.raises(ValueError, match=r"nodes\[\d+\]\.saved\[0\] must be a list of \d+ values \(name, tensor, saved_version"):
+        Trace.loads(json.dumps(data))
+
+
 def test_document_header(valid: dict[str, Any]) -> None:
     assert valid["format"] == FORMAT_NAME == "gradviz-trace"
     assert valid["format_version"] == FORMAT_VERSION == 2
