@@ -319,6 +319,6 @@ class Trace:
         with trace_file.collector_paused():
             data = trace_file.parse(text, origin)
             try:
-                return trace_file.from_document(data, walk_strings=trace_file.check_text(text))
+                return trace_file.from_document(data)
             except ValueError as exc:
                 raise ValueError(f"{origin}: {exc}") from None

@@ -1,15 +1,10 @@
-"""Checks of a loaded trace beyond field types: ids that must exist, event data per kind, text that must be Unicode."""
+"""Checks of a loaded trace beyond field types: ids that must exist, event data per kind, render's extra fields."""
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from .model import EventKind, Trace
-
-# a surrogate code point, written raw or as a \uD800-\uDFFF escape (pairs included: the slow check tells them apart)
-RAW_SURROGATE = re.compile("[\ud800-\udfff]")
-ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 def check_references(trace: Trace) -> None:
@@ -148,21 +143,6 @@ def check_extras(data: dict[str, Any]) -> None:
             isinstance(finding, dict) and is_str(finding.get("kind")) and is_json_plain(finding),
             f"findings[{i}] must be an object with a 'kind', got {short(finding)}",
         )
-
-
-def no_lone_surrogates(data: Any) -> None:
-    """Refuse a string holding half of a UTF-16 pair: it cannot be printed or written as UTF-8 later."""
-    stack: list[tuple[Any, str]] = [(data, "")]
-    while stack:
-        value, where = stack.pop()
-        if isinstance(value, str):
-            check(not RAW_SURROGATE.search(value), f"{where or 'a string'} holds a lone surrogate (not valid Unicode)")
-        elif isinstance(value, dict):
-            for k, v in value.items():
-                check(not RAW_SURROGATE.search(k), f"a field name in {where or 'the top level'} holds a lone surrogate")
-                stack.append((v, f"{where}.{k}" if where else k))
-        elif isinstance(value, list):
-            stack.extend((v, f"{where}[{i}]") for i, v in enumerate(value))
 
 
 def is_str(v: Any) -> bool:

@@ -34,13 +34,10 @@ from .model import (
     VersionCounterRecord,
 )
 from .trace_checks import (
-    ESCAPED_SURROGATE,
-    RAW_SURROGATE,
     check_event_data,
     check_extras,
     check_references,
     is_json_plain,
-    no_lone_surrogates,
 )
 from .trace_checks import check as _check
 from .trace_checks import describe as _describe
@@ -132,20 +129,6 @@ def dumps(document: dict[str, Any], *, indent: int | None = None) -> str:
     # compact separators: a long trace is mostly ids and small numbers, where ", " costs a tenth of the file
     separators = (",", ":") if indent is None else None
     return json.dumps(document, indent=indent, ensure_ascii=False, separators=separators)
-
-
-def write_text(path: str | Path, text: str) -> None:
-    """Write the JSON text as UTF-8; a lone surrogate (from a broken file name or message) becomes U+FFFD."""
-    Path(path).write_bytes(clean_text(text).encode("utf-8"))
-
-
-def clean_text(text: str) -> str:
-    """`text` with every lone surrogate replaced by U+FFFD, so that it can be written and loads again."""
-    try:
-        text.encode("utf-8")
-        return text
-    except UnicodeEncodeError:
-        return RAW_SURROGATE.sub("\ufffd", text)
 
 
 def _records(trace: Trace, name: str) -> list[Any]:
@@ -257,12 +240,7 @@ def parse(text: str, origin: str) -> Any:
         raise ValueError(f"{origin} is not a gradviz trace: nested too deeply") from None
 
 
-def check_text(text: str) -> bool:
-    """True when the parsed document may hold a lone surrogate and needs the full walk (rare: never from gradviz)."""
-    return bool(RAW_SURROGATE.search(text) or ESCAPED_SURROGATE.search(text))
-
-
-def from_document(data: Any, *, walk_strings: bool = True) -> Trace:
+def from_document(data: Any) -> Trace:
     """Build a Trace from a parsed document of any readable version; ValueError naming the first bad field.
 
     Consumes `data`: its lists of records are dropped from it as they are built."""
@@ -279,8 +257,6 @@ def from_document(data: Any, *, walk_strings: bool = True) -> Trace:
     plain = _plain_fields()
     unknown = set(data) - _TOP_LEVEL - {name for name, _ in plain}
     _check(not unknown, f"unknown field(s) {sorted(unknown)} at the top level")
-    if walk_strings:
-        no_lone_surrogates(data)
     for key in ("torch_version", "script"):
         _check(data.get(key) is None or isinstance(data[key], str), f"'{key}' must be a string or null")
     check_extras(data)
