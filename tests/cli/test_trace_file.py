@@ -81,3 +81,26 @@ def test_the_size_limit_is_raised_from_the_environment(tmp_path: Path) -> None:
     bad = _load_in_subprocess(path, {**env, "GRADVIZ_MAX_TRACE_SIZE": "lots"})
     assert bad.returncode == 1
     assert bad.stderr.strip() == "GRADVIZ_MAX_TRACE_SIZE: not a size: 'lots' (write it as bytes, or with K, M, G: 800M, 2G)"
+
+
+def test_check_reads_a_saved_trace_within_the_size_limit(python_m_gradviz, tmp_path: Path) -> None:
+    trace = gradviz.trace_script(GALLERY / "plot_02_data_silent.py")
+    trace.to_json(tmp_path / "saved.json")
+    size = (tmp_path / "saved.json").stat().st_size
+
+    refused = python_m_gradviz("check", "saved.json", env={"GRADVIZ_MAX_TRACE_SIZE": str(size - 1)})
+    assert refused.returncode == 2
+    assert f"saved.json is larger than the limit of {size - 1} bytes for a trace file" in refused.stderr
+    assert "GRADVIZ_MAX_TRACE_SIZE=2G" in refused.stderr
+
+    checked = python_m_gradviz("check", "saved.json", env={"GRADVIZ_MAX_TRACE_SIZE": str(size)})
+    assert checked.returncode == 1, checked.stderr  # an error finding
+    assert "silently_corrupted_saved_tensor" in checked.stdout
+
+
+def test_check_reads_the_older_render_json_wrapper(python_m_gradviz, tmp_path: Path) -> None:
+    v1 = json.loads((Path(__file__).parents[1] / "tracer" / "data" / "trace_v1.json").read_text(encoding="utf-8"))
+    write(tmp_path, "old.json", json.dumps({"view": "graph", "trace": v1, "findings": []}))
+    result = python_m_gradviz("check", "old.json")
+    assert result.returncode == 1, result.stderr
+    assert "silently_corrupted_saved_tensor" in result.stdout
