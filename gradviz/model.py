@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import builtins
 import enum
-import json
-import types
-import typing
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-#: Version of the JSON format written by :meth:`Trace.to_json`. Bumped on any incompatible change.
-FORMAT_VERSION = 1
+#: Version of the JSON format written by :meth:`Trace.to_json`. Bumped on any incompatible change (2: columns).
+FORMAT_VERSION = 2
 FORMAT_NAME = "gradviz-trace"
+#: Default for `Trace.load(max_bytes=...)`: about 140,000 traced steps of a small MLP (3.6 KB a step). A larger
+#: file is refused before it is read, so a wrong path (`/dev/zero`, a dataset) fails at once, not after filling memory.
+DEFAULT_MAX_BYTES = 512 * 2**20
 
 
 class EventKind(str, enum.Enum):
@@ -266,28 +266,22 @@ class Trace:
         if error is not None:
             raise error
 
-    # ------------------------------------------------------------------ JSON
+    # ------------------------------------------------------------------ JSON (gradviz/trace_file.py)
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "format": FORMAT_NAME,
-            "format_version": FORMAT_VERSION,
-            "torch_version": self.torch_version,
-            "script": self.script,
-            "tensors": [_plain(t) for t in self.tensors.values()],
-            "storages": [_plain(s) for s in self.storages.values()],
-            "version_counters": [_plain(v) for v in self.version_counters.values()],
-            "nodes": [_plain(n) for n in self.nodes.values()],
-            "ops": [_plain(o) for o in self.ops],
-            "events": [_plain(e) for e in self.events],
-            "exception": _plain(self.exception) if self.exception else None,
-            "sources": dict(self.sources),
-            "file_labels": dict(self.file_labels),
-            "internal_errors": list(self.internal_errors),
-        }
+        """The trace as the JSON-ready document of docs/trace-format.md (a copy: changing it leaves the trace alone)."""
+        import copy
+
+        from . import trace_file
+
+        return copy.deepcopy(trace_file.to_document(self))
 
     def to_json(self, path: str | Path | None = None, *, indent: int | None = None) -> str:
         """The trace as JSON text (format: docs/trace-format.md); also written to `path` if given."""
-        text = json.dumps(self.to_dict(), indent=indent, ensure_ascii=False)
+        from . import trace_file
+
+        # the document shares lists with the records: fine here, it is turned into text at once
+        with trace_file.collector_paused():
+            text = trace_file.dumps(trace_file.to_document(self), indent=indent)
         if path is not None:
             # encoded before the file is opened, so a failure leaves no half-written file; a lone surrogate (an
             # undecodable file name) is written as its JSON escape `\udcff`, which loads back as the same text
@@ -296,238 +290,35 @@ class Trace:
 
     @classmethod
     def from_dict(cls, data: Any) -> Trace:
-        return _load(data)
+        """A trace from a parsed document (as `to_dict` returns); ValueError naming what is wrong. The trace keeps
+        no reference to `data`."""
+        import copy
+
+        from . import trace_file
+
+        with trace_file.collector_paused():
+            return trace_file.from_document(copy.deepcopy(data))
 
     @classmethod
-    def load(cls, source: str | Path) -> Trace:
-        """Load a trace written by :meth:`to_json`. Raises ValueError naming what is wrong in a bad file."""
-        path = Path(source)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ValueError(f"cannot read trace file {str(path)!r}: {exc.strerror or exc}") from None
-        except UnicodeDecodeError:
-            raise ValueError(f"{str(path)!r} is not a gradviz trace: not UTF-8 text") from None
-        return cls.loads(text, origin=str(path))
+    def load(cls, source: str | Path, *, max_bytes: int | None = DEFAULT_MAX_BYTES) -> Trace:
+        """Load a trace written by :meth:`to_json`. Raises ValueError naming what is wrong in a bad file.
+
+        `max_bytes`: refuse a larger file before reading it (default 512 MiB, or the environment variable
+        GRADVIZ_MAX_TRACE_SIZE, e.g. `2G`, for command-line use; None: no limit). Loading never executes anything."""
+        from . import trace_file
+
+        limit = trace_file.limit_from_environment() if max_bytes == DEFAULT_MAX_BYTES else max_bytes
+        text = trace_file.read_text(source, max_bytes=limit)
+        return cls.loads(text, origin=str(source))
 
     @classmethod
     def loads(cls, text: str, *, origin: str = "<string>") -> Trace:
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{origin} is not a gradviz trace: invalid JSON ({exc.msg} at line {exc.lineno})") from None
-        except RecursionError:
-            raise ValueError(f"{origin} is not a gradviz trace: nested too deeply") from None
-        try:
-            return _load(data)
-        except ValueError as exc:
-            raise ValueError(f"{origin}: {exc}") from None
+        """A trace from JSON text; ValueError starting with `origin` when it is not a valid trace."""
+        from . import trace_file
 
-
-# ---------------------------------------------------------------------- (de)serialisation helpers
-def _plain(obj: Any) -> Any:
-    if obj is None:
-        return None
-    out = asdict(obj)
-    out.pop("error", None)
-    return _enums_to_values(out)
-
-
-def _enums_to_values(value: Any) -> Any:
-    if isinstance(value, enum.Enum):
-        return value.value
-    if isinstance(value, dict):
-        return {k: _enums_to_values(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_enums_to_values(v) for v in value]
-    return value
-
-
-def _check(cond: bool, what: str) -> None:
-    if not cond:
-        raise ValueError(what)
-
-
-def _describe(value: Any) -> str:
-    return "null" if value is None else type(value).__name__
-
-
-def _convert(value: Any, hint: Any, where: str) -> Any:
-    """Check a JSON value against a field's type annotation and build the typed value; ValueError if it does not fit."""
-    origin = typing.get_origin(hint)
-    if origin in (typing.Union, types.UnionType):
-        options = typing.get_args(hint)
-        if value is None and type(None) in options:
-            return None
-        errors = []
-        for option in options:
-            if option is type(None):
-                continue
+        with trace_file.collector_paused():
+            data = trace_file.parse(text, origin)
             try:
-                return _convert(value, option, where)
+                return trace_file.from_document(data)
             except ValueError as exc:
-                errors.append(str(exc))
-        raise ValueError(errors[0] if len(errors) == 1 else f"{where} has the wrong type ({_describe(value)})")
-    if hint is Any:
-        _check(_is_json_plain(value), f"{where} holds a value of unsupported type")
-        return value
-    if origin is list:
-        _check(isinstance(value, list), f"{where} must be a list, got {_describe(value)}")
-        (item,) = typing.get_args(hint)
-        return [_convert(v, item, f"{where}[{i}]") for i, v in enumerate(value)]
-    if origin is tuple:
-        items = typing.get_args(hint)
-        _check(
-            isinstance(value, list) and len(value) == len(items),
-            f"{where} must be a list of {len(items)} values, got {_describe(value)}",
-        )
-        return tuple(_convert(v, t, f"{where}[{i}]") for i, (v, t) in enumerate(zip(value, items)))
-    if origin is dict:
-        key_type, value_type = typing.get_args(hint)
-        _check(isinstance(value, dict), f"{where} must be an object, got {_describe(value)}")
-        return {k: _convert(v, value_type, f"{where}.{k}") for k, v in value.items()}
-    if isinstance(hint, type) and issubclass(hint, enum.Enum):
-        try:
-            return hint(value)
-        except (ValueError, TypeError):
-            choices = ", ".join(repr(m.value) for m in hint)
-            raise ValueError(f"{where} must be one of {choices}, got {value!r}") from None
-    if isinstance(hint, type) and hasattr(hint, "__dataclass_fields__"):
-        return _record(hint, value, where)
-    if hint is bool:
-        _check(isinstance(value, bool), f"{where} must be true or false, got {_describe(value)}")
-        return value
-    if hint is int:
-        _check(isinstance(value, int) and not isinstance(value, bool), f"{where} must be an integer, got {_describe(value)}")
-        return value
-    if hint is float:
-        _check(isinstance(value, (int, float)) and not isinstance(value, bool), f"{where} must be a number, got {_describe(value)}")
-        return value
-    if hint is str:
-        _check(isinstance(value, str), f"{where} must be a string, got {_describe(value)}")
-        return value
-    raise ValueError(f"{where}: cannot read a value of type {hint!r}")
-
-
-_HINTS: dict[type, dict[str, Any]] = {}
-
-
-def _record(cls: type, raw: Any, where: str) -> Any:
-    """Build dataclass `cls` from a JSON object, checking field names and types against its annotations."""
-    _check(isinstance(raw, dict), f"{where} must be an object, got {_describe(raw)}")
-    hints = _HINTS.get(cls)
-    if hints is None:
-        hints = _HINTS[cls] = typing.get_type_hints(cls)
-    names = {f.name for f in fields(cls) if f.name != "error"}
-    unknown = set(raw) - names
-    _check(not unknown, f"{where} has unknown field(s) {sorted(unknown)}")
-    kwargs = {name: _convert(value, hints[name], f"{where}.{name}") for name, value in raw.items()}
-    try:
-        return cls(**kwargs)
-    except TypeError as exc:  # a required field is missing
-        raise ValueError(f"{where}: {exc}") from None
-
-
-def _is_json_plain(value: Any, depth: int = 0) -> bool:
-    if depth > 50:
-        return False
-    if isinstance(value, (str, int, float, bool, type(None))):
-        return True
-    if isinstance(value, list):
-        return all(_is_json_plain(v, depth + 1) for v in value)
-    if isinstance(value, dict):
-        return all(isinstance(k, str) and _is_json_plain(v, depth + 1) for k, v in value.items())
-    return False
-
-
-_TOP_LEVEL = {
-    "format",
-    "format_version",
-    "torch_version",
-    "script",
-    "tensors",
-    "storages",
-    "version_counters",
-    "nodes",
-    "ops",
-    "events",
-    "exception",
-    "sources",
-    "file_labels",
-    "internal_errors",
-}
-
-
-def _list_of(cls: type, data: dict[str, Any], key: str) -> list[Any]:
-    raw = data.get(key, [])
-    _check(isinstance(raw, list), f"'{key}' must be a list, got {_describe(raw)}")
-    return [_record(cls, r, f"{key}[{i}]") for i, r in enumerate(raw)]
-
-
-def _unique(records: list[Any], key: str) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for record in records:
-        _check(record.id not in out, f"'{key}' holds id {record.id!r} twice")
-        out[record.id] = record
-    return out
-
-
-def _load(data: Any) -> Trace:
-    _check(isinstance(data, dict), "top level must be a JSON object")
-    _check(data.get("format") == FORMAT_NAME, f"'format' must be {FORMAT_NAME!r}, got {data.get('format')!r}")
-    version = data.get("format_version")
-    _check(
-        type(version) is int and version == FORMAT_VERSION,
-        f"unsupported format_version {version!r} (this gradviz reads version {FORMAT_VERSION})",
-    )
-    unknown = set(data) - _TOP_LEVEL
-    _check(not unknown, f"unknown field(s) {sorted(unknown)} at the top level")
-    for key in ("torch_version", "script"):
-        _check(data.get(key) is None or isinstance(data[key], str), f"'{key}' must be a string or null")
-    exception = None
-    if data.get("exception") is not None:
-        exception = _record(ExceptionRecord, data["exception"], "exception")
-    trace = Trace(
-        tensors=_unique(_list_of(TensorRecord, data, "tensors"), "tensors"),
-        storages=_unique(_list_of(StorageRecord, data, "storages"), "storages"),
-        version_counters=_unique(_list_of(VersionCounterRecord, data, "version_counters"), "version_counters"),
-        nodes=_unique(_list_of(NodeRecord, data, "nodes"), "nodes"),
-        ops=_list_of(OpRecord, data, "ops"),
-        events=_list_of(Event, data, "events"),
-        exception=exception,
-        script=data.get("script"),
-        sources=_convert(data.get("sources", {}), dict[str, str], "sources"),
-        file_labels=_convert(data.get("file_labels", {}), dict[str, str], "file_labels"),
-        torch_version=data.get("torch_version"),
-        internal_errors=_convert(data.get("internal_errors", []), list[str], "internal_errors"),
-    )
-    _check_references(trace)
-    return trace
-
-
-def _check_references(trace: Trace) -> None:
-    """Every id a record points at must exist, so later passes never meet a dangling reference."""
-    for t in trace.tensors.values():
-        _check(t.grad_fn is None or t.grad_fn in trace.nodes, f"tensor {t.id} points at unknown node {t.grad_fn!r}")
-        _check(t.storage is None or t.storage in trace.storages, f"tensor {t.id} points at unknown storage {t.storage!r}")
-        _check(
-            t.version_counter is None or t.version_counter in trace.version_counters,
-            f"tensor {t.id} points at unknown version counter {t.version_counter!r}",
-        )
-    for n in trace.nodes.values():
-        for nxt in n.next:
-            _check(nxt is None or nxt in trace.nodes, f"node {n.id} points at unknown node {nxt!r}")
-        for s in n.saved:
-            _check(s.tensor is None or s.tensor in trace.tensors, f"node {n.id} saved unknown tensor {s.tensor!r}")
-        _check(n.variable is None or n.variable in trace.tensors, f"node {n.id} feeds unknown tensor {n.variable!r}")
-    for v in trace.version_counters.values():
-        for tid in v.tensors:
-            _check(tid in trace.tensors, f"version counter {v.id} lists unknown tensor {tid!r}")
-    for op in trace.ops:
-        for tid in op.inputs + op.outputs:
-            _check(tid in trace.tensors, f"op {op.seq} ({op.name}) uses unknown tensor {tid!r}")
-    for e in trace.events:
-        for tid in (e.tensor, e.result):
-            _check(tid is None or tid in trace.tensors, f"event {e.seq} ({e.kind.value}) names unknown tensor {tid!r}")
-        for vc in e.versions:
-            _check(vc.tensor in trace.tensors, f"event {e.seq} lists unknown tensor {vc.tensor!r}")
+                raise ValueError(f"{origin}: {exc}") from None

@@ -136,30 +136,13 @@ def load_trace(program: Program) -> Trace:
     from .model import Trace
 
     try:
+        # reads every version gradviz wrote, the {view, trace, findings} of older `render -o x.json` included, and
+        # refuses a file over the size limit (GRADVIZ_MAX_TRACE_SIZE) before reading it
         return Trace.load(program.target)
     except ValueError as exc:
-        wrapped = _diagram_json(program.target)  # `render -o x.json` of older versions wrapped the trace
-        if wrapped is not None:
-            return wrapped
         raise ScriptError(safe_str(exc).splitlines()[0]) from None
     except (OSError, RecursionError, MemoryError) as exc:
         raise ScriptError(f"cannot read trace file {program.target!r}: {safe_str(exc)}") from None
-
-
-def _diagram_json(path: str) -> Trace | None:
-    """The trace inside a `{"view", "trace", "findings"}` document, or None when the file is not one."""
-    import json
-
-    from .model import Trace
-
-    try:
-        with open(path, encoding="utf-8") as file:
-            data = json.load(file)
-        if isinstance(data, dict) and set(data) == {"view", "trace", "findings"}:
-            return Trace.from_dict(data["trace"])
-    except (OSError, ValueError, RecursionError):
-        pass
-    return None
 
 
 def run_program(program: Program, *, on_hard_exit: HardExitHandler | None = None) -> ProgramRun:

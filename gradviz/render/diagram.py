@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -84,14 +83,14 @@ class Diagram:
             self._html = report_html(self.trace, self.findings)
         return self._html
 
-    def to_json(self, *, indent: int | None = 1) -> str:
-        """The trace and its findings as JSON text."""
-        payload = {
-            "view": self.view,
-            "trace": self.trace.to_dict(),
-            "findings": [f.to_dict() for f in self.findings],
-        }
-        return json.dumps(payload, indent=indent, ensure_ascii=False)
+    def to_json(self, *, indent: int | None = None) -> str:
+        """The trace file (docs/trace-format.md) with this view's name and findings added: `Trace.load` reads it."""
+        from ..trace_file import dumps
+
+        document = self.trace.to_dict()
+        document["view"] = self.view
+        document["findings"] = [f.to_dict() for f in self.findings]
+        return dumps(document, indent=indent)
 
     # ------------------------------------------------------------------ saving
     def save(self, path: str | Path) -> Path:

@@ -516,7 +516,8 @@ class Recorder(GraphRecording, HookRecording, TorchFunctionMode):
             data["grad_fn"] = self._node(fn)
 
     def _event(self, kind: EventKind, file: str | None, line: int | None, **fields: Any) -> Event:
-        loc = source.make_location(file, line) if file is not None and line is not None else None
+        # one shared Location per line, as for tensors and nodes: a training loop repeats the same few lines
+        loc = self._location(file, line)
         event = Event(seq=next(self._seq), kind=kind, location=loc, **fields)
         self.trace.events.append(event)
         if loc is not None:

@@ -153,4 +153,5 @@ def test_a_non_utf8_file_name_still_gives_complete_files(python_m_gradviz, tmp_p
     assert (tmp_path / "g.dot").read_text().rstrip().endswith("}")
     assert (tmp_path / "g.html").read_text().rstrip().endswith("</html>")
     document = json.loads((tmp_path / "g.json").read_text())
-    assert document["trace"]["script"] == str(tmp_path / name)  # the JSON escape loads back as the same name
+    assert document["script"] == str(tmp_path / name)  # the JSON escape loads back as the same name
+    assert gradviz.Trace.load(tmp_path / "g.json").script == str(tmp_path / name)

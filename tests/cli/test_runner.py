@@ -62,8 +62,8 @@ def test_system_exit_keeps_the_scripts_code_and_still_writes(python_m_gradviz, p
     assert result.returncode == 4
     assert result.stderr == ""
     payload = json.loads((tmp_path / "g.json").read_text())
-    assert payload["trace"]["exception"]["type"] == "SystemExit"
-    assert payload["trace"]["exception"]["message"] == "4"
+    assert payload["exception"]["type"] == "SystemExit"
+    assert payload["exception"]["message"] == "4"
 
 
 def test_system_exit_with_a_message_prints_it_and_exits_1(python_m_gradviz, tmp_path):

@@ -45,9 +45,11 @@ def test_dot_and_json_need_no_graphviz(silent: gradviz.Trace, tmp_path: Path) ->
     assert dot_path.read_text(encoding="utf-8") == diagram.source
     data = json.loads(diagram.save(tmp_path / "g.json").read_text(encoding="utf-8"))
     assert data["view"] == "graph"
-    assert data["trace"]["format"] == "gradviz-trace"
+    assert data["format"] == "gradviz-trace"  # the trace file itself, with the view and findings added
     assert [f["kind"] for f in data["findings"]] == ["silently_corrupted_saved_tensor"]
-    assert gradviz.Trace.from_dict(data["trace"]).tensor("c").origin == "data"
+    loaded = gradviz.Trace.load(tmp_path / "g.json")
+    assert loaded.tensor("c").origin == "data"
+    assert loaded == silent
 
 
 def test_render_with_path_saves_and_format_fills_a_missing_suffix(silent: gradviz.Trace, tmp_path: Path) -> None:
