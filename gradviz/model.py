@@ -174,7 +174,7 @@ class WindowRecord:
             return f"all {self.traced:,} {units if self.traced != 1 else units[:-1]} traced"
         span = f"{units} 1-{self.traced}" if self.traced != 1 else f"{units[:-1]} 1"
         if self.stopped:
-            return f"{span} traced, then the program was stopped (--stop-after)"
+            return f"{span} traced, then the program was stopped there (--stop-after)"
         if self.total is not None:
             return f"{span} of {self.total:,} traced"
         return f"{span} of {self.at_least or self.traced:,}+ traced"
