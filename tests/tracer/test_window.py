@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import subprocess
+import runpy
 import sys
 import textwrap
 from pathlib import Path
@@ -72,8 +72,16 @@ def _script(tmp_path: Path, text: str, name: str = "prog.py") -> Path:
     return path
 
 
-def _untraced(path: Path, *args: str) -> str:
-    return subprocess.run([sys.executable, str(path), *args], capture_output=True, text=True, check=True).stdout
+def _untraced(path: Path, capsys: pytest.CaptureFixture[str], *args: str) -> str:
+    """What the program prints run as `python path args` (in this process: a subprocess would import torch again)."""
+    capsys.readouterr()
+    saved = sys.argv
+    sys.argv = [str(path), *args]
+    try:
+        runpy.run_path(str(path), run_name="__main__")
+    finally:
+        sys.argv = saved
+    return capsys.readouterr().out
 
 
 def _traced(path: Path, capsys: pytest.CaptureFixture[str], *args: str, **window: object) -> tuple[Trace, str]:
@@ -97,7 +105,7 @@ def test_window_of_optimizer_steps_records_only_them_and_counts_the_rest(tmp_pat
 
 def test_after_the_window_the_program_runs_unchanged_with_no_mode_hooks_or_gc_changes(tmp_path, capsys):
     path = _script(tmp_path, TRAIN)
-    plain = _untraced(path, "30")
+    plain = _untraced(path, capsys, "30")
     _, out = _traced(path, capsys, "30", steps=2)
     # same values to the last bit, and (seen from inside the program) no mode, hook or GC setting of ours left
     assert out == plain
@@ -108,7 +116,7 @@ def test_after_the_window_the_program_runs_unchanged_with_no_mode_hooks_or_gc_ch
 
 def test_window_without_an_optimizer_counts_backward_calls(tmp_path, capsys):
     path = _script(tmp_path, NO_OPTIMIZER)
-    plain = _untraced(path)
+    plain = _untraced(path, capsys)
     trace, out = _traced(path, capsys, steps=4)
     assert out == plain
     window = trace.window
@@ -131,7 +139,7 @@ def test_stop_after_ends_the_program_at_the_window_as_if_it_had_finished(tmp_pat
 
 def test_two_optimizers_each_make_n_steps_inside_the_window(tmp_path, capsys):
     path = _script(tmp_path, GAN)
-    plain = _untraced(path)
+    plain = _untraced(path, capsys)
     trace, out = _traced(path, capsys, steps=3)
     assert out == plain
     steps = trace.events_of(EventKind.OPTIMIZER_STEP)
