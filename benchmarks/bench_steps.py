@@ -3,6 +3,7 @@
     python benchmarks/bench_steps.py              # both tables (several minutes on 2 cores)
     python benchmarks/bench_steps.py --only mlp   # (a) the step window on a 6,000-step MLP run
     python benchmarks/bench_steps.py --only lstm  # (b) full tracing of an LSTM language model, 50 and 600 batches
+    python benchmarks/bench_steps.py --memory     # what one traced step adds to the trace (memory, JSON), in-process
 
 Each row runs the untraced script (`python script.py N`) and `gradviz check script.py ... -- N` as child
 processes, interleaved, `--rounds` times; a cell is the median child CPU time (user + system: steadier than wall
@@ -65,11 +66,46 @@ def measure(script: str, argument: str, gradviz_args: list[str], rounds: int) ->
     }
 
 
+def memory_per_step(first: int = 100, second: int = 400) -> None:
+    """Python heap (tracemalloc) and JSON bytes a traced step adds, from the difference of two run lengths, with
+    the recorder's own state at the end of each (it must not grow: only the trace does)."""
+    import contextlib
+    import io
+    import tracemalloc
+
+    import gradviz
+
+    import gc
+
+    rows = {}
+    for steps in (2, first, second):  # (the first run only warms up: imports and caches are not per step)
+        gc.collect()
+        tracemalloc.start()
+        with contextlib.redirect_stdout(io.StringIO()):
+            trace = gradviz.trace_script(WORKLOADS / "mlp_train.py", [str(steps)])
+        gc.collect()
+        heap = tracemalloc.get_traced_memory()[0]
+        tracemalloc.stop()
+        rows[steps] = (heap, len(trace.to_json().encode()), len(trace.nodes), len(trace.tensors), len(trace.events), len(trace.ops))
+    (h1, j1, n1, t1, e1, o1), (h2, j2, n2, t2, e2, o2) = rows[first], rows[second]
+    per = second - first
+    print(f"MLP (3 Linear, Adam), per traced step, from {first} vs {second} steps:")
+    print(f"  {(h2 - h1) / per / 1024:.1f} KiB of Python heap, {(j2 - j1) / per / 1024:.1f} KiB of JSON")
+    print(f"  {(n2 - n1) / per:.0f} autograd nodes, {(t2 - t1) / per:.0f} tensors, {(o2 - o1) / per:.0f} calls, "
+          f"{(e2 - e1) / per:.0f} events per step")
+    records = (n2 - n1) + (t2 - t1) + (o2 - o1) + (e2 - e1)
+    print(f"  about {(h2 - h1) / records:.0f} bytes of heap per record (node, tensor, call or event)")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", choices=["mlp", "lstm"])
     parser.add_argument("--rounds", type=int, default=3, help="runs of each command (default 3); medians are shown")
+    parser.add_argument("--memory", action="store_true", help="only the memory a traced step adds (in-process)")
     options = parser.parse_args()
+    if options.memory:
+        memory_per_step()
+        return 0
     header = f"{'workload':<52}{'plain CPU':>10}{'check CPU':>11}{'ratio':>8}{'wall ratio':>12}"
     print(header)
     print("-" * len(header))
