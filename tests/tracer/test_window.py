@@ -100,7 +100,7 @@ def test_window_of_optimizer_steps_records_only_them_and_counts_the_rest(tmp_pat
     assert len(trace.events_of(EventKind.OPTIMIZER_STEP)) == 3
     assert len(trace.events_of(EventKind.BACKWARD)) == 3
     assert max(op.seq for op in trace.ops) < window.closed_at  # nothing recorded after the window
-    assert trace.error is None and not trace.internal_errors
+    assert trace.exception is None and not trace.internal_errors
 
 
 def test_after_the_window_the_program_runs_unchanged_with_no_mode_hooks_or_gc_changes(tmp_path, capsys):
@@ -131,7 +131,7 @@ def test_window_without_an_optimizer_counts_backward_calls(tmp_path, capsys):
 def test_stop_after_ends_the_program_at_the_window_as_if_it_had_finished(tmp_path, capsys):
     path = _script(tmp_path, TRAIN)
     trace, out = _traced(path, capsys, "40", steps=2, stop_after=True)
-    assert trace.error is None and trace.exception is None
+    assert trace.exception is None
     assert trace.window.stopped and trace.window.traced == 2
     assert trace.window.describe() == "steps 1-2 traced, then the program was stopped there (--stop-after)"
     assert out.splitlines() == ["step 0 " + out.split()[2]]  # only what the program printed in the first 2 steps
@@ -179,7 +179,7 @@ def test_with_block_stop_after_ends_the_block_only():
             opt.step()
             done.append(i)
     assert done == [0]  # stopped inside step 2, before the line after it
-    assert t.window.stopped and t.error is None
+    assert t.window.stopped and t.exception is None
     assert torch._C._len_torch_function_stack() == 0
 
 
