@@ -118,3 +118,30 @@ def test_help_documents_the_window(python_m_gradviz):
     assert "default: 100; `all` traces the whole run" in " ".join(check.split())
     render = " ".join(python_m_gradviz("render", "--help").stdout.split())
     assert "(default: the whole run)" in render and "--stop-after 3" in render
+
+
+def test_window_options_do_not_apply_to_a_saved_trace(python_m_gradviz, tmp_path):
+    import torch
+
+    import gradviz
+
+    a = torch.ones(2, requires_grad=True)
+    with gradviz.trace() as t:
+        (a * 2).sum().backward()
+    t.to_json(tmp_path / "run.json")
+    result = python_m_gradviz("check", "run.json", "--steps", "3")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "gradviz: 'run.json' is a saved trace: nothing runs, so --steps and --stop-after do not apply"
+    ]
+    assert python_m_gradviz("check", "run.json").returncode == 0  # check's default window does not get in the way
+
+
+def test_module_runs_take_the_window_too(python_m_gradviz, tmp_path):
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "train.py").write_text(TRAIN)
+    result = python_m_gradviz("check", "-m", "pkg.train", "--steps", "2", "--", "12", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "-m pkg.train: no problems found (steps 1-2 of 12 traced)"
