@@ -28,6 +28,7 @@ from .run import (
 )
 from .text import safe_str
 from .runner_options import OptionsError, add_render_options, check_suffix, output_paths, render_kwargs
+from .window_options import DEFAULT_CHECK_STEPS, WindowOptionsError, add_window_options, window_kwargs
 from .terminal import (
     EXIT_FINDINGS,
     EXIT_INTERNAL,
@@ -92,6 +93,7 @@ def _add_script(parser: argparse.ArgumentParser) -> None:
 def _add_render_arguments(parser: argparse.ArgumentParser) -> None:
     _add_script(parser)
     add_render_options(parser, many_outputs=True)
+    add_window_options(parser)
 
 
 def _add_check_arguments(parser: argparse.ArgumentParser) -> None:
@@ -100,6 +102,7 @@ def _add_check_arguments(parser: argparse.ArgumentParser) -> None:
         "--json", action="store_true", help="print exactly one JSON document on stdout (the script's own output goes to stderr)"
     )
     parser.add_argument("--strict", action="store_true", help="exit 1 on warnings too, not only on errors")
+    add_window_options(parser, default=DEFAULT_CHECK_STEPS)
 
 
 _RENDER_EPILOG = """\
@@ -111,6 +114,8 @@ examples:
   gradviz render train.py --max-nodes 200      summarise beyond 200 nodes, for big graphs
   gradviz render train.py --collapse-modules   one box per nn.Module call
   gradviz render train.py --no-show-saved      hide saved tensors
+  gradviz render train.py --steps 3            trace the first 3 optimizer steps, run the rest untraced
+  gradviz render train.py --stop-after 3       trace 3 steps, then end the script there
   gradviz render train.py -q -- --epochs 1     arguments after -- go to the script
   gradviz render train.py -o a.svg -o b.html -o run.json   several outputs from one run (.json: the trace)
   gradviz render run.json --view memory        draw a saved trace again, without running anything
@@ -129,6 +134,9 @@ examples:
   gradviz check train.py                       findings with severity, file:line, source line, message, fix
   gradviz check train.py --json > found.json   one JSON document: {"gradviz", "script", "exception", "findings"}
   gradviz check train.py --strict              fail on warnings (dead parameters...) too
+  gradviz check train.py --steps 10            trace the first 10 optimizer steps, run the rest at full speed
+  gradviz check train.py --stop-after 10       a quick check: end the script after 10 steps
+  gradviz check train.py --steps all           trace the whole run (default: the first 100 steps)
   gradviz check train.py -- --epochs 1         arguments after -- go to the script
   gradviz check -m pkg.train -- --epochs 1     run a module as `python -m pkg.train` would
   gradviz check run.json                       check a trace saved with `gradviz render ... -o run.json`
@@ -136,6 +144,10 @@ examples:
                                                rank 0 prints one document with every rank's findings
 
 If the script ends with os._exit(), the findings are still printed before the process ends.
+
+The step window: after N optimizer steps (N backward() calls where no optimizer steps) gradviz stops
+recording and takes its hooks off; the script runs on unchanged and its later steps are only counted
+("steps 1-100 of 6,000 traced"). With --stop-after the script ends there, with exit status 0.
 exit status: 0 no error finding and the script ran clean; 1 an error finding (--strict: or a warning)
 or the script raised; 2 the script cannot be run (missing, not Python, syntax error, bad options).
 """
@@ -211,7 +223,7 @@ def main(argv: list[str] | None = None, *, prog: str = "gradviz") -> int:
     options.script_args = script_args
     try:
         return COMMANDS[options.command].run(options)
-    except (UsageError, OptionsError, ScriptError) as exc:
+    except (UsageError, OptionsError, ScriptError, WindowOptionsError) as exc:
         _error(safe_str(exc))
         return EXIT_USAGE
     except KeyboardInterrupt:
@@ -229,14 +241,20 @@ def _program(options: argparse.Namespace) -> Program:
 
 
 def _obtain(
-    program: Program, progress: Progress, on_hard_exit: HardExitHandler, *, json_stdout: bool = False
+    program: Program,
+    progress: Progress,
+    on_hard_exit: HardExitHandler,
+    *,
+    json_stdout: bool = False,
+    window: dict[str, Any] | None = None,
 ) -> tuple[Trace, ProgramRun | None]:
-    """Run the program under the tracer, or read the saved trace (nothing runs)."""
+    """Run the program under the tracer (within the step `window`), or read the saved trace (nothing runs)."""
     if program.kind == "trace":
         return load_trace(program), None
     progress.note(f"running {_shown(program.target) if program.kind == 'script' else program.shown} under the tracer")
     if not json_stdout:
-        run = run_program(program, on_hard_exit=on_hard_exit)
+        run = run_program(program, on_hard_exit=on_hard_exit, **(window or {}))
+        _note_stop(run.trace, program)
         return run.trace, run
     with stdout_to_stderr() as redirect:
 
@@ -244,8 +262,27 @@ def _obtain(
             redirect.restore()  # our JSON document goes to the real stdout
             return on_hard_exit(trace, code)
 
-        run = run_program(program, on_hard_exit=hard_exit)
+        run = run_program(program, on_hard_exit=hard_exit, **(window or {}))
+    _note_stop(run.trace, program)
     return run.trace, run
+
+
+def _window_of(options: argparse.Namespace, program: Program) -> dict[str, Any]:
+    """--steps / --stop-after (bad values: WindowOptionsError); a saved trace runs nothing, so none applies."""
+    window = window_kwargs(options)
+    if program.kind == "trace":
+        if options.steps is not None or options.stop_after is not None:
+            raise UsageError(f"{program.target!r} is a saved trace: nothing runs, so --steps and --stop-after do not apply")
+        return {}
+    return window
+
+
+def _note_stop(trace: Trace, program: Program) -> None:
+    record = trace.window
+    if record is not None and record.stopped:
+        what = "steps" if record.unit == "step" else "backward() calls"
+        name = _shown(program.target) if program.kind == "script" else program.shown
+        _error(f"stopped {name} after {record.traced} traced {what} (--stop-after); exit status as if it had ended normally")
 
 
 # ---------------------------------------------------------------------------------------------- render
@@ -259,13 +296,14 @@ def run_render(options: argparse.Namespace) -> int:
         _check_writable(out)
         check_suffix(out, shown=_shown(out))
     check_program(program)
+    window = _window_of(options, program)
     progress = Progress(quiet=options.quiet)
     started = time.time()
 
     def finish(trace: Trace, run: ProgramRun | None) -> int:
         return _finish_render(trace, run, program, options, outs, progress, rank=rank, started=started)
 
-    trace, run = _obtain(program, progress, lambda trace, code: finish(trace, None))
+    trace, run = _obtain(program, progress, lambda trace, code: finish(trace, None), window=window)
     return finish(trace, run)
 
 
@@ -300,6 +338,8 @@ def _finish_render(
         console = _stdout_console()
         for path in written:
             console.print(f"{rank_prefix()}gradviz: wrote {_shown(path)}", highlight=False, markup=False)
+        if trace.window is not None and trace.window.closed:
+            console.print(f"{rank_prefix()}gradviz: {trace.window.describe()}", highlight=False, markup=False)
         if rank is None:  # under torchrun, rank 0 prints the findings of all ranks at once
             for finding in findings:
                 _print_summary(console, finding)
@@ -355,6 +395,7 @@ def run_check(options: argparse.Namespace) -> int:
     from .ranks import current_rank
 
     program = _program(options)
+    window = _window_of(options, program)
     rank = current_rank()
     progress = Progress(quiet=options.quiet or options.json)
     started = time.time()
@@ -362,7 +403,9 @@ def run_check(options: argparse.Namespace) -> int:
     def finish(trace: Trace, run: ProgramRun | None, hard_exit: int | None = None) -> int:
         return _finish_check(trace, run, program, options, progress, rank=rank, started=started, hard_exit=hard_exit)
 
-    trace, run = _obtain(program, progress, lambda trace, code: finish(trace, None, code), json_stdout=options.json)
+    trace, run = _obtain(
+        program, progress, lambda trace, code: finish(trace, None, code), json_stdout=options.json, window=window
+    )
     return finish(trace, run)
 
 
@@ -391,6 +434,8 @@ def _finish_check(
         }
         if program.kind == "module":
             document["module"] = program.target
+        if trace.window is not None and trace.window.closed:  # only part of the run was traced: say which
+            document["window"] = {**_window_dict(trace), "description": trace.window.describe()}
         if analysis_error is not None:
             document["internal_error"] = f"{type(analysis_error).__name__}: {safe_str(analysis_error)}"
         if rank is None:
@@ -478,9 +523,16 @@ def _tally_line(findings: list[Finding], program: Program, trace: Trace) -> Any:
         at = f" at line {record.location.line}" if record.location else ""
         ending = f"; the script raised {record.type}{at}"
     name = _shown(program.target) if program.kind != "module" else program.shown
+    window = f" ({trace.window.describe()})" if trace.window is not None and trace.window.closed else ""
     if findings or ending:
-        return Text(f"{rank_prefix()}{name}: {tally}{ending}")
-    return Text(f"{rank_prefix()}{name}: no problems found", style="green")
+        return Text(f"{rank_prefix()}{name}: {tally}{ending}{window}")
+    return Text(f"{rank_prefix()}{name}: no problems found{window}", style="green")
+
+
+def _window_dict(trace: Trace) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    return asdict(trace.window) if trace.window is not None else {}
 
 
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}

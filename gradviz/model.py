@@ -155,6 +155,32 @@ class Event:
 
 
 @dataclass(slots=True)
+class WindowRecord:
+    """The step window (`--steps N`): which part of the run was traced, and how long the run went on."""
+
+    unit: str  # "step": optimizer steps (of the first optimizer stepped); "backward": backward() calls
+    limit: int  # N, as asked
+    traced: int  # steps (or backward calls) inside the window
+    closed: bool = False  # the window ended before the program did; recording stopped there
+    closed_at: int | None = None  # seq at which recording stopped
+    total: int | None = None  # steps in the whole run (window included), when counted; None when unknown
+    at_least: int | None = None  # a lower bound on the whole run's count, when `total` is unknown
+    stopped: bool = False  # the program was ended at the window's end (`--stop-after`)
+
+    def describe(self) -> str:
+        """`steps 1-10 of 6,000 traced`, `backward calls 1-10 of 11+ traced`, `all 4 steps traced`."""
+        units = "steps" if self.unit == "step" else "backward calls"
+        if not self.closed:
+            return f"all {self.traced:,} {units if self.traced != 1 else units[:-1]} traced"
+        span = f"{units} 1-{self.traced}" if self.traced != 1 else f"{units[:-1]} 1"
+        if self.stopped:
+            return f"{span} traced, then the program was stopped there (--stop-after)"
+        if self.total is not None:
+            return f"{span} of {self.total:,} traced"
+        return f"{span} of {self.at_least or self.traced:,}+ traced"
+
+
+@dataclass(slots=True)
 class ExceptionRecord:
     """An exception that escaped the traced program, as data: the live exception is never kept, since its
     traceback holds the raising frames' locals and the script's globals."""
@@ -206,6 +232,7 @@ class Trace:
     file_labels: dict[str, str] = field(default_factory=dict)  # file -> how displays name it ("In[3]": notebook cell)
     torch_version: str | None = None
     internal_errors: list[str] = field(default_factory=list)  # gradviz's own failures while recording
+    window: WindowRecord | None = None  # the step window, when only the start of the run was traced
 
     # ----------------------------------------------------------------- queries
     def tensor(self, name_or_id: str) -> TensorRecord:

@@ -7,6 +7,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from .runner_options import OptionsError, check_suffix, parse_magic_line, render_kwargs
+from .window_options import WindowOptionsError, window_kwargs
 
 if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
@@ -26,7 +27,7 @@ def _magic(line: str, cell: str) -> None:
     """Trace the cell and display what autograd and memory did below it.
 
     Usage: %%gradviz [-o OUT] [--view graph|memory|timeline|report] [--max-nodes N]
-                     [--collapse-modules] [--no-show-saved]
+                     [--collapse-modules] [--no-show-saved] [--steps N | --stop-after N]
 
     Variables the cell defines stay in the notebook. If the cell raises, the diagram (showing the state
     at the failure and the finding that explains it) is displayed first, then the error.
@@ -40,7 +41,8 @@ def _magic(line: str, cell: str) -> None:
         options = parse_magic_line(line)
         if options.output:
             check_suffix(_path(options.output))
-    except OptionsError as exc:
+        window_kwargs(options)
+    except (OptionsError, WindowOptionsError) as exc:
         raise UsageError(str(exc)) from None
     gradviz_cell(shell, cell, options)
 
@@ -50,7 +52,8 @@ def gradviz_cell(shell: InteractiveShell, cell: str, options: Any) -> Trace:
     __tracebackhide__ = True  # noqa: F841
     from IPython.display import display
 
-    trace, value, error = run_cell_traced(shell, cell)
+    window = window_kwargs(options) if hasattr(options, "steps") else {}
+    trace, value, error = run_cell_traced(shell, cell, **window)
     diagram = _render(trace, options)
     if value is not None and not cell.rstrip().endswith(";"):  # a trailing `;` silences the value, as in IPython
         display(value)
@@ -62,14 +65,16 @@ def gradviz_cell(shell: InteractiveShell, cell: str, options: Any) -> Trace:
     return trace
 
 
-def run_cell_traced(shell: InteractiveShell, cell: str) -> tuple[Trace, Any, BaseException | None]:
+def run_cell_traced(shell: InteractiveShell, cell: str, **window: Any) -> tuple[Trace, Any, BaseException | None]:
     """Execute `cell` in the user namespace under `gradviz.trace()`: the trace, the value of a final
-    expression, and the exception the cell raised (recorded in the trace, returned, not raised)."""
+    expression, and the exception the cell raised (recorded in the trace, returned, not raised).
+    `window`: `steps` and `stop_after`, as for `gradviz.trace` (a cell stopped there raises nothing)."""
     from .tracer import trace as tracing
+    from .tracer.window import WindowStop
 
     filename, module, last = _compile_cell(shell, cell)
     namespace = shell.user_ns
-    context = tracing()
+    context = tracing(**window)
     trace = context.__enter__()
     value: Any = None
     error: BaseException | None = None
@@ -79,8 +84,8 @@ def run_cell_traced(shell: InteractiveShell, cell: str) -> tuple[Trace, Any, Bas
         if last is not None:
             value = eval(last, namespace)
     except BaseException as exc:  # the cell's error, shown after the diagram
-        error = exc
         exc_info = (type(exc), exc, exc.__traceback__)
+        error = None if isinstance(exc, WindowStop) else exc  # --stop-after ended the cell, as asked
     # `trace` names tensors after the variables of the frame that closes it: close it from a frame whose
     # locals are the notebook's namespace, so `out` and `c` get their names
     closer = {"__gradviz_exit__": context.__exit__, "__gradviz_exc_info__": exc_info}

@@ -8,7 +8,7 @@ import sys
 import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .text import safe_str
 
@@ -145,9 +145,10 @@ def load_trace(program: Program) -> Trace:
         raise ScriptError(f"cannot read trace file {program.target!r}: {safe_str(exc)}") from None
 
 
-def run_program(program: Program, *, on_hard_exit: HardExitHandler | None = None) -> ProgramRun:
+def run_program(program: Program, *, on_hard_exit: HardExitHandler | None = None, **window: Any) -> ProgramRun:
     """Trace `program` as `python script args...` / `python -m module args...` would run it, putting back what it
-    may change in this process (stdout, stderr, working folder). ScriptError when it cannot be run at all."""
+    may change in this process (stdout, stderr, working folder). ScriptError when it cannot be run at all.
+    `window`: `steps` and `stop_after` (the step window), as `window_options.window_kwargs` gives them."""
     from .tracer.runner import run_module, run_script
 
     stdout, stderr, cwd = sys.stdout, sys.stderr, os.getcwd()
@@ -171,9 +172,9 @@ def run_program(program: Program, *, on_hard_exit: HardExitHandler | None = None
 
     try:
         if program.kind == "module":
-            run = run_module(program.target, program.args, on_hard_exit=handler)
+            run = run_module(program.target, program.args, on_hard_exit=handler, **window)
         else:
-            run = run_script(Path(program.target).expanduser(), program.args, on_hard_exit=handler)
+            run = run_script(Path(program.target).expanduser(), program.args, on_hard_exit=handler, **window)
     except ModuleNotFoundError as exc:
         raise ScriptError(f"-m {program.target}: {safe_str(exc)}") from None
     except FileNotFoundError as exc:  # it vanished since we looked

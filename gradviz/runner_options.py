@@ -130,9 +130,12 @@ def magic_parser() -> OptionParser:
     parser = OptionParser(
         prog="%%gradviz",
         description="Trace the cell and display what autograd and memory did below it.",
-        epilog="Example: %%gradviz --view memory --max-nodes 50",
+        epilog="Examples: %%gradviz --view memory --max-nodes 50;  %%gradviz --steps 5 (trace the first 5 steps only)",
     )
     add_render_options(parser)
+    from .window_options import add_window_options
+
+    add_window_options(parser)
     return parser
 
 

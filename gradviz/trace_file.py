@@ -121,8 +121,15 @@ def to_document(trace: Trace) -> dict[str, Any]:
         "sources": dict(trace.sources),
         "file_labels": dict(trace.file_labels),
         "internal_errors": list(trace.internal_errors),
-        **{name: copy.deepcopy(getattr(trace, name)) for name, _ in _plain_fields()},
+        **{name: _plain_out(getattr(trace, name), hint) for name, hint in _plain_fields()},
     }
+
+
+def _plain_out(value: Any, hint: Any) -> Any:
+    """A top-level field added later: a small record (the step window) as an object of its fields, else a copy."""
+    if value is not None and _is_record(_strip_optional(hint)):
+        return {name: copy.deepcopy(getattr(value, name)) for name, _ in _field_hints(type(value))}
+    return copy.deepcopy(value)
 
 
 def dumps(document: dict[str, Any], *, indent: int | None = None) -> str:
@@ -546,7 +553,16 @@ def _unique(records: list[Any], key: str) -> dict[str, Any]:
 
 
 def _plain_value(value: Any, hint: Any, name: str) -> Any:
-    """A plain top-level field, checked against its annotation like a column of one value."""
+    """A plain top-level field, checked against its annotation like a column of one value; a small record (the
+    step window) checked field by field."""
+    record = _strip_optional(hint)
+    if _is_record(record):
+        if value is None and _is_optional(hint):
+            return None
+        try:
+            return _build_one(record, value, name, [])
+        except ValueError as exc:
+            raise ValueError(str(exc).replace(f"{name}[0].", f"{name}.", 1)) from None
     _check(is_json_plain(value), f"'{name}' holds a value of unsupported type")
     try:
         return _decode_column([value], hint, "trace", name, [])[0]

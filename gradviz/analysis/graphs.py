@@ -97,8 +97,11 @@ class Dataflow:
                     stack.append((src, seq))
         return found
 
-    def descendants(self, tid: str, after: int, *, skip_alias: int | None = None) -> dict[str, int]:
-        """Tensors computed from `tid`'s value as of time `after`, each with the earliest time it got it."""
+    def descendants(
+        self, tid: str, after: int, *, skip_alias: int | None = None, before: int | None = None
+    ) -> dict[str, int]:
+        """Tensors computed from `tid`'s value as of time `after`, each with the earliest time it got it (only by
+        calls before `before`, when given: the walk then stops there instead of running to the end of the trace)."""
         best: dict[str, int] = {}
         stack = [(tid, after)]
         while stack:
@@ -109,6 +112,8 @@ class Dataflow:
             consumers = self.consumers.get(tensor, ())
             start = bisect.bisect_right(consumers, (bound, len(self.steps)))
             for seq, index in consumers[start:]:
+                if before is not None and seq >= before:
+                    break
                 step = self.steps[index]
                 if skip_alias is not None and step.alias_event == skip_alias:
                     continue

@@ -11,6 +11,7 @@ import networkx as nx
 from ..model import Event, EventKind, NodeRecord, SavedTensorRecord, TensorRecord, Trace, VersionChange
 from .findings import Finding, FindingKind
 from .graphs import Dataflow, autograd_graph
+from .reach import first_backward_reached, first_source_reached
 
 CUT_EVENTS = (EventKind.DETACH, EventKind.DATA_GET, EventKind.DETACH_)
 
@@ -24,6 +25,8 @@ class Context:
     autograd: nx.DiGraph
     backwards: list[Event]
     freed_at: dict[str, int]  # node id -> seq of the backward that freed its saved tensors
+    _backwards_through: dict[str, list[int]] | None = None  # node id -> indexes in `backwards` that ran through it
+    _alive_reach: set[str] | None = None  # nodes a tensor alive at the end can still backpropagate through
 
     @classmethod
     def of(cls, trace: Trace) -> Context:
@@ -72,10 +75,16 @@ class Context:
 
     def backward_after(self, seq: int, node: str) -> Event | None:
         """The first backward after `seq` that runs through `node`."""
-        for event in self.backwards:
-            if event.seq > seq and node in event.data.get("reached_nodes", ()):
-                return event
-        return None
+        if self._backwards_through is None:
+            through: dict[str, list[int]] = {}
+            for index, event in enumerate(self.backwards):
+                for nid in event.data.get("reached_nodes", ()):
+                    through.setdefault(nid, []).append(index)
+            self._backwards_through = through
+        indexes = self._backwards_through.get(node, [])
+        # backwards are in program order: bisect on their seqs
+        at = bisect.bisect_right(indexes, seq, key=lambda i: self.backwards[i].seq)
+        return self.backwards[indexes[at]] if at < len(indexes) else None
 
     def pending_at_end(self, node: str) -> bool:
         """Whether `node` may still be backpropagated: alive at the end, and the program has not moved on.
@@ -84,13 +93,20 @@ class Context:
         the program never differentiates; warning about it would be noise.
         """
         record = self.trace.nodes[node]
-        if node in self.freed_at or any(e.seq > record.seq for e in self.backwards):
+        if node in self.freed_at or (self.backwards and self.backwards[-1].seq > record.seq):
             return False
-        for record in self.trace.tensors.values():
-            if record.freed is None and record.grad_fn is not None:
-                if record.grad_fn == node or node in nx.descendants(self.autograd, record.grad_fn):
-                    return True
-        return False
+        if self._alive_reach is None:
+            # one walk from every graph still alive at the end, not one per question
+            alive = {t.grad_fn for t in self.trace.tensors.values() if t.freed is None and t.grad_fn is not None}
+            reach = set(alive)
+            stack = list(alive)
+            while stack:
+                for nxt in self.autograd.successors(stack.pop()):
+                    if nxt not in reach:
+                        reach.add(nxt)
+                        stack.append(nxt)
+            self._alive_reach = reach
+        return node in self._alive_reach
 
 
 def line_of(event: Event | None) -> str:
@@ -106,33 +122,27 @@ class Cut:
 
 
 def cuts(ctx: Context) -> Iterator[Cut]:
-    """Detaches of graph tensors whose result later flows into a tensor that backward() is called on."""
-    roots_at: dict[str, list[Event]] = {}
-    for backward in ctx.backwards:
-        for root in backward.data.get("roots", []):
-            roots_at.setdefault(root, []).append(backward)
+    """Detaches of graph tensors whose result later flows into a tensor that backward() is called on, each with
+    the first backward it reaches and the roots of that backward it flows into."""
+    starts: list[tuple[Event, str]] = []
     for event in ctx.trace.events:
         if event.kind not in CUT_EVENTS or event.tensor is None:
             continue
         if event.kind is EventKind.DETACH_:
             if event.data.get("source_grad_fn") is None or event.data.get("error"):
                 continue
-            start, skip = event.tensor, None
+            starts.append((event, event.tensor))
         else:
             if event.data.get("source_grad_fn") is None and not event.data.get("source_requires_grad"):
                 continue
-            start, skip = event.result, event.seq
-        reached = ctx.flow.descendants(start, event.seq, skip_alias=skip)
-        reached[start] = event.seq
-        hits = [
-            (bw.seq, root, bw)
-            for root in reached.keys() & roots_at.keys()
-            for bw in roots_at[root]
-            if reached[root] < bw.seq
-        ]
-        if hits:
-            hits.sort(key=lambda hit: hit[0])
-            yield Cut(event, sorted({root for _, root, _ in hits}), hits[0][2])
+            if event.result is not None:
+                starts.append((event, event.result))
+    # one sweep for all of them: asking per cut walks everything downstream of it, quadratic over a run
+    reached = first_backward_reached(ctx.flow, ctx.backwards, [(start, event.seq) for event, start in starts])
+    for event, start in starts:
+        hit = reached.get((start, event.seq))
+        if hit is not None:
+            yield Cut(event, sorted(hit.roots), hit.backward)
 
 
 def cut_edge_findings(ctx: Context, found: list[Cut]) -> list[Finding]:
@@ -207,16 +217,15 @@ def dead_parameter_findings(ctx: Context, found: list[Cut]) -> list[Finding]:
     # is frozen on purpose; a detach in the path is a cut worth reporting either way
     optimized = {tid for step in steps for tid in step.data.get("grads", {})} if steps else None
     reached = {leaf for event in ctx.backwards for leaf in event.data.get("reached_leaves", [])}
-    participating: dict[str, Event] = {}
-    for event in ctx.backwards:
-        for root in event.data.get("roots", []):
-            for tid in ctx.flow.ancestors(root, event.seq):
-                if tid in leaves and tid not in reached:
-                    participating.setdefault(tid, event)
+    # the first backward whose loss each leaf no backward reached flows into, all in one sweep
+    unreached = sorted(leaves - reached)
+    first = first_backward_reached(ctx.flow, ctx.backwards, [(tid, -1) for tid in unreached])
+    participating = {tid: first[(tid, -1)].backward for tid in unreached if (tid, -1) in first}
+    explained = _explaining_cuts(ctx, set(participating), found)
     findings = []
     for leaf, backward in sorted(participating.items(), key=lambda item: trace.tensors[item[0]].seq):
         record = trace.tensors[leaf]
-        cut = _explaining_cut(ctx, leaf, found)
+        cut = explained.get(leaf)
         if cut is not None:
             file, line, code = ctx.where(cut.event)
             reason = f"every path from it to the loss passes through the cut at line {line} (`{code}`)"
@@ -249,18 +258,21 @@ def dead_parameter_findings(ctx: Context, found: list[Cut]) -> list[Finding]:
     return findings
 
 
-def _explaining_cut(ctx: Context, leaf: str, found: list[Cut]) -> Cut | None:
-    for cut in found:
-        source = cut.event.tensor
-        if source == leaf or leaf in ctx.flow.ancestors(source, cut.event.seq + 1):  # type: ignore[arg-type]
-            return cut
-    return None
+def _explaining_cuts(ctx: Context, leaves: set[str], found: list[Cut]) -> dict[str, Cut]:
+    """For each leaf, the first cut whose source it flowed into (or is): the cut that kept its gradient away."""
+    ordered = sorted(found, key=lambda cut: cut.event.seq)
+    sources = first_source_reached(ctx.flow, leaves, [(cut.event.seq, cut.event.tensor) for cut in ordered])  # type: ignore[misc]
+    explained: dict[str, Cut] = {}
+    for number, cut in enumerate(ordered):
+        for leaf in sources[number]:
+            explained.setdefault(leaf, cut)
+    return explained
 
 
 def _no_grad_break(ctx: Context, leaf: str, backward: Event) -> tuple[str, str | None, int | None] | None:
     """The first call on a path from `leaf` to the loss whose inputs require grad but whose outputs do not."""
     trace = ctx.trace
-    downstream = ctx.flow.descendants(leaf, -1)
+    downstream = ctx.flow.descendants(leaf, -1, before=backward.seq)  # (only up to that backward: bounded work)
     for op in trace.ops:
         if op.seq >= backward.seq:
             break
@@ -346,8 +358,12 @@ def saved_tensor_findings(ctx: Context) -> list[Finding]:
             finding = _saved_write_finding(ctx, write, node, saved, tensor, shares)
             if finding is not None:
                 findings.append(finding)
-    findings += _data_set_findings(ctx, entries)
-    findings += _detach_inplace_findings(ctx, entries)
+    # by saved tensor: each .data set or detach_() looks up its own tensor's entries, not all of them
+    by_tensor: dict[str, list[_Entry]] = {}
+    for entry in entries:
+        by_tensor.setdefault(entry[2].id, []).append(entry)
+    findings += _data_set_findings(ctx, by_tensor)
+    findings += _detach_inplace_findings(ctx, by_tensor)
     return findings
 
 
@@ -417,11 +433,11 @@ _Entry = tuple[NodeRecord, SavedTensorRecord, TensorRecord]
 
 
 def _saved_as_itself(
-    ctx: Context, event: Event, entries: list[_Entry], accept: Callable[[SavedTensorRecord], bool]
+    ctx: Context, event: Event, entries: dict[str, list[_Entry]], accept: Callable[[SavedTensorRecord], bool]
 ) -> Iterator[tuple[NodeRecord, SavedTensorRecord, TensorRecord, Event | None]]:
     """Live nodes that saved the very tensor `event` acts on (as `accept` wants it), with the backward they meet."""
-    for node, saved, tensor in entries:
-        if tensor.id != event.tensor or not accept(saved) or node.seq >= event.seq:
+    for node, saved, tensor in entries.get(event.tensor, ()):  # type: ignore[arg-type]
+        if not accept(saved) or node.seq >= event.seq:
             continue
         if ctx.freed_at.get(node.id, 1 << 62) < event.seq:
             continue
@@ -430,7 +446,7 @@ def _saved_as_itself(
             yield node, saved, tensor, backward
 
 
-def _data_set_findings(ctx: Context, entries: list[_Entry]) -> list[Finding]:
+def _data_set_findings(ctx: Context, entries: dict[str, list[_Entry]]) -> list[Finding]:
     findings = []
     for event in ctx.trace.events_of(EventKind.DATA_SET):
         file, line, code = ctx.where(event)
@@ -460,7 +476,7 @@ def _data_set_findings(ctx: Context, entries: list[_Entry]) -> list[Finding]:
     return findings
 
 
-def _detach_inplace_findings(ctx: Context, entries: list[_Entry]) -> list[Finding]:
+def _detach_inplace_findings(ctx: Context, entries: dict[str, list[_Entry]]) -> list[Finding]:
     findings = []
     message = "Trying to use a saved tensor that has been detached in-place"
     for event in ctx.trace.events_of(EventKind.DETACH_):

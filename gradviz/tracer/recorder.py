@@ -31,6 +31,7 @@ from ..text import safe_repr, safe_str, type_name
 from . import source
 from .hooks import RECORD_FUNCTION_OPS, HookRecording
 from .nodes import _SAVED_NAMES, _TYPE_NAMES, GraphRecording
+from .window import StepWindow, WindowRecording
 from .tensors import (
     _Tensor,
     _byte_span,
@@ -70,12 +71,18 @@ class _Live(weakref.ref):
     record: TensorRecord
 
 
-class Recorder(GraphRecording, HookRecording, TorchFunctionMode):
-    """Records every torch call made while active. Build a Trace with :meth:`finish`."""
+class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode):
+    """Records every torch call made while active. Build a Trace with :meth:`finish`.
 
-    def __init__(self) -> None:
+    With `window`, recording stops for good once the window's steps are done (see window.py).
+    """
+
+    def __init__(self, window: StepWindow | None = None) -> None:
         super().__init__()
         self.trace = Trace(torch_version=torch.__version__)
+        self._window = window
+        self._mode_on = False
+        self._step_counter: Any = None  # the optimizer post-hook, which outlives the window (window.py)
         self._node_ids: dict[Any, str] = {}  # node identity (see _node_key) -> node id
         self._first_sequence_nr = 0  # autograd's next node number when tracing began
         self._gc_threshold: tuple[int, ...] | None = None  # the program's GC thresholds, while we hold them
@@ -129,8 +136,8 @@ class Recorder(GraphRecording, HookRecording, TorchFunctionMode):
             register_module_forward_pre_hook(self._module_pre),
             register_module_forward_hook(self._module_post, always_call=True),
             register_optimizer_step_pre_hook(self._step_pre),
-            register_optimizer_step_post_hook(self._step_post),
         ]
+        self._step_counter = register_optimizer_step_post_hook(self._window_step_post)
         # Objects alive now (torch's own, the program's so far) move to the permanent generation while tracing, so
         # the collections our records trigger do not rescan them; they return to the oldest generation at stop.
         # torch.compile warns about what the tracer brings (global module hooks, the frame lookups in our mode that
@@ -146,11 +153,14 @@ class Recorder(GraphRecording, HookRecording, TorchFunctionMode):
         self._gc_threshold = gc.get_threshold()
         gc.set_threshold(max(self._gc_threshold[0], 20_000), *self._gc_threshold[1:])
         self.__enter__()
+        self._mode_on = True
 
     def stop(self) -> None:
         for key in list(self._steps):  # the program's error escaped through an optimizer step: that step raised
             self._close_step(key, "error")
-        self.__exit__(None, None, None)
+        if self._mode_on:
+            self.__exit__(None, None, None)
+            self._mode_on = False
         for entry in self._warning_filters:
             with contextlib.suppress(ValueError):  # the program may have reset the filters itself
                 warnings.filters.remove(entry)
@@ -164,6 +174,10 @@ class Recorder(GraphRecording, HookRecording, TorchFunctionMode):
         for handle in self._handles:
             handle.remove()
         self._handles = []
+        if self._step_counter is not None:
+            self._step_counter.remove()
+            self._step_counter = None
+        self.trace.window = self._window_record()
 
     def finish(self) -> Trace:
         """Stop watching tensors (their records stay) and collect the source text events point at."""
@@ -693,6 +707,8 @@ class Recorder(GraphRecording, HookRecording, TorchFunctionMode):
         return result
 
     def _on_backward(self, func: Any, args: Any, kwargs: Any) -> Any:
+        if self._window is not None and self._window_before_backward():
+            return func(*args, **kwargs)  # the window just closed: this call is the program's alone
         try:
             with _quiet():
                 file, line = self._where()

@@ -19,6 +19,7 @@ from ..model import Event, EventKind, ExceptionRecord, Trace
 from . import source
 from .exceptions import record_exception
 from .recorder import Recorder
+from .window import StepWindow, WindowStop
 
 
 class trace:  # noqa: N801 - used as `with gradviz.trace() as t`, like a function
@@ -30,25 +31,40 @@ class trace:  # noqa: N801 - used as `with gradviz.trace() as t`, like a functio
     0
 
     The block's exception, if any, is recorded (as data) in ``t.exception`` and propagates unchanged.
+
+    With ``steps=N`` only the first N optimizer steps (or N backward() calls where no optimizer steps) are
+    recorded; the rest of the block runs untraced at full speed, and ``t.window`` says what was traced. With
+    ``stop_after=True`` the block ends there too (execution goes on after the `with` statement).
     """
 
-    def __init__(self) -> None:
-        self._recorder = Recorder()
+    def __init__(self, *, steps: int | None = None, stop_after: bool = False) -> None:
+        self._recorder = Recorder(_window(steps, stop_after))
         self.trace: Trace = self._recorder.trace
 
     def __enter__(self) -> Trace:
         self._recorder.start()
         return self.trace
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> bool:
         self._recorder.stop()
         caller = sys._getframe(1)
         self._recorder.name_locals(source.frame_variables(caller), modules=True)
         del caller
-        if exc is not None:
+        stopped = isinstance(exc, WindowStop)
+        if exc is not None and not stopped:
             _add_exception(self._recorder, record_exception(exc, tb))
         self._recorder.finish()
-        # returning None lets the block's own exception propagate, the one object Python raised
+        # False lets the block's own exception propagate, the one object Python raised; the window's own stop
+        # (stop_after) ends the block quietly
+        return stopped
+
+
+def _window(steps: int | None, stop_after: bool) -> StepWindow | None:
+    if steps is None:
+        if stop_after:
+            raise ValueError("stop_after needs steps=N: the number of steps to trace before stopping")
+        return None
+    return StepWindow(steps, stop_after=stop_after)
 
 
 @dataclass
@@ -66,22 +82,36 @@ class ProgramRun:
 HardExitHandler = Callable[[Trace, int], int]
 
 
-def trace_script(path: str | os.PathLike[str], argv: tuple[str, ...] | list[str] = ()) -> Trace:
+def trace_script(
+    path: str | os.PathLike[str],
+    argv: tuple[str, ...] | list[str] = (),
+    *,
+    steps: int | None = None,
+    stop_after: bool = False,
+) -> Trace:
     """Run a script as `python path argv...` would and return its trace.
 
     The script's exception (including SystemExit) is not raised here: it is recorded, as data, in
     ``trace.exception``; ``trace.reraise()`` raises it again, rebuilt from that record.
+    ``steps``/``stop_after``: the step window, as for :class:`trace`; a script stopped there ends without error.
     """
-    return run_script(path, argv).trace
+    return run_script(path, argv, steps=steps, stop_after=stop_after).trace
 
 
-def trace_module(module: str, argv: tuple[str, ...] | list[str] = ()) -> Trace:
+def trace_module(
+    module: str, argv: tuple[str, ...] | list[str] = (), *, steps: int | None = None, stop_after: bool = False
+) -> Trace:
     """Run a module as `python -m module argv...` would and return its trace (see trace_script)."""
-    return run_module(module, argv).trace
+    return run_module(module, argv, steps=steps, stop_after=stop_after).trace
 
 
 def run_script(
-    path: str | os.PathLike[str], argv: tuple[str, ...] | list[str] = (), *, on_hard_exit: HardExitHandler | None = None
+    path: str | os.PathLike[str],
+    argv: tuple[str, ...] | list[str] = (),
+    *,
+    on_hard_exit: HardExitHandler | None = None,
+    steps: int | None = None,
+    stop_after: bool = False,
 ) -> ProgramRun:
     """trace_script, for front ends: also returns the live exception for a program-installed excepthook."""
     script = Path(path)
@@ -95,11 +125,17 @@ def run_script(
         path0=str(script.resolve().parent),
         argv=argv,
         on_hard_exit=on_hard_exit,
+        window=_window(steps, stop_after),
     )
 
 
 def run_module(
-    module: str, argv: tuple[str, ...] | list[str] = (), *, on_hard_exit: HardExitHandler | None = None
+    module: str,
+    argv: tuple[str, ...] | list[str] = (),
+    *,
+    on_hard_exit: HardExitHandler | None = None,
+    steps: int | None = None,
+    stop_after: bool = False,
 ) -> ProgramRun:
     """trace_module, for front ends. `python -m` puts the current folder first on sys.path, sets sys.argv[0] to the
     module's file and runs it as `__main__` with its `__spec__`: runpy.run_module(alter_sys=True) does the same."""
@@ -125,6 +161,7 @@ def run_module(
         path0=cwd,
         argv=argv,
         on_hard_exit=on_hard_exit,
+        window=_window(steps, stop_after),
     )
 
 
@@ -136,8 +173,9 @@ def _run(
     path0: str,
     argv: tuple[str, ...] | list[str],
     on_hard_exit: HardExitHandler | None,
+    window: StepWindow | None = None,
 ) -> ProgramRun:
-    recorder = Recorder()
+    recorder = Recorder(window)
     recorder.trace.script = script_path
     # the program may empty or reorder sys.path: put back the list we found (our own imports come later)
     saved_argv, saved_path, saved_hook, saved_exit = sys.argv, list(sys.path), sys.excepthook, os._exit
@@ -162,6 +200,8 @@ def _run(
         finally:
             recorder.stop()
             os._exit = saved_exit
+    except WindowStop:
+        pass  # the program was stopped at the end of the step window, as asked: it ends as if it had finished
     except BaseException as exc:  # the program's error belongs to the trace, not to us
         frames = [f for f, _ in traceback.walk_tb(exc.__traceback__)]
         for frame in frames:

@@ -566,3 +566,27 @@ def _random_slot(data: Any, draw: st.DataObject) -> tuple[Any, Any]:
         if not keys or draw.draw(st.booleans()):
             return container, key
         container, key = value, draw.draw(st.sampled_from(keys))
+
+
+def test_step_window_round_trips_and_is_checked(tmp_path):
+    """The step window (a small record at the top level) is written as an object and read back field by field."""
+    import json
+
+    import torch
+
+    import gradviz
+
+    model = torch.nn.Linear(3, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with gradviz.trace(steps=2) as t:
+        for _ in range(5):
+            opt.zero_grad()
+            model(torch.randn(4, 3)).sum().backward()
+            opt.step()
+    assert t.window is not None and t.window.traced == 2 and t.window.closed
+    document = json.loads(t.to_json())
+    assert document["window"]["limit"] == 2 and document["window"]["unit"] == "step"
+    assert gradviz.Trace.from_dict(json.loads(t.to_json())).window == t.window
+    document["window"]["traced"] = "two"
+    with pytest.raises(ValueError, match=r"window\.traced must be an integer"):
+        gradviz.Trace.from_dict(document)

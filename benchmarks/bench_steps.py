@@ -1,0 +1,173 @@
+"""What `gradviz check` costs end to end on real-shaped training runs: process time traced / untraced.
+
+    python benchmarks/bench_steps.py              # both tables (several minutes on 2 cores)
+    python benchmarks/bench_steps.py --only mlp   # (a) the step window on a 6,000-step MLP run
+    python benchmarks/bench_steps.py --only lstm  # (b) full tracing of an LSTM language model, 50 and 600 batches
+    python benchmarks/bench_steps.py --memory     # what one traced step adds to the trace (memory, JSON), in-process
+
+Each row runs the untraced script (`python script.py N`) and `gradviz check script.py ... -- N` as child
+processes, interleaved, `--rounds` times; a cell is the median child CPU time (user + system: steadier than wall
+time on a shared machine; wall time is shown too). One thread (OMP_NUM_THREADS=1) for both. The script's output
+must be the same with and without gradviz, or the row fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+WORKLOADS = HERE / "workloads"
+GOAL_WINDOW = 1.3  # (a): --steps 10 on 6,000 steps at most 1.3x the untraced process
+GOAL_FLAT = 0.15  # (b): the ratio at 600 batches within 15% of the ratio at 50
+
+
+def _child(command: list[str]) -> tuple[float, float, str]:
+    """CPU seconds (user + system) and wall seconds of one child process, and what it printed on stdout."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    proc = subprocess.run(command, capture_output=True, text=True, env=env, cwd=HERE.parent)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return cpu, wall, proc.stdout
+
+
+def measure(script: str, argument: str, gradviz_args: list[str], rounds: int) -> dict[str, float]:
+    path = str(WORKLOADS / script)
+    plain_cmd = [sys.executable, path, argument]
+    traced_cmd = [sys.executable, "-m", "gradviz", "check", path, "-q", *gradviz_args, "--", argument]
+    plain_cpu, plain_wall, traced_cpu, traced_wall = [], [], [], []
+    for _ in range(rounds):
+        cpu, wall, plain_out = _child(plain_cmd)
+        plain_cpu.append(cpu)
+        plain_wall.append(wall)
+        cpu, wall, traced_out = _child(traced_cmd)
+        traced_cpu.append(cpu)
+        traced_wall.append(wall)
+        # `check` prints findings after the script's output; the script's own lines must be identical
+        if traced_out.splitlines()[: len(plain_out.splitlines())] != plain_out.splitlines():
+            raise SystemExit(f"{script} {argument}: the output differs under gradviz:\n{plain_out}\n---\n{traced_out}")
+    plain, traced = statistics.median(plain_cpu), statistics.median(traced_cpu)
+    return {
+        "plain": plain,
+        "traced": traced,
+        "ratio": traced / plain,
+        "wall_ratio": statistics.median(traced_wall) / statistics.median(plain_wall),
+    }
+
+
+def memory_per_step(first: int = 100, second: int = 400) -> None:
+    """Python heap (tracemalloc) and JSON bytes a traced step adds, from the difference of two run lengths, with
+    the recorder's own state at the end of each (it must not grow: only the trace does)."""
+    import contextlib
+    import io
+    import tracemalloc
+
+    import gradviz
+
+    import gc
+
+    rows = {}
+    for steps in (2, first, second):  # (the first run only warms up: imports and caches are not per step)
+        gc.collect()
+        tracemalloc.start()
+        with contextlib.redirect_stdout(io.StringIO()):
+            trace = gradviz.trace_script(WORKLOADS / "mlp_train.py", [str(steps)])
+        gc.collect()
+        heap = tracemalloc.get_traced_memory()[0]
+        tracemalloc.stop()
+        rows[steps] = (heap, len(trace.to_json().encode()), len(trace.nodes), len(trace.tensors), len(trace.events), len(trace.ops))
+    (h1, j1, n1, t1, e1, o1), (h2, j2, n2, t2, e2, o2) = rows[first], rows[second]
+    per = second - first
+    print(f"MLP (3 Linear, Adam), per traced step, from {first} vs {second} steps:")
+    print(f"  {(h2 - h1) / per / 1024:.1f} KiB of Python heap, {(j2 - j1) / per / 1024:.1f} KiB of JSON")
+    print(f"  {(n2 - n1) / per:.0f} autograd nodes, {(t2 - t1) / per:.0f} tensors, {(o2 - o1) / per:.0f} calls, "
+          f"{(e2 - e1) / per:.0f} events per step")
+    records = (n2 - n1) + (t2 - t1) + (o2 - o1) + (e2 - e1)
+    print(f"  about {(h2 - h1) / records:.0f} bytes of heap per record (node, tensor, call or event)")
+
+
+def in_process(batches: int, rounds: int) -> dict[str, float]:
+    """Per-batch cost without start-up: the LSTM script's run in this process, untraced (runpy) and traced and
+    diagnosed (trace_script + diagnose), CPU time, interleaved; medians."""
+    import contextlib
+    import io
+    import runpy
+
+    import torch
+
+    import gradviz
+    from gradviz.analysis import diagnose
+
+    torch.set_num_threads(1)
+    path = str(WORKLOADS / "lstm_lm.py")
+    plain_times, traced_times = [], []
+    for _ in range(rounds):
+        saved = sys.argv
+        sys.argv = [path, str(batches)]
+        start = time.process_time()
+        with contextlib.redirect_stdout(io.StringIO()):
+            runpy.run_path(path, run_name="__main__")
+        plain_times.append(time.process_time() - start)
+        sys.argv = saved
+        start = time.process_time()
+        with contextlib.redirect_stdout(io.StringIO()):
+            diagnose(gradviz.trace_script(path, [str(batches)]))
+        traced_times.append(time.process_time() - start)
+    plain, traced = statistics.median(plain_times), statistics.median(traced_times)
+    return {"plain": plain, "traced": traced, "ratio": traced / plain, "wall_ratio": float("nan")}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", choices=["mlp", "lstm"])
+    parser.add_argument("--rounds", type=int, default=3, help="runs of each command (default 3); medians are shown")
+    parser.add_argument("--memory", action="store_true", help="only the memory a traced step adds (in-process)")
+    options = parser.parse_args()
+    if options.memory:
+        memory_per_step()
+        return 0
+    header = f"{'workload':<52}{'plain CPU':>10}{'check CPU':>11}{'ratio':>8}{'wall ratio':>12}"
+    print(header)
+    print("-" * len(header))
+    ok = True
+
+    def row(name: str, result: dict[str, float]) -> None:
+        print(f"{name:<52}{result['plain']:>9.2f}s{result['traced']:>10.2f}s{result['ratio']:>7.2f}x{result['wall_ratio']:>11.2f}x")
+
+    if options.only in (None, "mlp"):
+        result = measure("mlp_train.py", "6000", ["--steps", "10"], options.rounds)
+        row("(a) MLP, 6,000 steps, check --steps 10", result)
+        verdict = "meets" if result["ratio"] <= GOAL_WINDOW else "MISSES"
+        print(f"    goal: at most {GOAL_WINDOW}x the untraced process: {verdict}")
+        ok &= result["ratio"] <= GOAL_WINDOW
+    if options.only in (None, "lstm"):
+        results = {}
+        for batches in ("50", "600"):
+            results[batches] = measure("lstm_lm.py", batches, ["--steps", "all"], options.rounds)
+            row(f"(b) LSTM LM, truncated BPTT, {batches} batches, check --steps all", results[batches])
+        drift = results["600"]["ratio"] / results["50"]["ratio"] - 1
+        verdict = "meets" if abs(drift) <= GOAL_FLAT else "MISSES"
+        print(f"    goal: ratio at 600 within {GOAL_FLAT:.0%} of the ratio at 50: {drift:+.0%}, {verdict}")
+        ok &= abs(drift) <= GOAL_FLAT
+        # the same without process start-up (imports weigh most at 50 batches): the cost per batch itself
+        inner = {batches: in_process(int(batches), options.rounds) for batches in ("50", "600")}
+        for batches, result in inner.items():
+            row(f"(b') the same in-process, {batches} batches, trace+diagnose", result)
+        drift = inner["600"]["ratio"] / inner["50"]["ratio"] - 1
+        print(f"    per batch, without start-up: ratio at 600 vs 50: {drift:+.0%}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,197 @@
+"""The step window: trace the first N optimizer steps (or backward calls), then stop recording for good."""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import warnings
+from typing import Any
+
+import torch
+
+from ..model import WindowRecord
+from . import source
+
+# Added to the recorder's pause count when the window closes: every torch call then goes straight through, until
+# the mode can be taken off the stack (see _pop_mode)
+_CLOSED = 1 << 40
+
+
+class WindowStop(BaseException):
+    """Raised into the program where the window ends under `stop_after`: it ends the program as if it had finished.
+
+    A BaseException, like SystemExit, so that the program's own `except Exception:` does not swallow it.
+    """
+
+
+class StepWindow:
+    """What the window counts while it is open, and after it closed (steps of the first optimizer only)."""
+
+    def __init__(self, limit: int, *, stop_after: bool = False) -> None:
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ValueError(f"steps must be a whole number of at least 1, got {limit!r}")
+        self.limit = limit
+        self.stop_after = stop_after
+        self.steps: dict[int, int] = {}  # id(optimizer) -> steps completed, in order of first step
+        self.backwards = 0  # backward() calls started inside the window
+        self.after = 0  # steps of the first optimizer after the window closed
+        self.record = WindowRecord(unit="step", limit=limit, traced=0)
+
+    @property
+    def first_optimizer(self) -> int | None:
+        return next(iter(self.steps), None)
+
+
+class WindowRecording:
+    """The window half of the Recorder (mixed into it): counts, closes the window, and takes the recorder off."""
+
+    trace: Any
+    _window: StepWindow | None
+    _mode_on: bool
+
+    def _window_step_post(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        """The global optimizer post-hook: the recorder's own while the window is open, a counter afterwards.
+
+        It stays registered after the window closes (torch iterates the hook dict while calling it, so it cannot
+        remove itself) and counts the first optimizer's steps for "steps 1-10 of 6,000": one call per step.
+        """
+        window = self._window
+        if window is not None and window.record.closed:
+            if id(optimizer) == window.first_optimizer:
+                window.after += 1
+            if self._mode_on:
+                self._pop_mode()
+            return
+        key = id(optimizer)
+        was_open = key in self._steps
+        self._step_post(optimizer, args, kwargs)  # type: ignore[attr-defined]
+        if window is None or not was_open or key in self._steps:  # not the end of an outermost step of ours
+            return
+        window.steps[key] = window.steps.get(key, 0) + 1
+        # with several optimizers (a GAN's D and G) the window ends once each has made N steps
+        if min(window.steps.values()) >= window.limit:
+            self._close_window("step", safe=True)
+
+    def _window_before_backward(self) -> bool:
+        """Called as a backward() starts; True when the window has just closed and the call must not be recorded.
+
+        Without an optimizer the window counts backward() calls; that no optimizer is used is known only when the
+        next backward starts with no step since, so the window ends just before backward call N + 1.
+        """
+        window = self._window
+        if window is None:
+            return False
+        if not window.steps and not self._steps and window.backwards >= window.limit:  # type: ignore[attr-defined]
+            window.backwards += 1  # the call that closes it: the run has at least this many
+            self._close_window("backward", safe=False)
+            return True
+        window.backwards += 1
+        return False
+
+    def _close_window(self, unit: str, *, safe: bool) -> None:
+        """Stop recording: the trace keeps what it holds; the program runs on at full speed.
+
+        `safe`: called where no torch function is being handled (an optimizer hook), so the mode can come off the
+        stack now; otherwise (inside our own `__torch_function__`, where torch pushes the mode back on return) it
+        comes off at the next module call or optimizer step, and passes calls straight through until then.
+        """
+        window = self._window
+        assert window is not None  # (only called with a window)
+        record = window.record
+        record.unit = unit
+        first = window.first_optimizer
+        record.traced = window.steps[first] if unit == "step" and first is not None else window.limit
+        record.closed = True
+        record.closed_at = next(self._seq)  # type: ignore[attr-defined]
+        self._paused += _CLOSED  # type: ignore[attr-defined]
+        try:
+            with torch._C.DisableTorchFunction():
+                self._name_stack_variables()
+        except Exception as exc:  # noqa: BLE001 - naming is a courtesy; never break the program for it
+            self._internal(exc)  # type: ignore[attr-defined]
+        self._release()
+        # hook dicts are never being iterated here (torch walks copies of the module hook dicts, and the step hooks
+        # ran already): every hook but the step counter can go now
+        for handle in self._handles:  # type: ignore[attr-defined]
+            handle.remove()
+        self._handles = []
+        if safe:
+            self._pop_mode()
+        else:
+            from torch.nn.modules.module import register_module_forward_pre_hook
+
+            self._handles.append(register_module_forward_pre_hook(self._pop_mode_at_module))  # type: ignore[attr-defined]
+        if window.stop_after:
+            record.stopped = True
+            raise WindowStop(f"gradviz: the program was stopped after {record.describe()}")
+
+    def _name_stack_variables(self) -> None:
+        """Name tensors from the program's frames now: after the window the recorder no longer sees them."""
+        frame = source.user_frame(2)
+        frames = []
+        while frame is not None:
+            if source.is_user_file(frame.f_code.co_filename):
+                frames.append(frame)
+            frame = frame.f_back
+        for frame in frames:
+            self.name_locals(source.frame_variables(frame), modules=True)  # type: ignore[attr-defined]
+        del frames, frame
+
+    def _release(self) -> None:
+        """Let go of every tensor (no weak-reference callbacks after this) and give back GC and warning settings."""
+        self._live.clear()  # type: ignore[attr-defined]
+        self._by_tid.clear()  # type: ignore[attr-defined]
+        self._by_storage.clear()  # type: ignore[attr-defined]
+        self._storage_ids.clear()  # type: ignore[attr-defined]
+        self._layout.clear()  # type: ignore[attr-defined]
+        self._layouts_of.clear()  # type: ignore[attr-defined]
+        self._fresh_grads.clear()  # type: ignore[attr-defined]
+        for entry in self._warning_filters:  # type: ignore[attr-defined]
+            with contextlib.suppress(ValueError):
+                warnings.filters.remove(entry)
+        if self._warning_filters:  # type: ignore[attr-defined]
+            warnings._filters_mutated()  # type: ignore[attr-defined]
+            self._warning_filters = []
+        if self._gc_threshold is not None:  # type: ignore[has-type]
+            gc.set_threshold(*self._gc_threshold)  # type: ignore[has-type]
+            self._gc_threshold = None
+            gc.unfreeze()
+
+    def _pop_mode(self) -> None:
+        """Take the mode off torch's stack, where no torch function is being handled (torch would push it back)."""
+        if self._mode_on and _on_top(self):
+            self.__exit__(None, None, None)  # type: ignore[attr-defined]
+            self._mode_on = False
+        # (a mode the program pushed above ours: ours stays below it, passing calls through, until stop())
+
+    def _pop_mode_at_module(self, module: Any, args: Any) -> None:
+        # module hooks are called from a copy of the hook dict: removing this one from inside it is safe
+        self._pop_mode()
+        for handle in self._handles:  # type: ignore[attr-defined]
+            handle.remove()
+        self._handles = []
+
+    def _window_record(self) -> WindowRecord | None:
+        """The window as it stands when tracing ends."""
+        window = self._window
+        if window is None:
+            return None
+        record = window.record
+        if not record.closed:
+            first = window.first_optimizer
+            if first is not None:
+                record.unit, record.traced = "step", window.steps[first]
+            else:
+                record.unit, record.traced = "backward", window.backwards
+            record.total = record.traced
+        elif record.unit == "step" and not record.stopped:
+            record.total = record.traced + window.after
+        elif record.unit == "backward" and not record.stopped:
+            record.at_least = window.backwards
+        return record
+
+
+def _on_top(mode: Any) -> bool:
+    depth = torch._C._len_torch_function_stack()
+    return depth > 0 and torch._C._get_function_stack_at(depth - 1) is mode
+

@@ -1,0 +1,147 @@
+"""`--steps N` and `--stop-after N` as users run them: `gradviz check|render` in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import runpy
+import sys
+
+import pytest
+
+from .conftest import svg_texts, write
+
+TRAIN = """\
+import sys, torch
+torch.manual_seed(0)
+steps = int(sys.argv[1]) if len(sys.argv) > 1 else 30
+model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+opt = torch.optim.SGD(model.parameters(), lr=0.05)
+x, y = torch.randn(16, 4), torch.randn(16, 1)
+for step in range(steps):
+    opt.zero_grad()
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    opt.step()
+    if step % 10 == 0:
+        print("step", step, repr(loss.item()))
+print("final", repr(loss.item()))
+"""
+
+
+@pytest.fixture
+def train(tmp_path):
+    return write(tmp_path, "train.py", TRAIN)
+
+
+def _python(path, capsys, *args: str) -> str:
+    """What `python path args` prints (run in this process, where torch is already imported: much faster)."""
+    capsys.readouterr()
+    saved = sys.argv
+    sys.argv = [str(path), *args]
+    try:
+        runpy.run_path(str(path), run_name="__main__")
+    finally:
+        sys.argv = saved
+    return capsys.readouterr().out
+
+
+def test_check_steps_traces_the_window_and_says_so_with_the_same_output(python_m_gradviz, train, capsys):
+    plain = _python(train, capsys, "40")
+    result = python_m_gradviz("check", train, "--steps", "5", "--", "40")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[:-1] == plain.splitlines()  # the script's own output, unchanged, then our summary
+    assert lines[-1] == "train.py: no problems found (steps 1-5 of 40 traced)"
+
+
+def test_stop_after_ends_the_script_after_the_window_and_exits_0(python_m_gradviz, train):
+    result = python_m_gradviz("check", train, "--stop-after", "3", "--", "40")
+    assert result.returncode == 0
+    assert result.stdout.splitlines()[0].startswith("step 0 ")
+    assert "final" not in result.stdout and "step 10" not in result.stdout
+    assert "steps 1-3 traced, then the program was stopped there (--stop-after)" in result.stdout
+    assert result.stderr.strip().splitlines() == [
+        "gradviz: stopped train.py after 3 traced steps (--stop-after); exit status as if it had ended normally"
+    ]
+
+
+def test_check_traces_the_first_100_steps_by_default_and_all_on_request(python_m_gradviz, train):
+    default = python_m_gradviz("check", train, "--json", "--", "130")
+    assert default.returncode == 0
+    window = json.loads(default.stdout)["window"]
+    assert (window["unit"], window["traced"], window["total"], window["closed"]) == ("step", 100, 130, True)
+    assert window["description"] == "steps 1-100 of 130 traced"
+
+
+def test_steps_all_traces_the_whole_run():
+    from gradviz.cli import build_parser
+    from gradviz.window_options import window_kwargs
+
+    parse = build_parser().parse_args
+    assert window_kwargs(parse(["check", "t.py"])) == {"steps": 100, "stop_after": False}
+    assert window_kwargs(parse(["check", "t.py", "--steps", "all"])) == {}
+    assert window_kwargs(parse(["render", "t.py"])) == {}
+    assert window_kwargs(parse(["render", "t.py", "--stop-after", "7"])) == {"steps": 7, "stop_after": True}
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--steps", "0"], "gradviz: --steps must be at least 1 step, got 0"),
+        (["--steps", "-4"], "gradviz: --steps must be at least 1 step, got -4"),
+        (["--stop-after", "0"], "gradviz: --stop-after must be at least 1 step, got 0"),
+        (["--steps", "ten"], "gradviz: --steps expects a whole number of steps, or `all`, got 'ten'"),
+        (["--steps", "3", "--stop-after", "5"], "gradviz: --steps 3 and --stop-after 5 disagree: give one of them"),
+    ],
+)
+def test_bad_window_values_are_one_line_and_exit_2(python_m_gradviz, train, args, message):
+    for command in ("check", "render"):
+        result = python_m_gradviz(command, train, *args)
+        assert result.returncode == 2
+        assert result.stderr.strip().splitlines() == [message]
+        assert result.stdout == ""  # the script never ran
+
+
+@pytest.mark.dot
+def test_render_steps_draws_the_window_and_names_it(python_m_gradviz, train, tmp_path):
+    result = python_m_gradviz("render", train, "--steps", "2", "-o", "g.svg", "--", "25")
+    assert result.returncode == 0, result.stderr
+    assert "gradviz: steps 1-2 of 25 traced" in result.stdout
+    texts = svg_texts(tmp_path / "g.svg")
+    assert "steps 1-2 of 25 traced" in texts
+    assert any(t.startswith("AddmmBackward0") for t in texts)
+
+
+def test_help_documents_the_window(python_m_gradviz):
+    check = python_m_gradviz("check", "--help").stdout
+    assert "--steps N" in check and "--stop-after N" in check
+    assert "default: 100; `all` traces the whole run" in " ".join(check.split())
+    render = " ".join(python_m_gradviz("render", "--help").stdout.split())
+    assert "(default: the whole run)" in render and "--stop-after 3" in render
+
+
+def test_window_options_do_not_apply_to_a_saved_trace(python_m_gradviz, tmp_path):
+    import torch
+
+    import gradviz
+
+    a = torch.ones(2, requires_grad=True)
+    with gradviz.trace() as t:
+        (a * 2).sum().backward()
+    t.to_json(tmp_path / "run.json")
+    result = python_m_gradviz("check", "run.json", "--steps", "3")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "gradviz: 'run.json' is a saved trace: nothing runs, so --steps and --stop-after do not apply"
+    ]
+    assert python_m_gradviz("check", "run.json").returncode == 0  # check's default window does not get in the way
+
+
+def test_module_runs_take_the_window_too(python_m_gradviz, tmp_path):
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "train.py").write_text(TRAIN)
+    result = python_m_gradviz("check", "-m", "pkg.train", "--steps", "2", "--", "12", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "-m pkg.train: no problems found (steps 1-2 of 12 traced)"
