@@ -209,7 +209,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         report.sections.append(("gradviz", settings.problem))
     folder = item.config.getoption("gradviz_report")
     if report.failed and folder:
-        report.sections.append(("gradviz report", _write_report(item, settings, folder)))
+        report.sections.append(("gradviz report", _write_report(item, settings.trace, settings.findings, folder)))
     settings.trace = None  # done with it: a long session must not hold every test's records
     return report
 
@@ -236,16 +236,16 @@ def _hide_tracer_frames(item: pytest.Item) -> None:
     item._traceback_filter = without_tracer  # type: ignore[method-assign]
 
 
-def _write_report(item: pytest.Item, settings: _Settings, folder: str) -> str:
-    from .render import render
+def _write_report(item: pytest.Item, trace: Trace, findings: list[Finding], folder: str) -> str:
+    from .render.report import report_html
 
-    trace = settings.trace
     out_dir = Path(item.config.invocation_params.dir, folder)
     path = out_dir / (_file_name(item.nodeid) + ".html")
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
-        render(trace, view="report", findings=settings.findings).save(path)
-    except Exception as exc:  # no dot, a read-only folder...: the test result matters more than the report
+        page = report_html(trace, findings, title=f"gradviz report: {item.nodeid}")
+        path.write_text(page, encoding="utf-8")
+    except Exception as exc:  # no dot, a read-only folder...: the test's result matters more than the report
         return f"gradviz could not write {path}: {type(exc).__name__}: {exc}"
     return f"wrote {_relative(path, item.config.invocation_params.dir)}"
 

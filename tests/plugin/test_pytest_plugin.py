@@ -17,6 +17,9 @@ pytestmark = pytest.mark.slow  # each test starts pytest (and torch) in a subpro
 
 TESTS = textwrap.dedent(
     '''
+    import gc
+    import weakref
+
     import pytest
     import torch
 
@@ -98,6 +101,21 @@ TESTS = textwrap.dedent(
         assert torch.ones(1).item() == 2
 
 
+    KEPT = []
+
+
+    def test_big_activation():
+        x = torch.randn(256, 256, requires_grad=True)
+        y = x.tanh() * 2
+        KEPT.append(weakref.ref(y))
+        y.sum().backward()
+
+
+    def test_nothing_kept_alive():
+        gc.collect()
+        assert [ref() for ref in KEPT] == [None] * len(KEPT)  # xdist may have run the other test elsewhere
+
+
     @pytest.mark.parametrize("n", [1, 2])
     def test_printing(n, capsys):
         print(torch.arange(n).sum().item())
@@ -163,6 +181,8 @@ UNTRACED = {
     "test_fixture": "passed",
     "test_skipped": "skipped",
     "test_expected_failure": "skipped",
+    "test_big_activation": "passed",
+    "test_nothing_kept_alive": "passed",  # gradviz keeps no tensor of a test alive
     "test_printing[1]": "passed",
     "test_printing[2]": "passed",
 }
@@ -192,7 +212,7 @@ def test_flag_fails_the_data_bug_with_the_check_commands_text(with_flag):
     assert "the test itself passed; its run has 1 error:" in message
     # the finding exactly as `gradviz check` prints it: kind, file:line, source line, message, fix
     assert f"error  test_train.py:{DATA_WRITE}  silently_corrupted_saved_tensor\n" in message
-    assert f"\n      {DATA_WRITE} | c.zero_()\n" in message
+    assert f"\n  {DATA_WRITE:>5} | c.zero_()\n" in message
     assert f"  `out`, saved by TanhBackward0 for backward at v0, had its bytes changed at line {DATA_WRITE} through `c`" in message
     assert "\n  fix: Use `.detach()` instead of `.data`" in message
     assert "traceback" not in message  # the findings are the whole story: no frames of gradviz's hook
@@ -227,6 +247,7 @@ def test_report_is_written_for_each_failing_traced_test(with_flag):
         "test_train.py__test_marked_bug.html",
     ]
     page = (with_flag.folder / "reports" / "test_train.py__test_data_bug.html").read_text(encoding="utf-8")
+    assert "<title>gradviz report: test_train.py::test_data_bug</title>" in page
     assert "silently_corrupted_saved_tensor" in page and "TanhBackward0" in page and "<svg" in page
     assert "wrote reports/test_train.py__test_data_bug.html" in with_flag.output
 
