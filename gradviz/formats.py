@@ -127,15 +127,21 @@ def json_document(
 
 # ---------------------------------------------------------------------------------------------- SARIF
 def sarif_document(
-    findings: list[Finding], trace: Trace, *, version: str, exit_code: int | None = None
+    findings: list[Finding],
+    trace: Trace,
+    *,
+    version: str,
+    exit_code: int | None = None,
+    internal_error: str | None = None,
 ) -> dict[str, Any]:
     """A SARIF 2.1.0 log as code-scanning services read it: one rule per finding kind, file paths relative to the
     current folder (uriBaseId %SRCROOT%), the other lines involved (the save, the write, the backward) as related
-    locations."""
+    locations. `internal_error`: gradviz itself failed, so the log is incomplete (executionSuccessful false)."""
     kinds = list(FindingKind)
-    invocation: dict[str, Any] = {"executionSuccessful": True}
+    invocation: dict[str, Any] = {"executionSuccessful": internal_error is None}
     if exit_code is not None:
         invocation["exitCode"] = exit_code
+    notifications: list[dict[str, Any]] = []
     if trace.exception is not None and trace.error is not None and not _clean_exit(trace.error):
         # the script's own error: not a finding of a rule, but the reader of the log must know the run stopped
         notification: dict[str, Any] = {
@@ -144,7 +150,11 @@ def sarif_document(
         }
         if trace.exception.location is not None:
             notification["locations"] = [_location(trace.exception.location.file, trace.exception.location.line)]
-        invocation["toolExecutionNotifications"] = [notification]
+        notifications.append(notification)
+    if internal_error is not None:
+        notifications.append({"level": "error", "message": {"text": f"internal error in gradviz: {internal_error}"}})
+    if notifications:
+        invocation["toolExecutionNotifications"] = notifications
     run: dict[str, Any] = {
         "tool": {
             "driver": {

@@ -174,3 +174,16 @@ def test_rule_texts_are_the_readme_table():
     rows = dict(re.findall(r"^\| `(\w+)` \| \w+ \| (.+?) \|$", readme, re.M))
     for kind, (happened, fix) in formats.RULES.items():
         assert rows[kind.value] == f"{happened} | {fix}", kind
+
+
+def test_sarif_of_an_incomplete_analysis_says_execution_failed():
+    trace = Trace()
+    document = formats.sarif_document([], trace, version="0.1.0", exit_code=3, internal_error="KeyError: 't9'")
+
+    validate(document)
+    (invocation,) = document["runs"][0]["invocations"]
+    assert invocation["executionSuccessful"] is False and invocation["exitCode"] == 3
+    assert invocation["toolExecutionNotifications"] == [
+        {"level": "error", "message": {"text": "internal error in gradviz: KeyError: 't9'"}}
+    ]
+    assert document["runs"][0]["results"] == []
