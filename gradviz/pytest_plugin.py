@@ -119,7 +119,7 @@ def gradviz_trace(request: pytest.FixtureRequest) -> Iterator[Trace]:
     """The gradviz Trace of this test, filled in while the test runs: read it after the code under test, e.g.
     `gradviz.diagnose(gradviz_trace)` or `gradviz_trace.tensor("out").version`."""
     settings = request.node.stash.get(_SETTINGS, None)
-    if settings is None:  # requested dynamically (request.getfixturevalue): traced from the next call on
+    if settings is None:  # asked for with request.getfixturevalue while the test runs untraced: an empty trace
         settings = request.node.stash[_SETTINGS] = _Settings(check=False, strict=False)
     yield _tracer(settings).trace
 
@@ -139,20 +139,39 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
     if settings is None:
         return (yield)
     tracer = _tracer(settings)
-    own_failure = True
     try:
-        with tracer:
-            result = yield
-        own_failure = False
-    finally:
-        settings.trace = tracer.trace
-        settings.tracer = None  # the recorder's bookkeeping goes; the trace (plain records) stays for the report
-        _analyse(settings)
+        tracer.__enter__()
+    except Exception as exc:  # gradviz cannot trace here: the test runs as it would without us
+        settings.problem = f"gradviz could not trace this test (a bug in gradviz): {type(exc).__name__}: {exc}"
+        settings.tracer = None
+        return (yield)
+    try:
+        result = yield
+    except BaseException as exc:  # the test's own failure (or skip): recorded, then raised unchanged
+        _stop(settings, tracer, exc)
+        raise
+    _stop(settings, tracer, None)
     failing = _failing(settings)
-    if settings.check and failing and not own_failure:
+    if settings.check and failing:
         settings.failed_by_findings = True
         pytest.fail(_failure_text(failing, settings), pytrace=False)
     return result
+
+
+def _stop(settings: _Settings, tracer: Tracer, exc: BaseException | None) -> None:
+    try:
+        tracer.__exit__(type(exc) if exc is not None else None, exc, exc.__traceback__ if exc is not None else None)
+    except Exception as problem:  # noqa: BLE001 - a bug in gradviz must not replace the test's own outcome
+        settings.problem = f"gradviz could not finish tracing this test (a bug in gradviz): {type(problem).__name__}: {problem}"
+        settings.tracer = None
+        return
+    settings.trace = tracer.trace
+    settings.tracer = None  # the recorder's bookkeeping goes; the trace (plain records) stays for the report
+    if settings.trace.internal_errors:
+        settings.problem = "gradviz's tracer failed on some calls (a bug in gradviz): " + "; ".join(
+            settings.trace.internal_errors[:3]
+        )
+    _analyse(settings)
 
 
 def _analyse(settings: _Settings) -> None:

@@ -8,7 +8,6 @@ import shutil
 from pathlib import Path
 
 import jsonschema
-import pytest
 
 from gradviz import formats
 from gradviz.analysis.findings import Finding, FindingKind
