@@ -36,6 +36,7 @@ class _Settings:
 
 
 _SETTINGS = pytest.StashKey[_Settings]()
+_EVERY_TEST = pytest.StashKey[tuple[bool, bool]]()  # (--gradviz or --gradviz-strict, --gradviz-strict), read once
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -59,6 +60,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    strict = bool(config.getoption("gradviz_strict"))
+    config.stash[_EVERY_TEST] = (strict or bool(config.getoption("gradviz")), strict)
     config.addinivalue_line(
         "markers",
         f"{MARKER}(strict=False, allow=()): trace this test with gradviz and fail it on error findings "
@@ -69,13 +72,10 @@ def pytest_configure(config: pytest.Config) -> None:
 # ---------------------------------------------------------------------------------------------- which tests
 def _settings_for(item: pytest.Item) -> _Settings | None:
     """None when gradviz leaves the test alone: no flag, no marker, no fixture."""
-    config = item.config
+    everything, strict = item.config.stash[_EVERY_TEST]
     marker = item.get_closest_marker(MARKER)
-    everything = bool(config.getoption("gradviz") or config.getoption("gradviz_strict"))
-    uses_fixture = FIXTURE in getattr(item, "fixturenames", ())
-    if not (everything or marker is not None or uses_fixture):
+    if not (everything or marker is not None or FIXTURE in getattr(item, "fixturenames", ())):
         return None
-    strict = bool(config.getoption("gradviz_strict"))
     allow: frozenset[str] = frozenset()
     if marker is not None:
         strict, allow = _marker_options(marker, strict)
