@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
 import linecache
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from .analysis.findings import Finding, FindingKind, Severity
 from .model import EventKind, Location, Trace
+from .terminal import shown
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -71,14 +70,6 @@ SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
 
 # ---------------------------------------------------------------------------------------------- paths
-def shown(path: str | os.PathLike[str]) -> str:
-    """A path relative to the current folder when it is inside it, else absolute."""
-    path = Path(path)
-    with contextlib.suppress(ValueError):
-        return str(path.absolute().relative_to(Path.cwd()))
-    return str(path)
-
-
 def where(file: str | None, line: int | None) -> str:
     """`train.py:24` (relative to the current folder), `?` when the place is unknown."""
     if not file:
@@ -87,17 +78,20 @@ def where(file: str | None, line: int | None) -> str:
 
 
 # ---------------------------------------------------------------------------------------------- text
-def print_findings(console: Console, findings: list[Finding]) -> None:
-    """Each finding as `gradviz check` prints it: severity, file:line, kind, the source line, message, fix."""
+def print_findings(console: Console, findings: list[Finding], *, labels: dict[int, str] | None = None) -> None:
+    """Each finding as `gradviz check` prints it: severity, file:line, kind, the source line, message, fix.
+    `labels`: text to show after the kind of some findings, by index (`rank 0, 1` under torchrun)."""
     from rich.text import Text
 
-    for finding in findings:
+    for index, finding in enumerate(findings):
         head = Text()
         head.append(finding.severity.value, style=SEVERITY_STYLE[finding.severity.value])
         head.append(f"  {where(finding.file, finding.line)}  ")
         head.append(finding.kind.value, style="bold")
         if finding.parameter:
             head.append(f"  ({finding.parameter})")
+        if labels and index in labels:
+            head.append(f"  [{labels[index]}]")
         console.print(head)
         code = finding.code or (linecache.getline(finding.file, finding.line) if finding.file and finding.line else "")
         if code.strip():
@@ -115,14 +109,6 @@ def findings_text(findings: list[Finding]) -> str:
     buffer = io.StringIO()
     print_findings(Console(file=buffer, color_system=None, highlight=False, soft_wrap=True), findings)
     return buffer.getvalue()
-
-
-# ---------------------------------------------------------------------------------------------- JSON
-def json_document(
-    findings: list[Finding], *, version: str, script: str, exception: dict[str, Any] | None
-) -> dict[str, Any]:
-    """The document `gradviz check --format json` prints: {"gradviz", "script", "exception", "findings"}."""
-    return {"gradviz": version, "script": script, "exception": exception, "findings": [f.to_dict() for f in findings]}
 
 
 # ---------------------------------------------------------------------------------------------- SARIF

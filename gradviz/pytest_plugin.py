@@ -246,7 +246,7 @@ def _hide_tracer_frames(item: pytest.Item) -> None:
     def without_tracer(excinfo: pytest.ExceptionInfo[BaseException]) -> Any:
         from _pytest._code.code import Traceback
 
-        from .runner_options import script_frames
+        from .tracer.exceptions import script_frames
 
         entries = list(pytest_filter(excinfo))
         keep = script_frames([(str(entry.path), entry.name) for entry in entries])
