@@ -26,6 +26,7 @@ from .run import (
     run_program,
     stdout_to_stderr,
 )
+from .formats import FORMATS, print_findings
 from .text import safe_str
 from .runner_options import OptionsError, add_render_options, check_suffix, output_paths, render_kwargs
 from .window_options import DEFAULT_CHECK_STEPS, WindowOptionsError, add_window_options, window_kwargs
@@ -99,8 +100,14 @@ def _add_render_arguments(parser: argparse.ArgumentParser) -> None:
 def _add_check_arguments(parser: argparse.ArgumentParser) -> None:
     _add_script(parser)
     parser.add_argument(
-        "--json", action="store_true", help="print exactly one JSON document on stdout (the script's own output goes to stderr)"
+        "--format",
+        choices=FORMATS,
+        default="text",
+        help="text (default); json: one JSON document; sarif: a SARIF 2.1.0 log for code scanning; github: workflow "
+        "commands that annotate a pull request. Except for text, stdout holds only that output and the script's own "
+        "output goes to stderr",
     )
+    parser.add_argument("--json", action="store_true", help="short for --format json")
     parser.add_argument("--strict", action="store_true", help="exit 1 on warnings too, not only on errors")
     add_window_options(parser, default=DEFAULT_CHECK_STEPS)
 
@@ -133,6 +140,8 @@ _CHECK_EPILOG = """\
 examples:
   gradviz check train.py                       findings with severity, file:line, source line, message, fix
   gradviz check train.py --json > found.json   one JSON document: {"gradviz", "script", "exception", "findings"}
+  gradviz check train.py --format sarif        a SARIF 2.1.0 log on stdout, for code scanning (GitHub, GitLab...)
+  gradviz check train.py --format github       GitHub workflow commands: annotations on the pull request
   gradviz check train.py --strict              fail on warnings (dead parameters...) too
   gradviz check train.py --steps 10            trace the first 10 optimizer steps, run the rest at full speed
   gradviz check train.py --stop-after 10       a quick check: end the script after 10 steps
@@ -397,14 +406,16 @@ def run_check(options: argparse.Namespace) -> int:
     program = _program(options)
     window = _window_of(options, program)
     rank = current_rank()
-    progress = Progress(quiet=options.quiet or options.json)
+    options.json = options.json or options.format == "json"  # --json: the short form of --format json
+    machine = options.json or options.format in ("sarif", "github")  # stdout holds only that output
+    progress = Progress(quiet=options.quiet or machine)
     started = time.time()
 
     def finish(trace: Trace, run: ProgramRun | None, hard_exit: int | None = None) -> int:
         return _finish_check(trace, run, program, options, progress, rank=rank, started=started, hard_exit=hard_exit)
 
     trace, run = _obtain(
-        program, progress, lambda trace, code: finish(trace, None, code), json_stdout=options.json, window=window
+        program, progress, lambda trace, code: finish(trace, None, code), json_stdout=machine, window=window
     )
     return finish(trace, run)
 
@@ -440,13 +451,17 @@ def _finish_check(
             document["internal_error"] = f"{type(analysis_error).__name__}: {safe_str(analysis_error)}"
         if rank is None:
             _print_json(document)
+    elif options.format in ("sarif", "github"):
+        pass  # written below, once the exit status (which SARIF records) is known
     elif rank is None:
         _print_report(findings, program, trace, quiet=options.quiet)
     elif not options.quiet:  # under torchrun, rank 0 prints the findings of all ranks at once
         _stdout_console().print(_tally_line(findings, program, trace), highlight=False, markup=False)
     if analysis_error is not None:
+        if options.format in ("sarif", "github") and (rank is None or rank.rank == 0):
+            _print_ci_output(options.format, findings, trace, EXIT_INTERNAL, analysis_error)
         return _internal_error(analysis_error)
-    if not options.json:
+    if options.format == "text":
         report_program_error(run, trace)
     if hard_exit is not None:  # os._exit(code): the process ends with the program's code, or 1 for an error finding
         status = hard_exit
@@ -462,7 +477,24 @@ def _finish_check(
         failing = failing or merged
     if failing:
         status = EXIT_FINDINGS if hard_exit is not None else max(status, EXIT_FINDINGS)
+    if options.format in ("sarif", "github") and (rank is None or rank.rank == 0):
+        _print_ci_output(options.format, findings, trace, status, None)
     return status
+
+
+def _print_ci_output(format: str, findings: list[Finding], trace: Trace, status: int, problem: Exception | None) -> None:
+    """`--format sarif` (one SARIF 2.1.0 log) or `--format github` (one workflow command per finding) on stdout."""
+    from . import formats
+
+    if format == "sarif":
+        internal = f"{type(problem).__name__}: {safe_str(problem)}" if problem is not None else None
+        document = formats.sarif_document(findings, trace, version=__version__, exit_code=status, internal_error=internal)
+        text = formats.dumps(document)
+    else:
+        text = "".join(line + "\n" for line in formats.github_commands(findings, trace))
+    with contextlib.suppress(Exception):
+        sys.stdout.write(text)
+        sys.stdout.flush()
 
 
 def _print_json(document: dict[str, Any]) -> None:
@@ -482,28 +514,8 @@ def _script_exception(trace: Trace) -> dict[str, Any] | None:
 
 
 def _print_report(findings: list[Finding], program: Program, trace: Trace, *, quiet: bool, ranks: dict[int, str] | None = None) -> None:
-    import linecache
-
-    from rich.text import Text
-
     console = _stdout_console()
-    for index, finding in enumerate(findings):
-        head = Text()
-        head.append(finding.severity.value, style=_STYLE[finding.severity.value])
-        head.append(f"  {_where(finding.file, finding.line)}  ")
-        head.append(finding.kind.value, style="bold")
-        if finding.parameter:
-            head.append(f"  ({finding.parameter})")
-        if ranks and index in ranks:
-            head.append(f"  [{ranks[index]}]")
-        console.print(head)
-        code = finding.code or (linecache.getline(finding.file, finding.line) if finding.file and finding.line else "")
-        if code.strip():
-            console.print(Text(f"  {finding.line:>5} | {code.strip()}", style="dim"))
-        console.print(Text(f"  {finding.message}"))
-        if finding.fix:
-            console.print(Text.assemble(("  fix: ", "green"), finding.fix))
-        console.print()
+    print_findings(console, findings, labels=ranks)
     if not quiet and ranks is None:
         console.print(_tally_line(findings, program, trace), highlight=False, markup=False)
 
