@@ -209,6 +209,7 @@ class Recorder(GraphRecording, HookRecording, TorchFunctionMode):
         for record in self.trace.tensors.values():
             if record.parameter is not None:
                 alike.setdefault(record.parameter, []).append(record)
+        renamed: dict[str, str] = {}
         for name, records in alike.items():
             if len(records) < 2:
                 continue
@@ -216,7 +217,14 @@ class Recorder(GraphRecording, HookRecording, TorchFunctionMode):
             if len(set(qualified)) < len(qualified):
                 continue  # the variable names do not tell them apart (`model` in a helper called for both): as is
             for record, new_name in zip(records, qualified):
-                record.parameter = new_name
+                renamed[record.id] = new_name
+        # one model's parameters all named one way: `netG.main.1.weight` beside `netG.main.0.weight`, not `main.1.weight`
+        owners = {self._param_roots[tid] for tid in renamed if tid in self._param_roots}
+        for record in self.trace.tensors.values():
+            if record.parameter is not None and record.id not in renamed and self._param_roots.get(record.id) in owners:
+                renamed[record.id] = f"{self._param_roots[record.id]}.{record.parameter}"
+        for tid, new_name in renamed.items():
+            self.trace.tensors[tid].parameter = new_name
 
     # ------------------------------------------------------------------ the hot path
     # Every call the program makes passes through here: the common paths are written for speed (locals, positional
