@@ -33,6 +33,7 @@ def render(
     collapse_modules: bool = False,
     show_saved: bool = True,
     step: int | None = None,
+    show_all: bool = False,
 ) -> Diagram:
     """Draw one view of `trace`; with `path`, also save it there (the suffix, or `format`, picks the format)."""
     if view not in VIEWS:
@@ -49,7 +50,7 @@ def render(
     elif view == "memory":
         from .memory import memory_digraph
 
-        diagram = Diagram(view=view, trace=trace, findings=findings, digraph=memory_digraph(trace, findings))
+        diagram = Diagram(view=view, trace=trace, findings=findings, digraph=memory_digraph(trace, findings, show_all=show_all))
     elif view == "timeline":
         from .timeline import timeline_digraph
 

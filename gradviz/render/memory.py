@@ -139,9 +139,16 @@ def memory_digraph(
     if over_limit:
         notes.append(f"\N{HORIZONTAL ELLIPSIS} {over_limit} other tensor{'s' if over_limit != 1 else ''} not shown "
                      f"(limit of {max_tensors}: max_tensors)")
-    if uninvolved:
+    pipeline = data_pipeline(trace) - shown if not show_all else set()
+    if pipeline:
+        size = sum(trace.tensors[t].byte_range[1] - trace.tensors[t].byte_range[0]
+                   for t in pipeline if trace.tensors[t].byte_range)
+        notes.append(f"data pipeline: {len(pipeline)} tensor{'s' if len(pipeline) != 1 else ''} without gradients "
+                     f"(inputs, targets, transforms; {_bytes(size)}) not shown (--show-all draws them)")
+    uninvolved -= len(pipeline)
+    if uninvolved > 0:
         notes.append(f"\N{HORIZONTAL ELLIPSIS} {uninvolved} other tensor{'s' if uninvolved != 1 else ''} not shown "
-                     "(no alias, event, finding or saved use; show_all=True draws them)")
+                     "(no alias, event, finding or saved use; --show-all draws them)")
     if len(writes) > len(drawn_writes):
         notes.append(f"\N{HORIZONTAL ELLIPSIS} {len(writes) - len(drawn_writes)} other writes not shown")
     if not tensor_ids:
@@ -169,7 +176,9 @@ def relevant_tensors(
 
 
 def _ranked(trace: Trace, findings: Sequence[Finding], *, show_all: bool) -> list[str]:
-    tiers: list[list[str]] = [[], [], [], [], []]
+    # findings first, then the model (parameters, the activations autograd saved, newest step first), then
+    # aliases and writes; the data pipeline (inputs and their transforms) only with show_all
+    tiers: list[list[str]] = [[], [], [], [], [], [], []]
     for f in findings:
         tiers[0].extend(f.tensors)
     finding_events = {seq for f in findings for seq in f.events}
@@ -177,22 +186,43 @@ def _ranked(trace: Trace, findings: Sequence[Finding], *, show_all: bool) -> lis
     for t in trace.tensors.values():
         if t.storage is not None:
             by_storage.setdefault(t.storage, []).append(t.id)
+    pipeline = data_pipeline(trace, by_storage)
     for e in trace.events:
         involved = [tid for tid in (e.tensor, e.result) if tid] + [v.tensor for v in e.versions]
-        tiers[1 if e.seq in finding_events else 3].extend(involved)
+        tiers[1 if e.seq in finding_events else 5].extend(involved)
+    tiers[2].extend(t.id for t in trace.tensors.values() if t.parameter is not None or t.origin == "parameter")
+    for node in sorted(trace.nodes.values(), key=lambda n: -n.seq):
+        tiers[3].extend(s.tensor for s in node.saved if s.tensor)
     for t in trace.tensors.values():
         if t.storage is not None and len(by_storage[t.storage]) > 1:
-            tiers[2].append(t.id)
-    for node in trace.nodes.values():
-        tiers[4].extend(s.tensor for s in node.saved if s.tensor)
+            tiers[4].append(t.id)
     if show_all:
         tiers.append(list(trace.tensors))
     chosen: dict[str, None] = {}
-    for tier in tiers:
+    for number, tier in enumerate(tiers):
         for tid in tier:
-            if tid in trace.tensors:
+            if tid in trace.tensors and (show_all or number < 2 or tid not in pipeline):
                 chosen.setdefault(tid, None)
     return list(chosen)
+
+
+def data_pipeline(trace: Trace, by_storage: dict[str, list[str]] | None = None) -> set[str]:
+    """Tensors of the data pipeline: no gradient anywhere near them (not one of them, nor anything sharing their
+    memory, requires grad), not saved for backward, not a parameter."""
+    if by_storage is None:
+        by_storage = {}
+        for t in trace.tensors.values():
+            if t.storage is not None:
+                by_storage.setdefault(t.storage, []).append(t.id)
+    if not any(t.requires_grad for t in trace.tensors.values()):
+        return set()  # a program without autograd: its tensors are the whole story
+    saved = {s.tensor for n in trace.nodes.values() for s in n.saved if s.tensor}
+    grad_storages = {t.storage for t in trace.tensors.values() if t.requires_grad and t.storage is not None}
+    return {
+        t.id for t in trace.tensors.values()
+        if not t.requires_grad and t.parameter is None and t.id not in saved and t.storage not in grad_storages
+        and t.origin not in ("data", "detach")
+    }
 
 
 def _bounded(trace: Trace, ranked: list[str], max_tensors: int | None) -> list[str]:
@@ -517,3 +547,12 @@ def _write_label(
     if len(changes) > 6:
         rows.append(_cell(f"\N{HORIZONTAL ELLIPSIS} {len(changes) - 6} more tensors", size=9))
     return _table(rows, colour, fill="#ffffff", width=2 if colour != WRITE_COLOUR else 1)
+
+
+def _bytes(n: int) -> str:
+    """1,536 bytes as `1.5 KiB`: sizes a person reads at a glance."""
+    for unit in ("bytes", "KiB", "MiB"):
+        if n < 1024 or unit == "MiB":
+            return f"{n:,} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return f"{n:.1f} GiB"
