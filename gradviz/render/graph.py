@@ -152,6 +152,8 @@ def _simplify(
     # 3. module calls as single nodes: asked for, or needed to fit the budget
     attach = {cid for cid in core.nodes if _is_leaf_node(nodes[origin(cid)])}
     zone = {nid: i for i, step_roll in enumerate(core.steps) for nid in step_roll.nodes}
+    # the loss stays its own box, painted as the output, even inside a module (nn.BCEWithLogitsLoss)
+    unfolded = notes.protected | _outputs(trace, core, core.parents(), copies)
     total = sum(weight(c) for c in core.nodes)
     depths = sorted({len(n.module.split(".")) for n in nodes.values() if n.module}, reverse=True)
     depth: int | None = None
@@ -160,7 +162,7 @@ def _simplify(
     elif total > budget and depths:
         for d in depths:  # the finest grouping that fits
             trial = _copy_core(core)
-            trial.collapse_modules(d, notes.protected, attach, zone)
+            trial.collapse_modules(d, unfolded, attach, zone)
             if sum(1 if trial.nodes[c].kind != "node" else weight(c) for c in trial.nodes) <= budget:
                 depth = d
                 break
@@ -168,7 +170,7 @@ def _simplify(
             depth = 1
         core.notes.append(f"modules collapsed to fit max_nodes={budget}")
     if depth is not None:
-        core.collapse_modules(depth, notes.protected, attach, zone)
+        core.collapse_modules(depth, unfolded, attach, zone)
 
     # 4. still too big: keep the outputs, every finding's neighbourhood and what is nearest the outputs
     users = core.parents()
