@@ -214,8 +214,8 @@ def data_pipeline(trace: Trace, by_storage: dict[str, list[str]] | None = None) 
         for t in trace.tensors.values():
             if t.storage is not None:
                 by_storage.setdefault(t.storage, []).append(t.id)
-    if not any(t.requires_grad for t in trace.tensors.values()):
-        return set()  # a program without autograd: its tensors are the whole story
+    if not any(t.parameter is not None for t in trace.tensors.values()):
+        return set()  # not a model's training: every tensor may be the story (the document's examples)
     saved = {s.tensor for n in trace.nodes.values() for s in n.saved if s.tensor}
     grad_storages = {t.storage for t in trace.tensors.values() if t.requires_grad and t.storage is not None}
     return {
