@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import graphviz
 
 from .annotate import Annotations, annotate
-from .escape import html_label_text, quote_id, shorten
+from .escape import FONT, html_label_text, quote_id, shorten
 from .simplify import Core, CoreNode, Roll
 from .steps import StepRoll, only_step, roll_steps, split_steps
 
@@ -51,7 +51,7 @@ _NODE_ATTR = {
     "shape": "box",
     "fontsize": "10",
     "height": "0.2",
-    "fontname": "monospace",
+    "fontname": FONT,
 }
 _FAST_LAYOUT = {"nslimit": "1", "nslimit1": "1", "mclimit": "0.01", "remincross": "false", "searchsize": "10"}
 
@@ -275,7 +275,7 @@ def _emit(
     script = Path(trace.script).name if trace.script else None
     header = _header(trace, script)
     if header:
-        dot.attr(label=f"<{header}>", labelloc="t", labeljust="l", fontsize="11", fontname="monospace")
+        dot.attr(label=f"<{header}>", labelloc="t", labeljust="l", fontsize="11", fontname=FONT)
 
     users = core.parents()
     outputs = _outputs(trace, core, users, copies)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import graphviz
 
 from ..model import Event, EventKind, OpRecord, Trace, VersionChange
-from .escape import html_label_text, plain_label, quote_id, shorten
+from .escape import FONT, html_label_text, plain_label, quote_id, shorten
 
 if TYPE_CHECKING:
     from ..analysis.findings import Finding
@@ -39,7 +39,7 @@ FINDING_COLOURS: dict[str, str] = {
 _FINDING_FILLS = {"#ff6666": "#ffe3e3", "orchid": "#f9e3f8", "gold": "#fff6cc", "gray55": "#eeeeee", "red": "#ffe8e8"}
 SAVED_COLOUR = "#f5a623"  # orange, as the graph view draws saved tensors
 WRITE_COLOUR = "#555555"
-_FONT = "Helvetica"
+_FONT = FONT
 _MONO = "Courier"
 
 # Events whose `versions` list tensors whose bytes were written.

@@ -367,3 +367,27 @@ def test_report_renders_visibly(report_file: Path, chromium: Chromium) -> None:
     assert max(counts.values()) < 0.95 * sum(counts.values()), "one colour covers the whole screenshot"
     error_red = sum(n for (r, g, b), n in ((tuple(p), n) for p, n in counts.items()) if r > 150 and g < 90 and b < 90)
     assert error_red > 0, "the error badge / finding colour is not on screen"
+
+
+@pytest.mark.browser
+@needs_chromium
+@needs_dot
+def test_labels_fit_their_boxes_in_the_browser(report_file: Path, chromium: Chromium) -> None:
+    """dot measured the labels in the font the page draws them in: no text runs past its node's box."""
+    chromium.open(report_file.as_uri())
+    overflow = chromium.js(
+        """[...document.querySelectorAll('#view-graph g.node')].flatMap(node => {
+            const box = node.querySelector('polygon, path, ellipse');
+            if (!box || node.querySelector('title').textContent === 'legend') return [];
+            const outer = box.getBBox();
+            return [...node.querySelectorAll('text')].filter(t => t.textContent.trim()).map(t => {
+                const b = t.getBBox();
+                return [t.textContent, Math.max(outer.x - b.x, b.x + b.width - (outer.x + outer.width))];
+            }).filter(([, over]) => over > 1);
+        })"""
+    )
+    assert overflow == []
+    fonts = chromium.js(
+        "[...new Set([...document.querySelectorAll('#view-graph svg text')].map(t => getComputedStyle(t).fontFamily))]"
+    )
+    assert fonts == ['"DejaVu Sans Mono", monospace'] or fonts == ['"DejaVu Sans Mono"']
