@@ -83,7 +83,7 @@ def test_source_lines_are_marked(data_trace: Trace, data_report: str) -> None:
 
 
 def test_steps_show_versions_and_saved_tensors_changing(data_report: str) -> None:
-    assert '<section id="steps" data-step="1" data-steps="3">' in data_report
+    assert '<section id="steps" data-step="1" data-start="1" data-steps="3">' in data_report
     first, second = step_panel(data_report, 1), step_panel(data_report, 2)
     assert " hidden>" not in first.split(">", 1)[0] + ">" and " hidden>" in second.split(">", 1)[0] + ">"
     assert "c = out.data" in text_of(first)
@@ -159,7 +159,7 @@ def test_report_opens_at_the_step_in_the_url(report_file: Path, tmp_path: Path) 
         capture_output=True, text=True, timeout=90, check=True,
     )
     dom = result.stdout
-    assert '<section id="steps" data-step="2" data-steps="3">' in dom
+    assert '<section id="steps" data-step="2" data-start="1" data-steps="3">' in dom
     assert re.search(r'<div class="step" id="step-1"[^>]* hidden=""', dom)
     assert not re.search(r'<div class="step sev-error" id="step-2"[^>]* hidden', dom)
     assert '<span id="step-counter">2 / 3</span>' in dom
