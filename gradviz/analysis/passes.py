@@ -392,6 +392,9 @@ def _saved_write_finding(
     via = f"the optimizer step `{code}`" if by_step else f"{ctx.alias(write.tensor)}"
     if write.tensor == tensor.id and not by_step:
         via = f"{ctx.name(tensor.id)} itself"
+    call = write.event.data.get("module_call")
+    # the write happened inside a module: name it as the program built it (`nn.ReLU(inplace=True)`)
+    by = f" by `{call}` (module `{write.event.data.get('module')}`)" if call and not by_step else ""
     what = f"{ctx.name(tensor.id)}, saved by {node.name} for backward"
     if shares:
         if backward is not None and backward.data.get("outcome") == "error":
@@ -405,7 +408,7 @@ def _saved_write_finding(
             FindingKind.POISONED_SAVED_TENSOR,
             file,
             line,
-            f"{what} at v{_v(saved)}, was written in place at line {line} through {via}, which shares "
+            f"{what} at v{_v(saved)}, was written in place at line {line}{by} through {via}, which shares "
             f"its version counter: now v{now}. {then}",
             "Do not modify a tensor autograd saved: clone first (`x = x.clone()` or `c = out.detach().clone()`), "
             "use the out-of-place op, or do the update after backward (for optimizers: build the next loss after "
@@ -424,7 +427,7 @@ def _saved_write_finding(
         FindingKind.SILENTLY_CORRUPTED_SAVED_TENSOR,
         file,
         line,
-        f"{what} at v{_v(saved)}, had its bytes changed at line {line} through {via}, which has its own "
+        f"{what} at v{_v(saved)}, had its bytes changed at line {line}{by} through {via}, which has its own "
         f"version counter, so autograd did not notice (still v{_v(saved)}). {then}",
         "Use `.detach()` instead of `.data` so PyTorch raises on this write, and `.clone()` before modifying; "
         "or make the update under `torch.no_grad()` after backward.",

@@ -99,6 +99,7 @@ class Recorder(GraphRecording, HookRecording, TorchFunctionMode):
         self._paused = 0
         self._module_names: dict[int, str] = {}
         self._module_stack: list[str] = []
+        self._module_objects: list[Any] = []  # the modules running now (alive anyway): who wrote in place
         self._finished = False
         self._on_dead_callback = self._on_dead  # one bound method for every weak reference
         self._locations: dict[tuple[str, int], Location] = {}
@@ -516,6 +517,9 @@ class Recorder(GraphRecording, HookRecording, TorchFunctionMode):
             "byte_range": [start, stop],
             "counter": counter,
         }
+        if self._module_objects and self._module_objects[-1] is not None:
+            data["module"] = self._module_stack[-1]
+            data["module_call"] = _module_call(self._module_objects[-1])
         self._event(EventKind.INPLACE_WRITE, file, line, tensor=tid, op=op, versions=changes, data=data)
         fn = _grad_fn(t)
         if fn is not None:
@@ -762,3 +766,14 @@ def _func_name(func: Any) -> str:
     except TypeError:
         pass
     return name
+
+
+def _module_call(module: Any) -> str:
+    """`nn.ReLU(inplace=True)`: a module as the program constructed it, to name what wrote in place."""
+    kind = type(module)
+    prefix = "nn." if kind.__module__.startswith("torch.nn") else ""
+    try:
+        args = module.extra_repr()
+    except Exception:  # noqa: BLE001 - a user's extra_repr may fail; the class name is enough then
+        args = ""
+    return f"{prefix}{kind.__name__}({args})"
