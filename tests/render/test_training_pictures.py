@@ -132,6 +132,10 @@ def test_memory_view_shows_the_model_and_summarises_the_data(traces: dict[str, T
     assert "ConvolutionBackward0" in saved and "AddmmBackward0" in saved
     pipeline = re.search(r"data pipeline: (\d+) tensors without gradients \(inputs, targets, transforms; ([\d.]+) KiB\)", source)
     assert pipeline is not None and int(pipeline.group(1)) > 20
+    # what the last step keeps alive for backward, by module and line, largest first
+    assert re.search(r"saved for backward in step 10: [\d.]+ KiB", source)
+    assert re.search(r"pool  line 19: 2 tensors, [\d.]+ KiB", source)
+    assert re.search(r"conv1  line 19: 1 tensor, [\d.]+ KiB", source)
     everything = render(trace, "memory", show_all=True).source
     assert "data pipeline" not in everything
 
