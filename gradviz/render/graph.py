@@ -153,7 +153,8 @@ def _simplify(
     attach = {cid for cid in core.nodes if _is_leaf_node(nodes[origin(cid)])}
     zone = {nid: i for i, step_roll in enumerate(core.steps) for nid in step_roll.nodes}
     # the loss stays its own box, painted as the output, even inside a module (nn.BCEWithLogitsLoss)
-    unfolded = notes.protected | _outputs(trace, core, core.parents(), copies)
+    ran_backward = any(e.kind.value == "backward" for e in trace.events)  # else every sink counts as an output
+    unfolded = notes.protected | (_outputs(trace, core, core.parents(), copies) if ran_backward else set())
     total = sum(weight(c) for c in core.nodes)
     depths = sorted({len(n.module.split(".")) for n in nodes.values() if n.module}, reverse=True)
     depth: int | None = None
