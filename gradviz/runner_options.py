@@ -74,6 +74,19 @@ def add_render_options(parser: argparse.ArgumentParser, *, output: bool = True, 
         help="draw each nn.Module call as one box instead of its individual operations",
     )
     parser.add_argument(
+        "--step",
+        type=positive_int,
+        metavar="K",
+        help="graph view: draw the graph of the K-th backward call as it was (default: every step, steps that "
+        "built the same graph drawn once with their count)",
+    )
+    parser.add_argument(
+        "--show-all",
+        action="store_true",
+        help="memory view: draw every tensor, the data pipeline's too (default: the model's parameters, gradients "
+        "and saved activations, and every tensor a finding involves)",
+    )
+    parser.add_argument(
         "--show-saved",
         action=argparse.BooleanOptionalAction,
         default=True,
@@ -88,6 +101,8 @@ def render_kwargs(options: argparse.Namespace) -> dict[str, Any]:
         "max_nodes": options.max_nodes,
         "collapse_modules": options.collapse_modules,
         "show_saved": options.show_saved,
+        "step": getattr(options, "step", None),
+        "show_all": getattr(options, "show_all", False),
     }
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -51,7 +52,16 @@ class Context:
             if made and (source.parameter or source.names):
                 return f"`{source.label}{made}`"
             return f"a view of {self.name(source.id)}"
-        return f"an unnamed tensor of shape {tuple(record.shape)} ({tid})"
+        made_at = f" made at line {record.created.line}" if record.created is not None else ""
+        return f"an unnamed tensor of shape {tuple(record.shape)}{made_at}"  # never our ids: the user has no `t66`
+
+    def names(self, tids: list[str]) -> str:
+        """Each name once, in first-seen order, with how often it came up: "`loss` (47 times)"."""
+        counts: dict[str, int] = {}
+        for tid in tids:
+            name = self.name(tid)
+            counts[name] = counts.get(name, 0) + 1
+        return ", ".join(name if n == 1 else f"{name} ({n} times)" for name, n in counts.items())
 
     def alias(self, tid: str) -> str:
         """`c`, which is `out.data` — how a tensor came to share memory with another."""
@@ -161,7 +171,7 @@ def cut_edge_findings(ctx: Context, found: list[Cut]) -> list[Finding]:
             EventKind.DETACH_: f"`{source.label}.detach_()`",
         }[event.kind]
         produced = f" (output of {ctx.node_name(node)})" if node else ""
-        roots = ", ".join(ctx.name(r) for r in cut.roots)
+        roots = ctx.names(cut.roots)
         message = (
             f"{how} at line {line} cuts the gradient path: {ctx.name(source.id)}{produced} flows on into "
             f"{roots}, but backward ({line_of(cut.backward)}) stops here, so nothing computed before it gets a "
@@ -287,7 +297,19 @@ def _code(trace: Trace, file: str | None, line: int | None) -> str:
     if file is None or line is None or file not in trace.sources:
         return ""
     lines = trace.sources[file].splitlines()
-    return lines[line - 1].strip() if 0 < line <= len(lines) else ""
+    # the statement as quoted in a message: no indentation, no inline comment (PEP 8 puts two spaces before it)
+    return lines[line - 1].split("  #")[0].strip() if 0 < line <= len(lines) else ""
+
+
+_VERSIONS = re.compile(r"is at version (\d+); expected version (\d+)")
+
+
+def _pytorch_versions(trace: Trace, backward: Event) -> tuple[str, str] | None:
+    """The version numbers PyTorch's own error gave (in a loop, 10 and 9, where our records count from the save)."""
+    error = backward.data.get("error")
+    message = error.get("message", "") if isinstance(error, dict) else str(error or "")
+    found = _VERSIONS.search(message) or _VERSIONS.search(trace.exception.message if trace.exception else "")
+    return (found.group(1), found.group(2)) if found else None
 
 
 # ------------------------------------------------------------------------------------------ saved tensors
@@ -386,10 +408,14 @@ def _saved_write_finding(
     via = f"the optimizer step `{code}`" if by_step else f"{ctx.alias(write.tensor)}"
     if write.tensor == tensor.id and not by_step:
         via = f"{ctx.name(tensor.id)} itself"
+    call = write.event.data.get("module_call")
+    # the write happened inside a module: name it as the program built it (`nn.ReLU(inplace=True)`)
+    by = f" by `{call}` (module `{write.event.data.get('module')}`)" if call and not by_step else ""
     what = f"{ctx.name(tensor.id)}, saved by {node.name} for backward"
     if shares:
         if backward is not None and backward.data.get("outcome") == "error":
-            then = f"The backward at {line_of(backward)} raised: \"is at version {now}; expected version {_v(saved)}\"."
+            quoted = _pytorch_versions(ctx.trace, backward) or (str(now), _v(saved))
+            then = f"The backward at {line_of(backward)} raised: \"is at version {quoted[0]}; expected version {quoted[1]}\"."
         elif backward is not None:
             then = f"The backward at {line_of(backward)} runs through it."
         else:
@@ -398,7 +424,7 @@ def _saved_write_finding(
             FindingKind.POISONED_SAVED_TENSOR,
             file,
             line,
-            f"{what} at v{_v(saved)}, was written in place at line {line} through {via}, which shares "
+            f"{what} at v{_v(saved)}, was written in place at line {line}{by} through {via}, which shares "
             f"its version counter: now v{now}. {then}",
             "Do not modify a tensor autograd saved: clone first (`x = x.clone()` or `c = out.detach().clone()`), "
             "use the out-of-place op, or do the update after backward (for optimizers: build the next loss after "
@@ -417,7 +443,7 @@ def _saved_write_finding(
         FindingKind.SILENTLY_CORRUPTED_SAVED_TENSOR,
         file,
         line,
-        f"{what} at v{_v(saved)}, had its bytes changed at line {line} through {via}, which has its own "
+        f"{what} at v{_v(saved)}, had its bytes changed at line {line}{by} through {via}, which has its own "
         f"version counter, so autograd did not notice (still v{_v(saved)}). {then}",
         "Use `.detach()` instead of `.data` so PyTorch raises on this write, and `.clone()` before modifying; "
         "or make the update under `torch.no_grad()` after backward.",

@@ -32,6 +32,8 @@ def render(
     max_nodes: int | None = None,
     collapse_modules: bool = False,
     show_saved: bool = True,
+    step: int | None = None,
+    show_all: bool = False,
 ) -> Diagram:
     """Draw one view of `trace`; with `path`, also save it there (the suffix, or `format`, picks the format)."""
     if view not in VIEWS:
@@ -42,13 +44,13 @@ def render(
         from .graph import graph_digraph
 
         digraph = graph_digraph(
-            trace, findings, max_nodes=max_nodes, collapse_modules=collapse_modules, show_saved=show_saved
+            trace, findings, max_nodes=max_nodes, collapse_modules=collapse_modules, show_saved=show_saved, step=step
         )
         diagram = Diagram(view=view, trace=trace, findings=findings, digraph=digraph)
     elif view == "memory":
         from .memory import memory_digraph
 
-        diagram = Diagram(view=view, trace=trace, findings=findings, digraph=memory_digraph(trace, findings))
+        diagram = Diagram(view=view, trace=trace, findings=findings, digraph=memory_digraph(trace, findings, show_all=show_all))
     elif view == "timeline":
         from .timeline import timeline_digraph
 

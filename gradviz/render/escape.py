@@ -71,3 +71,8 @@ def shorten(text: str, limit: int = 60) -> str:
     """One line of at most `limit` characters, with an ellipsis when cut."""
     text = " ".join(_clean(text).split())
     return text if len(text) <= limit else text[: max(limit - 1, 1)] + "\N{HORIZONTAL ELLIPSIS}"
+
+
+#: The one font of every drawing: dot measures labels with it and the browser draws them with it, so labels fit
+#: their boxes (`./dev` installs it: Debian's fonts-dejavu-core). The report's CSS names the same font for SVG text.
+FONT = "DejaVu Sans Mono"

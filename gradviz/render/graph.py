@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING
 import graphviz
 
 from .annotate import Annotations, annotate
-from .escape import html_label_text, quote_id, shorten
-from .simplify import Core, CoreNode
+from .escape import FONT, html_label_text, quote_id, shorten
+from .simplify import Core, CoreNode, Roll
+from .steps import StepRoll, only_step, roll_steps, split_steps
 
 if TYPE_CHECKING:
     from ..analysis.findings import Finding
@@ -40,6 +41,7 @@ LEGEND: dict[str, tuple[str, str]] = {
     "group": ("#f5ecd7", "collapsed nn.Module call"),
     "summary": ("white", "part of the graph not shown (max_nodes)"),
     "roll": ("#eef4ff", "loop body drawn once for all its iterations"),
+    "step": ("#f3faee", "training step (backward call) drawn once for all steps of the same graph"),
     "cut": ("red", "gradient path cut by .detach() / .data (dashed)"),
     "carried": ("blue", "value carried from the previous iteration (dashed)"),
 }
@@ -49,7 +51,7 @@ _NODE_ATTR = {
     "shape": "box",
     "fontsize": "10",
     "height": "0.2",
-    "fontname": "monospace",
+    "fontname": FONT,
 }
 _FAST_LAYOUT = {"nslimit": "1", "nslimit1": "1", "mclimit": "0.01", "remincross": "false", "searchsize": "10"}
 
@@ -68,14 +70,21 @@ def graph_digraph(
     max_nodes: int | None = None,
     collapse_modules: bool | int = False,
     show_saved: bool = True,
+    step: int | None = None,
 ) -> graphviz.Digraph:
-    """The annotated autograd graph of every tensor in `trace` as a `graphviz.Digraph`."""
+    """The annotated autograd graph of every tensor in `trace` as a `graphviz.Digraph`.
+
+    Steps (backward calls) that built the same graph are drawn once, marked with their count; `step=K` draws
+    only the graph backward K used.
+    """
     budget = DEFAULT_MAX_NODES if max_nodes is None else max(int(max_nodes), 1)
     collecting = gc.isenabled()
     gc.disable()  # only allocation happens here; collections triggered by 10k+ new objects would dominate
     try:
         notes = annotate(trace, findings)
-        core, copies = _simplify(trace, notes, budget=budget, collapse_modules=collapse_modules, show_saved=show_saved)
+        core, copies = _simplify(
+            trace, notes, budget=budget, collapse_modules=collapse_modules, show_saved=show_saved, step=step
+        )
         return _emit(trace, notes, core, copies, budget=budget, show_saved=show_saved)
     finally:
         if collecting:
@@ -88,19 +97,33 @@ def _is_leaf_node(node: NodeRecord) -> bool:
 
 
 def _simplify(
-    trace: Trace, notes: Annotations, *, budget: int, collapse_modules: bool | int, show_saved: bool
+    trace: Trace, notes: Annotations, *, budget: int, collapse_modules: bool | int, show_saved: bool, step: int | None
 ) -> tuple[Core, dict[str, str]]:
     core = Core()
     nodes = trace.nodes
+    steps = split_steps(trace)
+    keep = only_step(trace, steps, step) if step is not None else None
     for node in nodes.values():
-        core.add_node(CoreNode(node.id, node.name, module=node.module))
+        if keep is None or node.id in keep:
+            core.add_node(CoreNode(node.id, node.name, module=node.module))
     for node in nodes.values():
+        if keep is not None and node.id not in keep:
+            continue
         for nxt in node.next:
-            if nxt is not None:
+            if nxt is not None and (keep is None or nxt in keep):
                 core.add_edge(nxt, node.id)
+    if step is not None:
+        core.notes.append(f"backward {step} of {len(steps)} (line {steps[step - 1].line})")
+
+    # 0. training steps, episodes, closure calls: steps that built the same graph are drawn once
+    if step is None and len(steps) > 1:
+        _roll_steps(trace, notes, core, steps)
 
     # 1. loops: one body per loop, marked with its count
-    order = [n.id for n in sorted(nodes.values(), key=lambda n: (n.seq, _num(n.id))) if not _is_leaf_node(n)]
+    order = [
+        n.id for n in sorted(nodes.values(), key=lambda n: (n.seq, _num(n.id)))
+        if not _is_leaf_node(n) and n.id in core.nodes
+    ]
     # "the same op": same kind, module and line, and the same parameters (a loop reuses its weights; a stack of
     # identical layers, each with its own weights, is not a loop and stays drawn layer by layer)
     tokens = {
@@ -128,6 +151,10 @@ def _simplify(
 
     # 3. module calls as single nodes: asked for, or needed to fit the budget
     attach = {cid for cid in core.nodes if _is_leaf_node(nodes[origin(cid)])}
+    zone = {nid: i for i, step_roll in enumerate(core.steps) for nid in step_roll.nodes}
+    # the loss stays its own box, painted as the output, even inside a module (nn.BCEWithLogitsLoss)
+    ran_backward = any(e.kind.value == "backward" for e in trace.events)  # else every sink counts as an output
+    unfolded = notes.protected | (_outputs(trace, core, core.parents(), copies) if ran_backward else set())
     total = sum(weight(c) for c in core.nodes)
     depths = sorted({len(n.module.split(".")) for n in nodes.values() if n.module}, reverse=True)
     depth: int | None = None
@@ -136,7 +163,7 @@ def _simplify(
     elif total > budget and depths:
         for d in depths:  # the finest grouping that fits
             trial = _copy_core(core)
-            trial.collapse_modules(d, notes.protected, attach)
+            trial.collapse_modules(d, unfolded, attach, zone)
             if sum(1 if trial.nodes[c].kind != "node" else weight(c) for c in trial.nodes) <= budget:
                 depth = d
                 break
@@ -144,16 +171,57 @@ def _simplify(
             depth = 1
         core.notes.append(f"modules collapsed to fit max_nodes={budget}")
     if depth is not None:
-        core.collapse_modules(depth, notes.protected, attach)
+        core.collapse_modules(depth, unfolded, attach, zone)
 
     # 4. still too big: keep the outputs, every finding's neighbourhood and what is nearest the outputs
     users = core.parents()
     roots = [cid for cid in core.nodes if not users.get(cid)]
-    keep_first = [cid for cid in core.nodes if origin(cid) in notes.protected] + roots
+    losses = _outputs(trace, core, users, copies)  # what backward started from, even when something used it later
+    keep_first = [cid for cid in core.nodes if origin(cid) in notes.protected] + [c for c in core.nodes if c in losses] + roots
     weights = {c: (weight(c) if core.nodes[c].kind == "node" else 1) for c in core.nodes}
     leaves = {c for c, n in core.nodes.items() if n.kind == "node" and _is_leaf_node(nodes[origin(c)])}
     core.cut_to(budget, keep_first, weights, leaves - set(keep_first))
     return core, copies
+
+
+def _roll_steps(trace: Trace, notes: Annotations, core: Core, steps: list) -> None:  # type: ignore[type-arg]
+    """Draw steps of one shape once; findings of every step move onto the representative, saying which step."""
+    rolls, mapping = roll_steps(trace, steps, notes)
+    step_of: dict[str, tuple[int, int]] = {}
+    for g, (roll, members) in enumerate(zip(rolls, _members(rolls, steps))):
+        for number, ids in members:
+            for nid in ids:
+                step_of[nid] = (g, number)
+    carried = [
+        (src, dst) for src, dst in core.edges
+        if src in step_of and dst in step_of and step_of[src][0] == step_of[dst][0] and step_of[src][1] != step_of[dst][1]
+    ]
+    core.remap(mapping, carried=carried)
+    core.steps = rolls
+    core.step_home = mapping
+    marks = {nid: numbers for roll in rolls if roll.count > 1 for nid, numbers in roll.marks.items()}
+    for (nid, name), note in list(notes.saved.items()):
+        target = mapping.get(nid)
+        if target is None:
+            continue
+        del notes.saved[(nid, name)]
+        if (target, name) not in notes.saved:
+            notes.saved[(target, name)] = note
+    notes.protected.update(mapping[n] for n in list(notes.protected) if n in mapping)
+    core.step_marks = marks
+
+
+def _members(rolls: list[StepRoll], steps: list) -> list[list[tuple[int, list[str]]]]:  # type: ignore[type-arg]
+    by_number = {s.number: s for s in steps}
+    return [[(n, by_number[n].nodes) for n in roll.numbers] for roll in rolls]
+
+
+def _numbers(numbers: list[int]) -> str:
+    """`2-48` or `3, 7, 9`: step numbers as a person would write them."""
+    if len(numbers) > 2 and numbers == list(range(numbers[0], numbers[-1] + 1)):
+        return f"{numbers[0]}-{numbers[-1]}"
+    shown = ", ".join(str(n) for n in numbers[:6])
+    return shown + (", \N{HORIZONTAL ELLIPSIS}" if len(numbers) > 6 else "")
 
 
 def _parameters_used(trace: Trace, node: NodeRecord) -> tuple[str, ...]:
@@ -208,7 +276,7 @@ def _emit(
     script = Path(trace.script).name if trace.script else None
     header = _header(trace, script)
     if header:
-        dot.attr(label=f"<{header}>", labelloc="t", labeljust="l", fontsize="11", fontname="monospace")
+        dot.attr(label=f"<{header}>", labelloc="t", labeljust="l", fontsize="11", fontname=FONT)
 
     users = core.parents()
     outputs = _outputs(trace, core, users, copies)
@@ -230,7 +298,9 @@ def _emit(
             target.node(cid, f"<{text}>", shape="note", fillcolor="white", style="filled,dashed")
             return
         record = nodes[copies.get(cid, cid)]
-        _emit_autograd_node(target, cid, record, trace, notes, drawn, big=big, show_saved=show_saved)
+        _emit_autograd_node(
+            target, cid, record, trace, notes, drawn, big=big, show_saved=show_saved, marks=core.step_marks.get(cid)
+        )
         if cid in outputs and record.output is not None and record.output in trace.tensors:
             out_id = f"{cid}_out"
             tensor = trace.tensors[record.output]
@@ -238,21 +308,55 @@ def _emit(
             target.node(out_id, f"<{_tensor_label(tensor)}>", fillcolor=LEGEND["output"][0])
             target.edge(cid, out_id)
 
-    for cid in core.nodes:
-        if cid not in in_cluster:
-            emit_node(dot, cid)
-    for roll in core.rolls:
+    # training steps drawn once: each a cluster, with the loops rolled inside it nested in it
+    rep_step = {nid: i for i, roll in enumerate(core.steps) for nid in roll.nodes}
+    step_of: dict[str, int] = {}
+    for cid, cnode in core.nodes.items():
+        for key in [cid] if cnode.kind == "node" else cnode.members:  # a group: where its autograd nodes are
+            if copies.get(key, key) in rep_step:
+                step_of[cid] = rep_step[copies.get(key, key)]
+                break
+    roll_step: dict[str, int | None] = {}
+    for roll_id, members in roll_members.items():
+        where_steps = {step_of.get(m) for m in members}
+        roll_step[roll_id] = where_steps.pop() if len(where_steps) == 1 else None
+    if roll_step and None in roll_step.values():  # a loop across steps: draw it outside them
+        step_of = {c: s for c, s in step_of.items() if not (c in in_cluster and roll_step[core.nodes[c].roll] is None)}
+
+    def emit_roll(target: graphviz.Digraph, roll: Roll) -> None:
         members = roll_members.get(roll.id)
         if not members:
-            continue
+            return
         drawn.used.add("roll")
-        lines = sorted({nodes[m].created.line for m in members if m in nodes and nodes[m].created})
+        lines = sorted({nodes[copies.get(m, m)].created.line for m in members
+                        if copies.get(m, m) in nodes and nodes[copies.get(m, m)].created})
         where = f"  line {lines[0]}" if len(lines) == 1 else (f"  lines {lines[0]}-{lines[-1]}" if lines else "")
-        with dot.subgraph(name=f"cluster_{roll.id}") as sub:
+        with target.subgraph(name=f"cluster_{roll.id}") as sub:
             label = html_label_text(f"\N{CLOCKWISE OPEN CIRCLE ARROW} loop body \N{MULTIPLICATION SIGN}{roll.count} iterations{where}")
             sub.attr(label=f"<{label}>", style="dashed,filled", fillcolor=LEGEND["roll"][0], color="blue", fontcolor="blue")
             for cid in members:
                 emit_node(sub, cid)
+
+    for cid in core.nodes:
+        if cid not in in_cluster and cid not in step_of:
+            emit_node(dot, cid)
+    for i, step_roll in enumerate(core.steps):
+        inside = [c for c, s in step_of.items() if s == i]
+        if not inside:
+            continue
+        drawn.used.add("step")
+        with dot.subgraph(name=f"cluster_{step_roll.id}") as sub:
+            sub.attr(label=f"<{html_label_text(_step_label(step_roll))}>", style="dashed,filled",
+                     fillcolor=LEGEND["step"][0], color="darkgreen", fontcolor="darkgreen")
+            for cid in inside:
+                if cid not in in_cluster:
+                    emit_node(sub, cid)
+            for roll in core.rolls:
+                if roll_step.get(roll.id) == i:
+                    emit_roll(sub, roll)
+    for roll in core.rolls:
+        if roll.id in roll_step and roll_step[roll.id] is None or (roll.id in roll_step and not core.steps):
+            emit_roll(dot, roll)
 
     for (src, dst), kind in core.edges.items():
         if kind == "carried":
@@ -270,6 +374,13 @@ def _emit(
         summary.append("saved tensors shown only where a finding points (large graph)")
     _emit_legend(dot, drawn, summary)
     return dot
+
+
+def _step_label(roll: StepRoll) -> str:
+    at = f": backward at line {roll.line}" if roll.line else ""
+    if roll.count == 1:
+        return f"step {roll.numbers[0]}{at}"
+    return f"\N{CLOCKWISE OPEN CIRCLE ARROW} step \N{MULTIPLICATION SIGN}{roll.count} (steps {_numbers(roll.numbers)}){at}"
 
 
 def _outputs(trace: Trace, core: Core, users: dict[str, list[str]], copies: dict[str, str]) -> set[str]:
@@ -329,6 +440,7 @@ def _emit_autograd_node(
     *,
     big: bool,
     show_saved: bool,
+    marks: list[int] | None = None,
 ) -> None:
     drawn.used.add("backward")
     rows = [f"<B>{html_label_text(record.name)}</B>"]
@@ -340,6 +452,9 @@ def _emit_autograd_node(
         detail = f"{detail}: {code}" if detail else code
     if detail:
         rows.append(f'<FONT POINT-SIZE="8" COLOR="gray30">{html_label_text(detail)}</FONT>')
+    if marks:
+        which = "step" if len(marks) == 1 else "steps"
+        rows.append(f'<FONT POINT-SIZE="8" COLOR="red">{html_label_text(f"finding in {which} {_numbers(marks)}")}</FONT>')
     attrs: dict[str, str] = {}
     leaf_note = notes.leaves.get(record.variable) if record.variable else None
     if leaf_note is not None and leaf_note.style == "dead":
@@ -405,6 +520,9 @@ def _emit_cuts(
         home[copies.get(cid, cid)] = cid
         for member in cnode.members:
             home.setdefault(member, cid)
+    for other, rep in core.step_home.items():  # a node of a repeated step: drawn as its representative
+        if rep in home:
+            home.setdefault(other, home[rep])
     seen: set[tuple[str, str, str]] = set()
     for i, cut in enumerate(notes.cuts):
         src = home.get(cut.source) if cut.source else None

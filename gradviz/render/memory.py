@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import graphviz
 
 from ..model import Event, EventKind, OpRecord, Trace, VersionChange
-from .escape import html_label_text, plain_label, quote_id, shorten
+from .escape import FONT, html_label_text, plain_label, quote_id, shorten
 
 if TYPE_CHECKING:
     from ..analysis.findings import Finding
@@ -39,7 +39,7 @@ FINDING_COLOURS: dict[str, str] = {
 _FINDING_FILLS = {"#ff6666": "#ffe3e3", "orchid": "#f9e3f8", "gold": "#fff6cc", "gray55": "#eeeeee", "red": "#ffe8e8"}
 SAVED_COLOUR = "#f5a623"  # orange, as the graph view draws saved tensors
 WRITE_COLOUR = "#555555"
-_FONT = "Helvetica"
+_FONT = FONT
 _MONO = "Courier"
 
 # Events whose `versions` list tensors whose bytes were written.
@@ -139,9 +139,17 @@ def memory_digraph(
     if over_limit:
         notes.append(f"\N{HORIZONTAL ELLIPSIS} {over_limit} other tensor{'s' if over_limit != 1 else ''} not shown "
                      f"(limit of {max_tensors}: max_tensors)")
-    if uninvolved:
+    notes.extend(saved_by_module(trace))
+    pipeline = data_pipeline(trace) - shown if not show_all else set()
+    if pipeline:
+        size = sum(trace.tensors[t].byte_range[1] - trace.tensors[t].byte_range[0]
+                   for t in pipeline if trace.tensors[t].byte_range)
+        notes.append(f"data pipeline: {len(pipeline)} tensor{'s' if len(pipeline) != 1 else ''} without gradients "
+                     f"(inputs, targets, transforms; {_bytes(size)}) not shown (--show-all draws them)")
+    uninvolved -= len(pipeline)
+    if uninvolved > 0:
         notes.append(f"\N{HORIZONTAL ELLIPSIS} {uninvolved} other tensor{'s' if uninvolved != 1 else ''} not shown "
-                     "(no alias, event, finding or saved use; show_all=True draws them)")
+                     "(no alias, event, finding or saved use; --show-all draws them)")
     if len(writes) > len(drawn_writes):
         notes.append(f"\N{HORIZONTAL ELLIPSIS} {len(writes) - len(drawn_writes)} other writes not shown")
     if not tensor_ids:
@@ -169,7 +177,9 @@ def relevant_tensors(
 
 
 def _ranked(trace: Trace, findings: Sequence[Finding], *, show_all: bool) -> list[str]:
-    tiers: list[list[str]] = [[], [], [], [], []]
+    # findings first, then the model (parameters, the activations autograd saved, newest step first), then
+    # aliases and writes; the data pipeline (inputs and their transforms) only with show_all
+    tiers: list[list[str]] = [[], [], [], [], [], [], []]
     for f in findings:
         tiers[0].extend(f.tensors)
     finding_events = {seq for f in findings for seq in f.events}
@@ -177,22 +187,43 @@ def _ranked(trace: Trace, findings: Sequence[Finding], *, show_all: bool) -> lis
     for t in trace.tensors.values():
         if t.storage is not None:
             by_storage.setdefault(t.storage, []).append(t.id)
+    pipeline = data_pipeline(trace, by_storage)
     for e in trace.events:
         involved = [tid for tid in (e.tensor, e.result) if tid] + [v.tensor for v in e.versions]
-        tiers[1 if e.seq in finding_events else 3].extend(involved)
+        tiers[1 if e.seq in finding_events else 5].extend(involved)
+    tiers[2].extend(t.id for t in trace.tensors.values() if t.parameter is not None or t.origin == "parameter")
+    for node in sorted(trace.nodes.values(), key=lambda n: -n.seq):
+        tiers[3].extend(s.tensor for s in node.saved if s.tensor)
     for t in trace.tensors.values():
         if t.storage is not None and len(by_storage[t.storage]) > 1:
-            tiers[2].append(t.id)
-    for node in trace.nodes.values():
-        tiers[4].extend(s.tensor for s in node.saved if s.tensor)
+            tiers[4].append(t.id)
     if show_all:
         tiers.append(list(trace.tensors))
     chosen: dict[str, None] = {}
-    for tier in tiers:
+    for number, tier in enumerate(tiers):
         for tid in tier:
-            if tid in trace.tensors:
+            if tid in trace.tensors and (show_all or number < 2 or tid not in pipeline):
                 chosen.setdefault(tid, None)
     return list(chosen)
+
+
+def data_pipeline(trace: Trace, by_storage: dict[str, list[str]] | None = None) -> set[str]:
+    """Tensors of the data pipeline: no gradient anywhere near them (not one of them, nor anything sharing their
+    memory, requires grad), not saved for backward, not a parameter."""
+    if by_storage is None:
+        by_storage = {}
+        for t in trace.tensors.values():
+            if t.storage is not None:
+                by_storage.setdefault(t.storage, []).append(t.id)
+    if not any(t.parameter is not None for t in trace.tensors.values()):
+        return set()  # not a model's training: every tensor may be the story (the document's examples)
+    saved = {s.tensor for n in trace.nodes.values() for s in n.saved if s.tensor}
+    grad_storages = {t.storage for t in trace.tensors.values() if t.requires_grad and t.storage is not None}
+    return {
+        t.id for t in trace.tensors.values()
+        if not t.requires_grad and t.parameter is None and t.id not in saved and t.storage not in grad_storages
+        and t.origin not in ("data", "detach")
+    }
 
 
 def _bounded(trace: Trace, ranked: list[str], max_tensors: int | None) -> list[str]:
@@ -517,3 +548,46 @@ def _write_label(
     if len(changes) > 6:
         rows.append(_cell(f"\N{HORIZONTAL ELLIPSIS} {len(changes) - 6} more tensors", size=9))
     return _table(rows, colour, fill="#ffffff", width=2 if colour != WRITE_COLOUR else 1)
+
+
+def _bytes(n: int) -> str:
+    """1,536 bytes as `1.5 KiB`: sizes a person reads at a glance."""
+    for unit in ("bytes", "KiB", "MiB"):
+        if n < 1024 or unit == "MiB":
+            return f"{n:,} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return f"{n:.1f} GiB"
+
+
+def saved_by_module(trace: Trace, limit: int = 8) -> list[str]:
+    """What autograd holds for the last training step, grouped by module and line, largest first:
+    "conv1  line 19: 3 saved tensors, 4.6 KiB". Only for scripts that train a model."""
+    from .steps import split_steps
+
+    if not any(t.parameter is not None for t in trace.tensors.values()):
+        return []
+    steps = split_steps(trace)
+    node_ids = steps[-1].nodes if steps else list(trace.nodes)
+    groups: dict[tuple[str, int | None], dict[str, int]] = {}
+    for nid in node_ids:
+        node = trace.nodes[nid]
+        for saved in node.saved:
+            tensor = trace.tensors.get(saved.tensor) if saved.tensor else None
+            if tensor is None or tensor.parameter is not None or tensor.byte_range is None:
+                continue  # parameters are drawn as themselves; what is listed is what the step keeps alive
+            key = (node.module or "(no module)", node.created.line if node.created else None)
+            groups.setdefault(key, {})[f"{tensor.storage}:{tensor.byte_range[0]}"] = tensor.byte_range[1] - tensor.byte_range[0]
+    if not groups:
+        return []
+    ranked = sorted(groups.items(), key=lambda item: -sum(item[1].values()))
+    unique = {where: size for _, sizes in ranked for where, size in sizes.items()}  # shared memory counted once
+    total = sum(unique.values())
+    which = f"step {steps[-1].number}" if steps else "the graph"
+    lines = [f"saved for backward in {which}: {_bytes(total)}"]
+    for (module, line), sizes in ranked[:limit]:
+        where = f"  line {line}" if line is not None else ""
+        count = len(sizes)
+        lines.append(f"  {module}{where}: {count} tensor{'s' if count != 1 else ''}, {_bytes(sum(sizes.values()))}")
+    if len(ranked) > limit:
+        lines.append(f"  \N{HORIZONTAL ELLIPSIS} {len(ranked) - limit} more places")
+    return lines

@@ -23,7 +23,8 @@
 
   function requested() {
     var m = /(?:^|[#&?])step=(\d+)/.exec(window.location.hash) || /(?:^|[?&])step=(\d+)/.exec(window.location.search);
-    return m ? parseInt(m[1], 10) : 1;
+    // without a step in the URL: the first event of the first training step (not the model's initialisation)
+    return m ? parseInt(m[1], 10) : (parseInt(root.getAttribute("data-start"), 10) || 1);
   }
 
   function show(n, remember) {

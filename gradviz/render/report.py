@@ -14,6 +14,7 @@ import graphviz
 from ..model import Event, EventKind, OpRecord, Trace
 from .escape import html_text, quote_id
 from .memory import memory_digraph, producers, relevant_tensors, tensor_title
+from .steps import split_steps
 from .timeline import timeline_digraph, timeline_rows
 
 if TYPE_CHECKING:
@@ -184,11 +185,23 @@ def _source_section(trace: Trace, findings: Sequence[Finding], files: list[str])
         notes.append(f"{f.severity.value}: {f.message}")
         marks[(f.file, f.line)] = (sev, notes)
     event_lines = {(e.location.file, e.location.line) for e in trace.events if e.location}
+    node_lines = {(n.created.file, n.created.line) for n in trace.nodes.values() if n.created}
+    implicated = set(marks) | event_lines | node_lines
     blocks = []
     for index, file in enumerate(files):
         lines = trace.sources[file].splitlines()
+        hot = sorted(n for f, n in implicated if f == file)
+        library = _is_library(file)
+        if not hot and file != trace.script:
+            continue  # a file nothing points at: not worth the reader's scrolling
+        # a library file: only a few lines around what is implicated, folded away
+        keep = {n for h in hot for n in range(h - _CONTEXT, h + _CONTEXT + 1)} if library else None
         out = []
         for number, text in enumerate(lines, start=1):
+            if keep is not None and number not in keep:
+                if number - 1 in keep:
+                    out.append('<span class="ln gap"><span class="no">\N{VERTICAL ELLIPSIS}</span> </span>')
+                continue
             classes = ["ln"]
             note = ""
             if (file, number) in marks:
@@ -201,8 +214,22 @@ def _source_section(trace: Trace, findings: Sequence[Finding], files: list[str])
                        f'<span class="no">{number}</span>{html_text(text) or " "}</span>')
         # each line is a block-level span, so no newline between them (it would double the spacing)
         shown = f"{trace.file_labels[file]} ({file})" if file in trace.file_labels else file
-        blocks.append(f'<h3 class="file">{html_text(shown)}</h3><pre class="source"><code>{"".join(out)}</code></pre>')
+        code = f'<pre class="source"><code>{"".join(out)}</code></pre>'
+        if library:
+            summary = f"{shown}: library code, {len(hot)} implicated line{'s' if len(hot) != 1 else ''}"
+            blocks.append(f'<details class="library"><summary>{html_text(summary)}</summary>{code}</details>')
+        else:
+            blocks.append(f'<h3 class="file">{html_text(shown)}</h3>{code}')
     return f'<section id="source"><h2>Source</h2>{"".join(blocks)}</section>'
+
+
+_CONTEXT = 3  # lines shown either side of an implicated line of library code
+
+
+def _is_library(file: str) -> bool:
+    """Installed packages' code (torch, torchvision): the reader's own files are everything else."""
+    parts = Path(file).parts
+    return "site-packages" in parts or "dist-packages" in parts
 
 
 # ---------------------------------------------------------------------- step-through
@@ -315,8 +342,31 @@ def _steps_section(trace: Trace, findings: Sequence[Finding], rows: list[dict[st
                 f'<span id="step-counter">1 / {len(rows)}</span>'
                 '<button type="button" id="step-next" aria-label="next event">next \N{RIGHTWARDS ARROW}</button>'
                 '<span class="hint">or use the \N{LEFTWARDS ARROW} \N{RIGHTWARDS ARROW} keys</span></div>')
-    return (f'<section id="steps" data-step="1" data-steps="{len(rows)}"><h2>Step through the events</h2>'
-            f"{controls}{''.join(panels)}</section>")
+    start = _first_step_row(trace, rows)
+    controls = controls.replace(f">1 / {len(rows)}<", f">{start} / {len(rows)}<")
+    if start != 1:  # without scripts the page shows the start panel too
+        panels = [p.replace(" hidden>", ">", 1) if i == start - 1 else
+                  (p if i != 0 else _hide(p)) for i, p in enumerate(panels)]
+    return (f'<section id="steps" data-step="{start}" data-start="{start}" data-steps="{len(rows)}">'
+            f"<h2>Step through the events</h2>{controls}{''.join(panels)}</section>")
+
+
+def _hide(panel: str) -> str:
+    head, sep, rest = panel.partition(">")
+    return f"{head} hidden{sep}{rest}"
+
+
+def _first_step_row(trace: Trace, rows: list[dict[str, Any]]) -> int:
+    """The row (1-based) of the first event of the first training step: what a person wants to see first, rather
+    than the in-place writes of parameter initialisation."""
+    steps = split_steps(trace)
+    if not steps:
+        return 1
+    begins = min(trace.nodes[n].seq for n in steps[0].nodes)
+    for number, row in enumerate(rows, start=1):
+        if any(seq >= begins for seq in row["seqs"]):
+            return number
+    return 1
 
 
 def _touched(trace: Trace, row: dict[str, Any], events_by_seq: dict[int, Event]) -> list[str]:

@@ -57,6 +57,9 @@ class Core:
         self.notes: list[str] = []
         self.hidden = 0
         self.big = False  # compact drawing: set by the caller for large graphs
+        self.steps: list = []  # StepRoll: training steps drawn once for all steps of the same shape
+        self.step_home: dict[str, str] = {}  # autograd node of a repeated step -> its representative's node
+        self.step_marks: dict[str, list[int]] = {}  # representative node -> the steps whose finding it carries
 
     # ------------------------------------------------------------------ building
     def add_node(self, node: CoreNode) -> None:
@@ -140,25 +143,32 @@ class Core:
         return copies
 
     # ------------------------------------------------------------------ modules
-    def collapse_modules(self, depth: int, protected: set[str], attach: set[str]) -> list[Group]:
+    def collapse_modules(
+        self, depth: int, protected: set[str], attach: set[str], zone: dict[str, Hashable] | None = None
+    ) -> list[Group]:
         """Replace each module call (module name cut to `depth` parts) by one group node.
 
-        A call is a run of consecutive nodes (in drawing order) in the same module. Leaf nodes in `attach`
-        (AccumulateGrad) join the group of their only user. Calls that hold a protected node stay expanded.
+        A call is a run of consecutive nodes (in drawing order) in the same module, the same rolled loop and the
+        same `zone` (the training step drawn around it). Leaf nodes in `attach` (AccumulateGrad) join the group of
+        their only user. The protected nodes of a call (findings) stay drawn, beside the group of the rest.
         """
         groups: list[Group] = []
         current: list[str] = []
-        current_key: str | None = None
+        current_key: tuple[str, str | None, Hashable] | None = None
+        zone = zone or {}
+        roll_of: dict[str, str | None] = {}
 
         def close() -> None:
-            if current_key is not None and current and not protected.intersection(current):
-                groups.append(Group(f"group{len(groups)}", current_key, list(current)))
+            members = [m for m in current if m not in protected]
+            if current_key is not None and members:
+                groups.append(Group(f"group{len(groups)}", current_key[0], members))
+                roll_of[groups[-1].id] = current_key[1]
 
         for nid, node in list(self.nodes.items()):
             if nid in attach or node.kind != "node":
                 continue
-            # rolled loop bodies are already one picture: they break runs instead of joining them
-            key = ".".join(node.module.split(".")[:depth]) if node.module and node.roll is None else None
+            # a group stays inside its loop body and its step, so the rolled picture keeps its ×N around it
+            key = (".".join(node.module.split(".")[:depth]), node.roll, zone.get(nid)) if node.module else None
             if key != current_key:
                 close()
                 current, current_key = [], key
@@ -185,7 +195,9 @@ class Core:
             elif gid not in new_nodes:
                 group = next(g for g in groups if g.id == gid)
                 group.members = by_group[gid]
-                new_nodes[gid] = CoreNode(gid, group.module, kind="group", module=group.module, members=group.members)
+                new_nodes[gid] = CoreNode(
+                    gid, group.module, kind="group", module=group.module, members=group.members, roll=roll_of[gid]
+                )
         mapping = dict(member_of)
         self.remap(mapping)
         self.nodes = new_nodes
@@ -214,13 +226,13 @@ class Core:
         # room for the summaries: leave a little of the budget
         budget = max(budget - 5, 1)
 
-        def take(nid: str) -> bool:
+        def take(nid: str, *, force: bool = False) -> bool:
             nonlocal used
             if nid in kept or nid not in self.nodes:
                 return True
             leaves = [s for s in inputs.get(nid, []) if s in attached and s not in kept]
             cost = weight.get(nid, 1) + sum(weight.get(s, 1) for s in leaves)
-            if used + cost > budget and kept:
+            if used + cost > budget and kept and not force:  # outputs, losses and findings are never dropped
                 return False
             kept[nid] = None
             kept.update(dict.fromkeys(leaves))
@@ -228,7 +240,8 @@ class Core:
             return True
 
         for nid in keep_first:
-            take(nid)
+            take(nid, force=True)
+        for nid in keep_first:
             for other in neighbours.get(nid, []):  # the neighbourhood of every finding stays readable
                 take(other)
         queue = [n for n in dict.fromkeys(keep_first) if n in kept]

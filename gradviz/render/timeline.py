@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import graphviz
 
 from ..model import Event, EventKind, OpRecord, Trace, VersionChange
-from .escape import html_label_text, shorten, tooltip_text
+from .escape import FONT, html_label_text, shorten, tooltip_text
 from .memory import alias_text, change_text, code_text, producers, tensor_title
 
 if TYPE_CHECKING:
@@ -21,7 +21,7 @@ __all__ = ["SEVERITY_FILL", "SEVERITY_COLOURS", "timeline_digraph", "timeline_ro
 SEVERITY_FILL = {"error": "#fde3e3", "warning": "#fff1cc", "info": "#e3eefc"}
 SEVERITY_COLOURS = {"error": "#c62828", "warning": "#b26a00", "info": "#1f6fbf"}
 _SEVERITY_RANK = {"error": 0, "warning": 1, "info": 2}
-_FONT = "Helvetica"
+_FONT = FONT
 _MONO = "Courier"
 _MAX_PERIOD = 64  # longest repeated block of rows (a loop body) that folding looks for
 

@@ -61,15 +61,19 @@ class HookRecording:
                 with _quiet():
                     self._name_module(module)
             self._module_stack.append(self._module_names.get(id(module), type(module).__name__))
+            self._module_objects.append(module)
         except Exception as exc:
             self._internal(exc)
             self._module_stack.append("?")
+            self._module_objects.append(None)
 
     def _module_post(self, module: torch.nn.Module, args: Any, output: Any) -> None:
         if self._paused or threading.get_ident() != self._thread:
             return
         if self._module_stack:
             self._module_stack.pop()
+        if self._module_objects:
+            self._module_objects.pop()
 
     # ------------------------------------------------------------------ optimizer steps
     # The recorder pauses inside optimizer.step() (its in-place updates are summarised by one optimizer_step event)

@@ -106,6 +106,7 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
         self._paused = 0
         self._module_names: dict[int, str] = {}
         self._module_stack: list[str] = []
+        self._module_objects: list[Any] = []  # the modules running now (alive anyway): who wrote in place
         self._finished = False
         self._on_dead_callback = self._on_dead  # one bound method for every weak reference
         self._locations: dict[tuple[str, int], Location] = {}
@@ -223,6 +224,7 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
         for record in self.trace.tensors.values():
             if record.parameter is not None:
                 alike.setdefault(record.parameter, []).append(record)
+        renamed: dict[str, str] = {}
         for name, records in alike.items():
             if len(records) < 2:
                 continue
@@ -230,7 +232,14 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
             if len(set(qualified)) < len(qualified):
                 continue  # the variable names do not tell them apart (`model` in a helper called for both): as is
             for record, new_name in zip(records, qualified):
-                record.parameter = new_name
+                renamed[record.id] = new_name
+        # one model's parameters all named one way: `netG.main.1.weight` beside `netG.main.0.weight`, not `main.1.weight`
+        owners = {self._param_roots[tid] for tid in renamed if tid in self._param_roots}
+        for record in self.trace.tensors.values():
+            if record.parameter is not None and record.id not in renamed and self._param_roots.get(record.id) in owners:
+                renamed[record.id] = f"{self._param_roots[record.id]}.{record.parameter}"
+        for tid, new_name in renamed.items():
+            self.trace.tensors[tid].parameter = new_name
 
     # ------------------------------------------------------------------ the hot path
     # Every call the program makes passes through here: the common paths are written for speed (locals, positional
@@ -522,6 +531,9 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
             "byte_range": [start, stop],
             "counter": counter,
         }
+        if self._module_objects and self._module_objects[-1] is not None:
+            data["module"] = self._module_stack[-1]
+            data["module_call"] = _module_call(self._module_objects[-1])
         self._event(EventKind.INPLACE_WRITE, file, line, tensor=tid, op=op, versions=changes, data=data)
         fn = _grad_fn(t)
         if fn is not None:
@@ -771,3 +783,14 @@ def _func_name(func: Any) -> str:
     except TypeError:
         pass
     return name
+
+
+def _module_call(module: Any) -> str:
+    """`nn.ReLU(inplace=True)`: a module as the program constructed it, to name what wrote in place."""
+    kind = type(module)
+    prefix = "nn." if kind.__module__.startswith("torch.nn") else ""
+    try:
+        args = module.extra_repr()
+    except Exception:  # noqa: BLE001 - a user's extra_repr may fail; the class name is enough then
+        args = ""
+    return f"{prefix}{kind.__name__}({args})"

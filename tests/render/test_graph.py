@@ -86,7 +86,12 @@ def test_testdetach_cut_edges_and_dead_parameter(seeds: dict[str, gradviz.Trace]
     source = render(trace).source
     relu = [n.id for n in trace.nodes.values() if n.name == "ReluBackward0"]
     cuts = re.findall(r"^\s*(\w+) -> (\w+) \[label=<✂ x\.detach\(\)  line 29> .*style=dashed", source, re.M)
-    assert len(cuts) == 3  # one per training step
+    assert len(cuts) == 1  # three training steps of one shape: drawn once, the cut with them
+    assert "step ×3 (steps 1-3): backward at line 42" in source
+    # `--step 2` draws the second step as it was
+    second = render(trace, step=2).source
+    assert len(re.findall(r"✂ x\.detach\(\)  line 29", second)) == 1
+    assert "backward 2 of 3 (line 42)" in second and "step ×3" not in second
     for src, dst in cuts:
         assert src in relu
         assert trace.nodes[dst].name == "MmBackward0" and trace.nodes[dst].module == "layer2"

@@ -108,7 +108,10 @@ def test_uninvolved_tensors_are_summarised(data_trace: Trace) -> None:
     a = data_trace.tensor("a")  # a leaf nothing aliases, writes or saves
     assert f"tensor_{a.id} [" not in source
     shown = len(re.findall(r"^\s*tensor_\w+ \[", source, re.M))
-    assert f"… {len(data_trace.tensors) - shown} other tensors not shown" in source
+    other = re.search(r"… (\d+) other tensors? not shown", source)
+    pipeline = re.search(r"data pipeline: (\d+) tensors? without gradients", source)
+    assert other is not None
+    assert int(other.group(1)) + (int(pipeline.group(1)) if pipeline else 0) == len(data_trace.tensors) - shown
     everything = memory_digraph(data_trace, [], show_all=True).source
     assert f"tensor_{a.id} [" in everything and "other tensors not shown" not in everything
 

@@ -83,7 +83,7 @@ def test_source_lines_are_marked(data_trace: Trace, data_report: str) -> None:
 
 
 def test_steps_show_versions_and_saved_tensors_changing(data_report: str) -> None:
-    assert '<section id="steps" data-step="1" data-steps="3">' in data_report
+    assert '<section id="steps" data-step="1" data-start="1" data-steps="3">' in data_report
     first, second = step_panel(data_report, 1), step_panel(data_report, 2)
     assert " hidden>" not in first.split(">", 1)[0] + ">" and " hidden>" in second.split(">", 1)[0] + ">"
     assert "c = out.data" in text_of(first)
@@ -159,7 +159,7 @@ def test_report_opens_at_the_step_in_the_url(report_file: Path, tmp_path: Path) 
         capture_output=True, text=True, timeout=90, check=True,
     )
     dom = result.stdout
-    assert '<section id="steps" data-step="2" data-steps="3">' in dom
+    assert '<section id="steps" data-step="2" data-start="1" data-steps="3">' in dom
     assert re.search(r'<div class="step" id="step-1"[^>]* hidden=""', dom)
     assert not re.search(r'<div class="step sev-error" id="step-2"[^>]* hidden', dom)
     assert '<span id="step-counter">2 / 3</span>' in dom
@@ -367,3 +367,27 @@ def test_report_renders_visibly(report_file: Path, chromium: Chromium) -> None:
     assert max(counts.values()) < 0.95 * sum(counts.values()), "one colour covers the whole screenshot"
     error_red = sum(n for (r, g, b), n in ((tuple(p), n) for p, n in counts.items()) if r > 150 and g < 90 and b < 90)
     assert error_red > 0, "the error badge / finding colour is not on screen"
+
+
+@pytest.mark.browser
+@needs_chromium
+@needs_dot
+def test_labels_fit_their_boxes_in_the_browser(report_file: Path, chromium: Chromium) -> None:
+    """dot measured the labels in the font the page draws them in: no text runs past its node's box."""
+    chromium.open(report_file.as_uri())
+    overflow = chromium.js(
+        """[...document.querySelectorAll('#view-graph g.node')].flatMap(node => {
+            const box = node.querySelector('polygon, path, ellipse');
+            if (!box || node.querySelector('title').textContent === 'legend') return [];
+            const outer = box.getBBox();
+            return [...node.querySelectorAll('text')].filter(t => t.textContent.trim()).map(t => {
+                const b = t.getBBox();
+                return [t.textContent, Math.max(outer.x - b.x, b.x + b.width - (outer.x + outer.width))];
+            }).filter(([, over]) => over > 1);
+        })"""
+    )
+    assert overflow == []
+    fonts = chromium.js(
+        "[...new Set([...document.querySelectorAll('#view-graph svg text')].map(t => getComputedStyle(t).fontFamily))]"
+    )
+    assert fonts == ['"DejaVu Sans Mono", monospace'] or fonts == ['"DejaVu Sans Mono"']

@@ -1,0 +1,200 @@
+"""Pictures of real training scripts: steps rolled into one with ×N, modules collapsed, findings kept visible."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import gradviz
+from gradviz.model import Trace
+from gradviz.render import render
+
+PROGRAMS = Path(__file__).resolve().parents[1] / "programs" / "realistic"
+SCRIPTS = ["lstm_lm", "actor_critic", "lbfgs", "dcgan", "cnn"]
+
+pytestmark = pytest.mark.slow  # each script trains for a few seconds under the tracer
+
+
+@pytest.fixture(scope="module")
+def traces() -> dict[str, Trace]:
+    return {name: gradviz.trace_script(PROGRAMS / f"{name}.py") for name in SCRIPTS}
+
+
+def _drawn(source: str) -> list[str]:
+    """The ids of the boxes a person sees (the legend is not one)."""
+    return [n for n in re.findall(r"^\s*(\w+) \[label=", source, re.M) if n != "legend"]
+
+
+def _step_clusters(source: str) -> list[tuple[int, str]]:
+    return [(int(n), steps) for n, steps in re.findall(r"step ×(\d+) \(steps ([^)]*)\)", source)]
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_default_and_collapsed_views_fit_and_keep_every_finding(traces: dict[str, Trace], name: str) -> None:
+    trace = traces[name]
+    findings = gradviz.diagnose(trace)
+    default = render(trace, findings=findings).source
+    collapsed = render(trace, findings=findings, collapse_modules=True).source
+    drawn, boxes = _drawn(default), _drawn(collapsed)
+    assert len(drawn) <= 150
+    assert len(boxes) <= 60 and len(boxes) < len(drawn)
+    assert "cluster_step" in default and "cluster_step" in collapsed  # the rolled marker: ↻ step ×N
+    assert _step_clusters(default) and _step_clusters(default) == _step_clusters(collapsed)
+    assert "fillcolor=darkolivegreen1" in default and "fillcolor=darkolivegreen1" in collapsed  # the loss
+    for finding in findings:  # every cut is drawn once, at its line, in both views
+        assert finding.kind.value == "cut_edge"
+        label = f"line {finding.line}>"
+        assert re.search(rf"\[label=<✂ [^>]*{label}", default), finding.message
+        assert re.search(rf"\[label=<✂ [^>]*{label}", collapsed), finding.message
+    assert "collapsed nn.Module call" in collapsed
+
+
+def test_lstm_language_model_draws_48_chunks_once(traces: dict[str, Trace]) -> None:
+    trace = traces["lstm_lm"]
+    assert len(trace.events_of("backward")) == 48
+    source = render(trace).source
+    assert _step_clusters(source) == [(48, "1-48")]
+    assert "↻ step ×48 (steps 1-48): backward at line 32" in source
+    # the two detached states (h and c) are cut at line 28, each drawn once for all 47 chunks that cut them
+    assert len(re.findall(r"label=<✂ s\.detach\(\)  line 28>", source)) == 2
+    assert "MkldnnRnnLayerBackward0" in source
+    collapsed = render(trace, collapse_modules=True).source
+    group = re.search(r'<B>lstm</B><BR/><FONT POINT-SIZE="8">(\d+) ops?, 4 params', collapsed)
+    assert group is not None  # nn.LSTM is one box, its four parameters in it
+
+
+def test_cnn_partial_batch_is_its_own_step(traces: dict[str, Trace]) -> None:
+    source = render(traces["cnn"]).source
+    # 70 images in batches of 16, two epochs: the 6-image batch (steps 5 and 10) builds other shapes
+    assert _step_clusters(source) == [(8, "1, 2, 3, 4, 6, 7, …"), (2, "5, 10")]
+    assert "(6, 1, 12, 12)" in source and "(16, 1, 12, 12)" in source
+
+
+def test_dcgan_discriminator_and_generator_steps(traces: dict[str, Trace]) -> None:
+    trace = traces["dcgan"]
+    source = render(trace).source
+    assert _step_clusters(source) == [(3, "1, 3, 5"), (3, "2, 4, 6")]
+    assert "backward at line 55" in source and "backward at line 59" in source
+    assert re.search(r"label=<✂ fake\.detach\(\)  line 54>", source)
+    # one model's parameters are all named from the variable holding it
+    labels = {t.label for t in trace.tensors.values() if t.parameter}
+    assert {"netG.main.0.weight", "netG.main.1.weight", "netD.main.0.weight", "netD.main.3.bias"} <= labels
+    assert not any(label.startswith("main.") for label in labels)
+
+
+def test_actor_critic_episodes_and_lbfgs_closure_calls(traces: dict[str, Trace]) -> None:
+    ac = render(traces["actor_critic"]).source
+    assert _step_clusters(ac) == [(8, "1-8")]
+    assert "loop body ×6 iterations" in ac  # the six environment steps of an episode, rolled inside it
+    labels = {t.label for t in traces["actor_critic"].tensors.values() if t.parameter}
+    assert {"actor.fc1.weight", "critic.fc1.weight"} <= labels
+    lbfgs = render(traces["lbfgs"]).source
+    clusters = _step_clusters(lbfgs)
+    assert len(clusters) == 1 and clusters[0][0] == len(traces["lbfgs"].events_of("backward")) == 18
+
+
+def test_step_k_draws_that_backward_as_it_was(traces: dict[str, Trace]) -> None:
+    trace = traces["cnn"]
+    last = render(trace, step=10).source
+    assert "backward 10 of 10 (line 34)" in last and "cluster_step" not in last
+    assert "(6, 1, 12, 12)" in last and "(16, 1, 12, 12)" not in last
+    with pytest.raises(ValueError, match="step 11 does not exist: the program made 10 backward"):
+        render(trace, step=11)
+
+
+def test_max_nodes_keeps_losses_and_findings(traces: dict[str, Trace]) -> None:
+    for name in ("lstm_lm", "dcgan", "actor_critic"):
+        trace = traces[name]
+        findings = gradviz.diagnose(trace)
+        source = render(trace, findings=findings, max_nodes=15).source
+        assert "fillcolor=darkolivegreen1" in source, name
+        for finding in findings:
+            assert f"line {finding.line}>" in source, name
+
+
+def test_cut_message_names_each_root_once_with_a_count(traces: dict[str, Trace]) -> None:
+    (cut,) = gradviz.diagnose(traces["lstm_lm"])
+    assert "flows on into `loss` (47 times), but backward (line 32)" in cut.message
+    (gan_cut,) = gradviz.diagnose(traces["dcgan"])
+    assert "an unnamed tensor of shape () made at line 55" in gan_cut.message
+    assert not re.search(r"\(t\d+\)", gan_cut.message)  # never our internal ids
+
+
+def test_memory_view_shows_the_model_and_summarises_the_data(traces: dict[str, Trace]) -> None:
+    trace = traces["cnn"]
+    source = render(trace, "memory").source
+    assert "conv1.weight" in source and "fc2.bias" in source
+    saved = re.findall(r"saved by (\w+) \(", source)
+    assert "ConvolutionBackward0" in saved and "AddmmBackward0" in saved
+    pipeline = re.search(r"data pipeline: (\d+) tensors without gradients \(inputs, targets, transforms; ([\d.]+) KiB\)", source)
+    assert pipeline is not None and int(pipeline.group(1)) > 20
+    # what the last step keeps alive for backward, by module and line, largest first
+    assert re.search(r"saved for backward in step 10: [\d.]+ KiB", source)
+    assert re.search(r"pool  line 19: 2 tensors, [\d.]+ KiB", source)
+    assert re.search(r"conv1  line 19: 1 tensor, [\d.]+ KiB", source)
+    everything = render(trace, "memory", show_all=True).source
+    assert "data pipeline" not in everything
+
+
+def test_cli_step_and_show_all(tmp_path: Path) -> None:
+    out = tmp_path / "step.dot"
+    run = subprocess.run(
+        [sys.executable, "-m", "gradviz", "render", str(PROGRAMS / "lbfgs.py"), "--step", "3", "-o", str(out), "-q"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "backward 3 of 18 (line 16)" in out.read_text()
+    bad = subprocess.run(
+        [sys.executable, "-m", "gradviz", "render", str(PROGRAMS / "lbfgs.py"), "--step", "99", "-o", str(out), "-q"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert bad.returncode == 2 and "step 99 does not exist" in bad.stderr and "Traceback" not in bad.stderr
+    mem = tmp_path / "mem.dot"
+    run = subprocess.run(
+        [sys.executable, "-m", "gradviz", "render", str(PROGRAMS / "cnn.py"), "--view", "memory", "--show-all",
+         "-o", str(mem), "-q"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "data pipeline" not in mem.read_text()
+
+
+def test_report_of_a_training_script_starts_at_the_first_step(traces: dict[str, Trace]) -> None:
+    from gradviz.render.report import report_html
+    from gradviz.render.steps import split_steps
+
+    trace = traces["cnn"]
+    page = report_html(trace, gradviz.diagnose(trace))
+    start = int(re.search(r'<section id="steps" data-step="(\d+)" data-start="\1"', page).group(1))
+    assert start > 1  # the rows before it are the in-place writes of parameter initialisation
+    first_step = min(trace.nodes[n].seq for n in split_steps(trace)[0].nodes)
+    panel = re.search(rf'<div class="step[^"]*" id="step-{start}"[^>]*>', page).group(0)
+    assert "hidden" not in panel
+    assert re.search(r'<div class="step[^"]*" id="step-1"[^>]* hidden>', page)
+    before = re.search(r'<div class="step[^"]*" id="step-1".*?</span> (.*?)</div>', page, re.S).group(1)
+    assert "self.conv1 = nn.Conv2d(1, 4, 3, padding=1)" in before  # initialising conv1.weight in place
+    assert first_step > trace.events[0].seq
+
+
+def test_report_source_folds_library_files_and_drops_untouched_ones(traces: dict[str, Trace]) -> None:
+    from dataclasses import replace
+
+    from gradviz.model import Event, EventKind, Location
+    from gradviz.render.report import report_html
+
+    trace = replace(traces["cnn"], sources=dict(traces["cnn"].sources), events=list(traces["cnn"].events))
+    library = "/venv/lib/python3.11/site-packages/torchvision/transforms/functional.py"
+    trace.sources[library] = "\n".join(f"line_{n} = {n}" for n in range(1, 963))
+    trace.sources["/work/helpers.py"] = "def unused():\n    pass\n"
+    trace.events.append(Event(10**9, EventKind.INPLACE_WRITE, Location(library, 500, "line_500 = 500")))
+    page = report_html(trace, [])
+    assert '<h3 class="file">' + str(PROGRAMS / "cnn.py") in page  # the script in full
+    assert "helpers.py" not in page  # nothing there is implicated
+    summary = re.search(r'<details class="library"><summary>([^<]*)</summary>(.*?)</details>', page, re.S)
+    assert summary is not None and summary.group(1) == f"{library}: library code, 1 implicated line"
+    shown = [int(n) for n in re.findall(r'data-line="(\d+)"', summary.group(2))]
+    assert shown == list(range(497, 504))  # the implicated line and three either side, not 962 lines
