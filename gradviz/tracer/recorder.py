@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import gc
 import itertools
 import os
 import sys
@@ -29,6 +28,7 @@ from ..model import (
 )
 from ..text import safe_repr, safe_str, type_name
 from . import source
+from .gcstate import GcHold
 from .hooks import RECORD_FUNCTION_OPS, HookRecording
 from .nodes import _SAVED_NAMES, _TYPE_NAMES, GraphRecording
 from .tensors import (
@@ -44,6 +44,7 @@ from .tensors import (
     _version,
 )
 
+_is_compiling = torch.compiler.is_compiling
 _DEBUG = bool(os.environ.get("GRADVIZ_DEBUG"))  # raise gradviz's own errors instead of recording them
 _OUR_WARNINGS = (
     r"Using `torch.compile\(module\)` when there are global hooks",
@@ -78,7 +79,7 @@ class Recorder(GraphRecording, HookRecording, TorchFunctionMode):
         self.trace = Trace(torch_version=torch.__version__)
         self._node_ids: dict[Any, str] = {}  # node identity (see _node_key) -> node id
         self._first_sequence_nr = 0  # autograd's next node number when tracing began
-        self._gc_threshold: tuple[int, ...] | None = None  # the program's GC thresholds, while we hold them
+        self._gc = GcHold()
         self._warning_filters: list[Any] = []
         self._steps: dict[int, Any] = {}  # id(optimizer) -> its running step (hooks._OpenStep)
         self._step_record: Any = None  # the record_function handle of a step about to start
@@ -131,8 +132,6 @@ class Recorder(GraphRecording, HookRecording, TorchFunctionMode):
             register_optimizer_step_pre_hook(self._step_pre),
             register_optimizer_step_post_hook(self._step_post),
         ]
-        # Objects alive now (torch's own, the program's so far) move to the permanent generation while tracing, so
-        # the collections our records trigger do not rescan them; they return to the oldest generation at stop.
         # torch.compile warns about what the tracer brings (global module hooks, the frame lookups in our mode that
         # dynamo steps around): warnings the program itself would not print
         for message in _OUR_WARNINGS:
@@ -140,11 +139,7 @@ class Recorder(GraphRecording, HookRecording, TorchFunctionMode):
             self._warning_filters.append(warnings.filters[0])
         self._first_sequence_nr = torch._C._autograd._get_sequence_nr()
         self._thread = threading.get_ident()
-        gc.freeze()
-        # The records made per call would otherwise trigger a young-generation collection every few hundred calls;
-        # collect less often while tracing (the program's cyclic garbage is still collected, a little later).
-        self._gc_threshold = gc.get_threshold()
-        gc.set_threshold(max(self._gc_threshold[0], 20_000), *self._gc_threshold[1:])
+        self._gc.hold()
         self.__enter__()
 
     def stop(self) -> None:
@@ -157,10 +152,7 @@ class Recorder(GraphRecording, HookRecording, TorchFunctionMode):
         if self._warning_filters:
             warnings._filters_mutated()  # type: ignore[attr-defined]
             self._warning_filters = []
-        if self._gc_threshold is not None:
-            gc.set_threshold(*self._gc_threshold)
-            self._gc_threshold = None
-            gc.unfreeze()
+        self._gc.release()
         for handle in self._handles:
             handle.remove()
         self._handles = []
@@ -224,6 +216,10 @@ class Recorder(GraphRecording, HookRecording, TorchFunctionMode):
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         if kwargs is None:
             kwargs = {}
+        if _is_compiling():
+            # dynamo is tracing this call into a graph: anything more than the call itself (frame lookups, records
+            # of the fake tensors it traces with) would change the graph it builds, hence the compiled results
+            return func(*args, **kwargs)
         if self._paused:
             if func in self._step_marks:  # the end of an optimizer step may show here: see hooks.py
                 return self._on_record_function(func, args, kwargs)
