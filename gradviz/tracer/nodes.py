@@ -7,6 +7,7 @@ from typing import Any
 import torch
 
 from ..model import NodeRecord, SavedTensorRecord
+from . import chains
 from .tensors import _storage_key
 
 _ACCUMULATE_GRAD = 2**64 - 1  # the sequence number autograd gives every AccumulateGrad node
@@ -20,6 +21,7 @@ class GraphRecording:
 
     trace: Any
     _node_ids: dict[Any, str]
+    _heights: dict[str, int]  # node id -> levels above the nearest held node or leaf (chains.py)
 
     def _reachable(self, fns: list[Any]) -> tuple[list[str], list[str]]:
         """Node ids a backward from `fns` runs through, and the leaves it feeds: read off the recorded graph.
@@ -105,6 +107,12 @@ class GraphRecording:
                     stack.append((nxt, nxt_record))
                 next_ids.append(nxt_id)
         seq = next(self._seq)
+        # heights above the last held node, children first (the walk listed parents first): see chains.py
+        heights = self._heights
+        for node, record, _ in reversed(new):
+            below = [heights.get(n, 0) for n in record.next if n is not None]
+            height = 1 + max(below) if below else 0
+            heights[record.id] = chains.hold(node) if height >= chains.SEGMENT else height
         # saved tensors after all records exist: they may point back into this subgraph
         first_number = self._first_sequence_nr
         saved_names = self._saved_names

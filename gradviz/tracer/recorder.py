@@ -27,7 +27,7 @@ from ..model import (
     VersionCounterRecord,
 )
 from ..text import safe_repr, safe_str, type_name
-from . import source
+from . import chains, source
 from .gcstate import GcHold
 from .hooks import RECORD_FUNCTION_OPS, HookRecording
 from .nodes import _SAVED_NAMES, _TYPE_NAMES, GraphRecording
@@ -78,6 +78,7 @@ class Recorder(GraphRecording, HookRecording, TorchFunctionMode):
         super().__init__()
         self.trace = Trace(torch_version=torch.__version__)
         self._node_ids: dict[Any, str] = {}  # node identity (see _node_key) -> node id
+        self._heights: dict[str, int] = {}
         self._first_sequence_nr = 0  # autograd's next node number when tracing began
         self._gc = GcHold()
         self._warning_filters: list[Any] = []
@@ -153,6 +154,7 @@ class Recorder(GraphRecording, HookRecording, TorchFunctionMode):
             warnings._filters_mutated()  # type: ignore[attr-defined]
             self._warning_filters = []
         self._gc.release()
+        chains.sweep()  # deep graphs the program dropped while tracing: let them go now, a segment at a time
         for handle in self._handles:
             handle.remove()
         self._handles = []
