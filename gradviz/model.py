@@ -102,6 +102,7 @@ class SavedTensorRecord:
     saved_version: int | None
     is_output: bool = False  # the node saved its own output (tanh, exp, sigmoid)
     original: bool = False  # the saved tensor is the same tensor object as `tensor` (leaves, inputs)
+    packed: bool = False  # saved through a saved_tensors_hooks pack hook: autograd checks no version at backward
 
 
 @dataclass(slots=True)

@@ -71,6 +71,6 @@ def test_200k_op_chain_exits_normally_with_a_diagram(tmp_path: Path) -> None:
         cwd=tmp_path, capture_output=True, text=True, timeout=900,
     )
     assert done.returncode == 0, done.stderr[-2000:]  # was -11 (segfault) from 30k ops on
-    assert done.stdout.splitlines()[0] == "grad 7.3891"  # 1.00001 ** 200000
+    assert done.stdout.splitlines()[0] == "grad 7.4088"  # 1.00001 ** 200000 in float32, as untraced
     dot = (tmp_path / "chain.dot").read_text()
     assert "SumBackward0" in dot and "AccumulateGrad" in dot and "MulBackward0" in dot
