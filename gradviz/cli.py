@@ -477,6 +477,9 @@ def _tally_line(findings: list[Finding], program: Program, trace: Trace) -> Any:
     else:
         at = f" at line {record.location.line}" if record.location else ""
         ending = f"; the script raised {record.type}{at}"
+    unrecorded = trace.internal_error_summary()  # what gradviz missed is said, never a plain "no problems"
+    if unrecorded:
+        ending += f"; {unrecorded}"
     name = _shown(program.target) if program.kind != "module" else program.shown
     if findings or ending:
         return Text(f"{rank_prefix()}{name}: {tally}{ending}")

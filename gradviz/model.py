@@ -206,9 +206,18 @@ class Trace:
     sources: dict[str, str] = field(default_factory=dict)  # file -> text, for the files events point at
     file_labels: dict[str, str] = field(default_factory=dict)  # file -> how displays name it ("In[3]": notebook cell)
     torch_version: str | None = None
-    internal_errors: list[str] = field(default_factory=list)  # gradviz's own failures while recording
+    internal_errors: list[str] = field(default_factory=list)  # gradviz's own failures while recording (first 20)
+    internal_error_count: int = 0  # how many calls gradviz could not record, all of them
 
     # ----------------------------------------------------------------- queries
+    def internal_error_summary(self) -> str | None:
+        """"gradviz could not record 5 calls: Tensor.add: RuntimeError: ...", or None when it recorded everything."""
+        count = max(self.internal_error_count, len(self.internal_errors))
+        if not count:
+            return None
+        first = self.internal_errors[0] if self.internal_errors else "no details kept"
+        return f"gradviz could not record {count} call{'s' if count != 1 else ''}: {first}"
+
     def tensor(self, name_or_id: str) -> TensorRecord:
         """A tensor by id (`t3`), variable name (`out`) or parameter name (`layer1.weight`)."""
         if name_or_id in self.tensors:
@@ -284,6 +293,7 @@ class Trace:
             "sources": dict(self.sources),
             "file_labels": dict(self.file_labels),
             "internal_errors": list(self.internal_errors),
+            "internal_error_count": self.internal_error_count,
         }
 
     def to_json(self, path: str | Path | None = None, *, indent: int | None = None) -> str:
@@ -456,6 +466,7 @@ _TOP_LEVEL = {
     "sources",
     "file_labels",
     "internal_errors",
+    "internal_error_count",
 }
 
 
@@ -501,6 +512,9 @@ def _load(data: Any) -> Trace:
         file_labels=_convert(data.get("file_labels", {}), dict[str, str], "file_labels"),
         torch_version=data.get("torch_version"),
         internal_errors=_convert(data.get("internal_errors", []), list[str], "internal_errors"),
+        internal_error_count=_convert(
+            data.get("internal_error_count", len(data.get("internal_errors", []))), int, "internal_error_count"
+        ),
     )
     _check_references(trace)
     return trace

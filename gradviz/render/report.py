@@ -83,6 +83,9 @@ def _summary(trace: Trace, findings: Sequence[Finding]) -> str:
              f"counters, {len(trace.nodes)} autograd nodes, {len(trace.events)} events")
     lines = [f'<p class="summary"><strong>{html_text(found)}</strong> · {html_text(facts)}'
              + (f" · torch {html_text(trace.torch_version)}" if trace.torch_version else "") + "</p>"]
+    unrecorded = trace.internal_error_summary()
+    if unrecorded:
+        lines.append(f'<p class="internal">{html_text(unrecorded)}</p>')
     if trace.exception is not None:
         exc = trace.exception
         first = exc.message.strip().splitlines()[0] if exc.message.strip() else ""

@@ -17,6 +17,7 @@ from .tensors import _version
 # our bookkeeping reads would otherwise go through it and any other mode (about a microsecond each, and seen by them)
 _quiet = torch._C.DisableTorchFunction
 _is_compiling = torch.compiler.is_compiling
+_jit_tracing = torch._C._get_tracing_state
 
 
 class HookRecording:
@@ -56,7 +57,7 @@ class HookRecording:
     def _module_pre(self, module: torch.nn.Module, args: Any) -> None:
         # while dynamo compiles, hooks step aside like the mode does (see Recorder.__torch_function__); the compiled
         # code then runs without them, so the pre- and post-hook always skip together
-        if _is_compiling() or self._paused or threading.get_ident() != self._thread:  # (module hooks are global: all threads)
+        if _is_compiling() or _jit_tracing() is not None or self._paused or threading.get_ident() != self._thread:  # (module hooks are global: all threads)
             return
         try:
             if not self._module_stack and id(module) not in self._named_roots:  # an outermost call: name its tree
@@ -69,7 +70,7 @@ class HookRecording:
             self._module_stack.append("?")
 
     def _module_post(self, module: torch.nn.Module, args: Any, output: Any) -> None:
-        if _is_compiling() or self._paused or threading.get_ident() != self._thread:
+        if _is_compiling() or _jit_tracing() is not None or self._paused or threading.get_ident() != self._thread:
             return
         if self._module_stack:
             self._module_stack.pop()
