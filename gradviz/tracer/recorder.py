@@ -49,6 +49,7 @@ from .tensors import (
 
 _is_compiling = torch.compiler.is_compiling
 _jit_tracing = torch._C._get_tracing_state  # None unless torch.jit.trace is recording
+_COMPILED_CODE = "<eval_with_key>"  # the file name of code torch.fx generates (what torch.compile runs)
 _DEBUG = bool(os.environ.get("GRADVIZ_DEBUG"))  # raise gradviz's own errors instead of recording them
 _OUR_WARNINGS = (
     r"Using `torch.compile\(module\)` when there are global hooks",
@@ -237,6 +238,12 @@ class Recorder(GraphRecording, HookRecording, TorchFunctionMode):
         special = self._special.get(func)
         if special is not None:
             return special(func, args, kwargs)
+        caller = _caller(2, func)
+        if caller is not None and _in_compiled_code(caller):
+            # the code torch.compile made runs (aot_eager's and inductor's aten ops under no_grad, inside one
+            # autograd Function): the compiled call is recorded not at all, as for every backend; its outputs are
+            # recorded where the program uses them, with the compiled node leading back to the parameters
+            return func(*args, **kwargs)
         # Our own reads of tensors (versions, storage, grad_fn...) must not reach other torch-function modes below
         # ours or tensor subclasses: `_quiet` around everything but the call itself
         with _quiet():
@@ -246,7 +253,8 @@ class Recorder(GraphRecording, HookRecording, TorchFunctionMode):
             except RuntimeError:  # an inference tensor among them: no version counter
                 before = [_version(t) for t in inputs]
         # made from a stand-in for the calling frame: warnings raised by the call are the program's (callsite.py)
-        result = _call(_caller(2, func), func, args, kwargs)
+        result = _call(caller, func, args, kwargs)
+        del caller
         with _quiet():
             if type(result) in _PLAIN_RESULTS:  # x.dim(), x.size(), x.item(): nothing to track unless it wrote
                 try:
@@ -749,6 +757,16 @@ class Recorder(GraphRecording, HookRecording, TorchFunctionMode):
         except Exception as exc:
             self._internal(exc)
         return result
+
+_OPS_FILE = torch._ops.__file__
+
+
+def _in_compiled_code(frame: Any) -> bool:
+    """Whether the call comes from code torch.fx generated (directly, or through an OpOverload's __call__)."""
+    if frame.f_code.co_filename == _OPS_FILE:
+        frame = frame.f_back
+    return frame is not None and frame.f_code.co_filename.startswith(_COMPILED_CODE)
+
 
 def _nested_shape(t: torch.Tensor) -> list[int]:
     """A nested tensor's shape, -1 for a ragged dimension (a strided nested tensor has no sizes to ask for)."""

@@ -81,3 +81,6 @@ def test_compiled_values_are_bit_identical_under_tracing(backend: str, fullgraph
     # the program around the compiled calls is still recorded: the loss's pow and mean, and its backward
     assert any(n.name == "MeanBackward0" for n in trace.nodes.values())
     assert sum(e.kind.value == "backward" for e in trace.events) == 4
+    # the compiled code's own aten ops (run under no_grad by aot_eager and inductor) are not taken for the program's:
+    # no parameter looks dead, no finding points into torch.fx's generated code
+    assert gradviz.diagnose(trace) == []
