@@ -34,7 +34,10 @@ def caller(depth: int = 2, func: Any = None) -> types.FrameType | None:
     A torch function written in Python (`F.softmax`) reaches the mode from its own first lines, through
     `handle_torch_function`: the call the program made is the one to that function, from the frame before both.
     """
-    frame: types.FrameType | None = sys._getframe(depth)
+    try:
+        frame: types.FrameType | None = sys._getframe(depth)
+    except ValueError:  # called with no Python frame above (from C): nothing to stand in for
+        return None
     if frame is not None and frame.f_code.co_filename == _OVERRIDES:
         while frame is not None and frame.f_code.co_filename == _OVERRIDES:
             frame = frame.f_back
