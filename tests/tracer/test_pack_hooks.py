@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
 import torch
 
 import gradviz
@@ -104,3 +105,9 @@ def test_version_check_case_without_hooks_still_poisoned(trace_of: Callable[...,
     """The same write with no hook is the seed's `.detach()` example: backward raises, the finding stays."""
     trace = trace_of(CLONED.replace("with saved_tensors_hooks(lambda t: t.clone(), lambda t: t):\n    w", "if True:\n    w"))
     assert _kinds(trace) == [FindingKind.POISONED_SAVED_TENSOR]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="offloading from a GPU needs one")
+def test_save_on_cpu_offloading_gpu_activations_has_no_finding(trace_of: Callable[..., Trace]) -> None:
+    trace = trace_of(SAVED_ON_CPU.replace("torch.arange(3.0, requires_grad=True)", "torch.arange(3.0, device='cuda', requires_grad=True)"))
+    assert trace.error is None and _kinds(trace) == []  # the saved tensor is a CPU copy: the write cannot reach it
