@@ -72,7 +72,7 @@ def _kinds(trace: Trace) -> list[FindingKind]:
 
 def test_cloned_by_pack_hook_is_not_poisoned(trace_of: Callable[..., Trace]) -> None:
     trace = trace_of(CLONED)
-    assert trace.error is None and trace.internal_errors == []
+    assert trace.exception is None and trace.internal_errors == []
     assert _kinds(trace) == []
     sigmoid = next(n for n in trace.nodes.values() if n.name == "SigmoidBackward0")
     (saved,) = sigmoid.saved
@@ -95,7 +95,7 @@ def test_real_offloading_training_loop_has_no_finding(trace_of: Callable[..., Tr
     plain_out = capsys.readouterr().out
     trace = trace_of(OFFLOADED_TRAINING)
     assert capsys.readouterr().out == plain_out
-    assert trace.error is None and trace.internal_errors == []
+    assert trace.exception is None and trace.internal_errors == []
     assert _kinds(trace) == []
     addmm = [n for n in trace.nodes.values() if n.name == "AddmmBackward0"]
     assert len(addmm) == 6 and all(s.packed and s.tensor is None for n in addmm for s in n.saved)
@@ -110,4 +110,4 @@ def test_version_check_case_without_hooks_still_poisoned(trace_of: Callable[...,
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="offloading from a GPU needs one")
 def test_save_on_cpu_offloading_gpu_activations_has_no_finding(trace_of: Callable[..., Trace]) -> None:
     trace = trace_of(SAVED_ON_CPU.replace("torch.arange(3.0, requires_grad=True)", "torch.arange(3.0, device='cuda', requires_grad=True)"))
-    assert trace.error is None and _kinds(trace) == []  # the saved tensor is a CPU copy: the write cannot reach it
+    assert trace.exception is None and _kinds(trace) == []  # the saved tensor is a CPU copy: the write cannot reach it

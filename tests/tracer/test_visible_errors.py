@@ -59,7 +59,7 @@ def test_jit_trace_graph_points_at_the_program_and_saves(tmp_path: Path) -> None
 
 def test_nested_tensors_record_ragged_dimensions(trace_of: Callable[..., Trace], tmp_path: Path) -> None:
     trace = trace_of(NESTED)
-    assert trace.error is None
+    assert trace.exception is None
     assert trace.internal_errors == [] and trace.internal_error_count == 0
     shapes = [t.shape for t in trace.tensors.values()]
     assert [2, -1, -1] in shapes  # strided nested: no sizes beyond the batch
