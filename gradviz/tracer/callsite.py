@@ -78,6 +78,11 @@ def call(frame: types.FrameType | None, func: Callable[..., Any], args: Any, kwa
         raise
 
 
+def forget() -> None:
+    """Drop every stand-in: each holds its caller's globals (a script's namespace), which must not outlive tracing."""
+    _stand_ins.clear()
+
+
 def is_stand_in(code: types.CodeType) -> bool:
     return code.co_code == _TEMPLATE.co_code and code.co_names == _TEMPLATE.co_names and code.co_varnames == _TEMPLATE.co_varnames
 

@@ -28,7 +28,7 @@ from ..model import (
     VersionCounterRecord,
 )
 from ..text import safe_repr, safe_str, type_name
-from . import chains, source
+from . import callsite, chains, source
 from .callsite import call as _call
 from .callsite import caller as _caller
 from .gcstate import GcHold
@@ -160,6 +160,7 @@ class Recorder(GraphRecording, HookRecording, TorchFunctionMode):
         self._warning_filters = []  # (no registry reset: an ignore filter adds nothing to them)
         self._gc.release()
         chains.sweep()  # deep graphs the program dropped while tracing: let them go now, a segment at a time
+        callsite.forget()
         for handle in self._handles:
             handle.remove()
         self._handles = []
