@@ -534,6 +534,9 @@ def _tally_line(findings: list[Finding], program: Program, trace: Trace) -> Any:
     else:
         at = f" at line {record.location.line}" if record.location else ""
         ending = f"; the script raised {record.type}{at}"
+    unrecorded = trace.internal_error_summary()  # what gradviz missed is said, never a plain "no problems"
+    if unrecorded:
+        ending += f"; {unrecorded}"
     name = _shown(program.target) if program.kind != "module" else program.shown
     window = f" ({trace.window.describe()})" if trace.window is not None and trace.window.closed else ""
     if findings or ending:

@@ -102,6 +102,7 @@ class SavedTensorRecord:
     saved_version: int | None
     is_output: bool = False  # the node saved its own output (tanh, exp, sigmoid)
     original: bool = False  # the saved tensor is the same tensor object as `tensor` (leaves, inputs)
+    packed: bool = False  # saved through a saved_tensors_hooks pack hook: autograd checks no version at backward
 
 
 @dataclass(slots=True)
@@ -231,10 +232,19 @@ class Trace:
     sources: dict[str, str] = field(default_factory=dict)  # file -> text, for the files events point at
     file_labels: dict[str, str] = field(default_factory=dict)  # file -> how displays name it ("In[3]": notebook cell)
     torch_version: str | None = None
-    internal_errors: list[str] = field(default_factory=list)  # gradviz's own failures while recording
+    internal_errors: list[str] = field(default_factory=list)  # gradviz's own failures while recording (first 20)
+    internal_error_count: int = 0  # how many calls gradviz could not record, all of them
     window: WindowRecord | None = None  # the step window, when only the start of the run was traced
 
     # ----------------------------------------------------------------- queries
+    def internal_error_summary(self) -> str | None:
+        """"gradviz could not record 5 calls: Tensor.add: RuntimeError: ...", or None when it recorded everything."""
+        count = max(self.internal_error_count, len(self.internal_errors))
+        if not count:
+            return None
+        first = self.internal_errors[0] if self.internal_errors else "no details kept"
+        return f"gradviz could not record {count} call{'s' if count != 1 else ''}: {first}"
+
     def tensor(self, name_or_id: str) -> TensorRecord:
         """A tensor by id (`t3`), variable name (`out`) or parameter name (`layer1.weight`)."""
         if name_or_id in self.tensors:

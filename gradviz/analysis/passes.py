@@ -376,7 +376,8 @@ def saved_tensor_findings(ctx: Context) -> list[Finding]:
         for node, saved, tensor in still:
             if not _overlaps(write.byte_range, tensor.byte_range):
                 continue
-            shares = write.counter is not None and write.counter == tensor.version_counter
+            # under a pack hook autograd compares no versions: even a shared counter lets the write through silently
+            shares = write.counter is not None and write.counter == tensor.version_counter and not saved.packed
             finding = _saved_write_finding(ctx, write, node, saved, tensor, shares)
             if finding is not None:
                 findings.append(finding)
@@ -439,14 +440,24 @@ def _saved_write_finding(
         then = f"The backward at {line_of(backward)} used the changed values: its gradients are silently wrong."
     else:
         then = "No backward has run through it yet: when it does, its gradients will be silently wrong."
+    if saved.packed:
+        why = (
+            "; it was saved through a saved_tensors_hooks pack hook (save_on_cpu or offloading keep CPU tensors "
+            "themselves, not copies), under which autograd checks no versions, so it did not notice"
+        )
+        fix = "`.clone()` before modifying, or make the write after backward."
+    else:
+        why = f", which has its own version counter, so autograd did not notice (still v{_v(saved)})"
+        fix = (
+            "Use `.detach()` instead of `.data` so PyTorch raises on this write, and `.clone()` before modifying; "
+            "or make the update under `torch.no_grad()` after backward."
+        )
     return Finding(
         FindingKind.SILENTLY_CORRUPTED_SAVED_TENSOR,
         file,
         line,
-        f"{what} at v{_v(saved)}, had its bytes changed at line {line}{by} through {via}, which has its own "
-        f"version counter, so autograd did not notice (still v{_v(saved)}). {then}",
-        "Use `.detach()` instead of `.data` so PyTorch raises on this write, and `.clone()` before modifying; "
-        "or make the update under `torch.no_grad()` after backward.",
+        f"{what} at v{_v(saved)}, had its bytes changed at line {line}{by} through {via}{why}. {then}",
+        fix,
         code=code,
         tensors=[tensor.id, write.tensor],
         nodes=[node.id],

@@ -86,6 +86,9 @@ def _summary(trace: Trace, findings: Sequence[Finding]) -> str:
              + (f" · torch {html_text(trace.torch_version)}" if trace.torch_version else "") + "</p>"]
     if trace.window is not None and trace.window.closed:
         lines.append(f'<p class="window">{html_text(trace.window.describe())}: findings and views cover these</p>')
+    unrecorded = trace.internal_error_summary()
+    if unrecorded:
+        lines.append(f'<p class="internal">{html_text(unrecorded)}</p>')
     if trace.exception is not None:
         exc = trace.exception
         first = exc.message.strip().splitlines()[0] if exc.message.strip() else ""

@@ -16,6 +16,8 @@ from .tensors import _version
 # Hooks run outside the recorder's own __torch_function__, where the mode is still active: every tensor attribute
 # our bookkeeping reads would otherwise go through it and any other mode (about a microsecond each, and seen by them)
 _quiet = torch._C.DisableTorchFunction
+_is_compiling = torch.compiler.is_compiling
+_jit_tracing = torch._C._get_tracing_state
 
 
 class HookRecording:
@@ -53,7 +55,9 @@ class HookRecording:
             del frame
 
     def _module_pre(self, module: torch.nn.Module, args: Any) -> None:
-        if self._paused or threading.get_ident() != self._thread:  # (module hooks are global: all threads)
+        # while dynamo compiles, hooks step aside like the mode does (see Recorder.__torch_function__); the compiled
+        # code then runs without them, so the pre- and post-hook always skip together
+        if _is_compiling() or _jit_tracing() is not None or self._paused or threading.get_ident() != self._thread:  # (module hooks are global: all threads)
             return
         try:
             if not self._module_stack and id(module) not in self._named_roots:  # an outermost call: name its tree
@@ -68,7 +72,7 @@ class HookRecording:
             self._module_objects.append(None)
 
     def _module_post(self, module: torch.nn.Module, args: Any, output: Any) -> None:
-        if self._paused or threading.get_ident() != self._thread:
+        if _is_compiling() or _jit_tracing() is not None or self._paused or threading.get_ident() != self._thread:
             return
         if self._module_stack:
             self._module_stack.pop()
@@ -81,7 +85,7 @@ class HookRecording:
     # torch runs every step inside `record_function("Optimizer.step#...")`, whose enter and exit ops reach the
     # recorder even while paused: the exit of a step whose post-hook never ran means the step raised.
     def _step_pre(self, optimizer: Any, args: Any, kwargs: Any) -> tuple[Any, Any] | None:
-        if threading.get_ident() != self._thread:  # the recorder sees only its own thread's torch calls
+        if _is_compiling() or threading.get_ident() != self._thread:  # the recorder sees only its own thread's torch calls
             return None
         key = id(optimizer)
         record, self._step_record = self._step_record, None
@@ -169,6 +173,8 @@ class HookRecording:
             self._internal(exc)
 
     def _step_post(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        if _is_compiling():
+            return
         step = self._steps.get(id(optimizer))
         if step is None or threading.get_ident() != self._thread:
             return

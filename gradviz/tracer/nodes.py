@@ -7,12 +7,14 @@ from typing import Any
 import torch
 
 from ..model import NodeRecord, SavedTensorRecord
+from . import chains
 from .tensors import _storage_key
 
 _ACCUMULATE_GRAD = 2**64 - 1  # the sequence number autograd gives every AccumulateGrad node
 # what a node type saves and how it is called depend only on the type: learnt once per process
 _SAVED_NAMES: dict[type, tuple[tuple[str, str, bool], ...]] = {}  # type -> (name, _raw_saved_ attribute, is output)
 _TYPE_NAMES: dict[type, str] = {}
+_pack_hooks = torch._C._autograd._top_saved_tensors_default_hooks  # the innermost saved_tensors_hooks, or None
 
 
 class GraphRecording:
@@ -20,6 +22,7 @@ class GraphRecording:
 
     trace: Any
     _node_ids: dict[Any, str]
+    _heights: dict[str, int]  # node id -> levels above the nearest held node or leaf (chains.py)
 
     def _reachable(self, fns: list[Any]) -> tuple[list[str], list[str]]:
         """Node ids a backward from `fns` runs through, and the leaves it feeds: read off the recorded graph.
@@ -105,6 +108,12 @@ class GraphRecording:
                     stack.append((nxt, nxt_record))
                 next_ids.append(nxt_id)
         seq = next(self._seq)
+        # heights above the last held node, children first (the walk listed parents first): see chains.py
+        heights = self._heights
+        for node, record, _ in reversed(new):
+            below = [heights.get(n, 0) for n in record.next if n is not None]
+            height = 1 + max(below) if below else 0
+            heights[record.id] = chains.hold(node) if height >= chains.SEGMENT else height
         # saved tensors after all records exist: they may point back into this subgraph
         first_number = self._first_sequence_nr
         saved_names = self._saved_names
@@ -140,8 +149,11 @@ class GraphRecording:
             return []
         saved = []
         live = self._live
+        # A pack hook active now (saved_tensors_hooks, save_on_cpu, checkpointing) packed what this node just saved:
+        # autograd checks no version of it at backward, and what it holds may be a copy, not the tensor itself
+        packed = not made_before and _pack_hooks(False) is not None
         for name, attribute, is_output in names:
-            if output is not None and name == "result":
+            if output is not None and name == "result" and not packed:
                 # the node's own output, which the caller is tracking right now: no need to unpack it
                 record = self.trace.tensors[output]
                 saved.append(SavedTensorRecord(name, output, record.version, True, False))
@@ -156,10 +168,14 @@ class GraphRecording:
                 handles = [(name, raw)]
             for label, handle in handles:
                 tensor = getattr(handle, "data", None)
+                if packed and isinstance(tensor, (list, tuple)):
+                    # what the pack hook returned: save_on_cpu keeps (device, tensor), the tensor a copy or, already
+                    # on the CPU, the saved tensor itself
+                    tensor = next((t for t in tensor if isinstance(t, torch.Tensor)), None)
                 if not isinstance(tensor, torch.Tensor):
                     # nothing saved, or what a saved_tensors_hooks pack hook made of it (checkpointing keeps a
                     # recipe to recompute it, offloading a copy elsewhere): no tensor to point at, no version
-                    saved.append(SavedTensorRecord(label, None, None, is_output))
+                    saved.append(SavedTensorRecord(label, None, None, is_output, False, packed))
                     continue
                 entry = live.get(id(tensor))
                 if entry is not None and entry() is tensor:
@@ -170,7 +186,7 @@ class GraphRecording:
                     version = None if made_before else tensor._version
                 except RuntimeError:
                     version = None
-                saved.append(SavedTensorRecord(label, tid, version, is_output, original))
+                saved.append(SavedTensorRecord(label, tid, version, is_output, original, packed))
         return saved
 
     def _match_saved(self, tensor: torch.Tensor) -> str:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import contextlib
-import gc
 import itertools
 import os
+import re
 import sys
 import threading
 import warnings
@@ -28,7 +28,10 @@ from ..model import (
     VersionCounterRecord,
 )
 from ..text import safe_repr, safe_str, type_name
-from . import source
+from . import callsite, chains, source
+from .callsite import call as _call
+from .callsite import caller as _caller
+from .gcstate import GcHold
 from .hooks import RECORD_FUNCTION_OPS, HookRecording
 from .nodes import _SAVED_NAMES, _TYPE_NAMES, GraphRecording
 from .window import StepWindow, WindowRecording
@@ -45,6 +48,9 @@ from .tensors import (
     _version,
 )
 
+_is_compiling = torch.compiler.is_compiling
+_jit_tracing = torch._C._get_tracing_state  # None unless torch.jit.trace is recording
+_COMPILED_CODE = "<eval_with_key>"  # the file name of code torch.fx generates (what torch.compile runs)
 _DEBUG = bool(os.environ.get("GRADVIZ_DEBUG"))  # raise gradviz's own errors instead of recording them
 _OUR_WARNINGS = (
     r"Using `torch.compile\(module\)` when there are global hooks",
@@ -84,8 +90,9 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
         self._mode_on = False
         self._step_counter: Any = None  # the optimizer post-hook, which outlives the window (window.py)
         self._node_ids: dict[Any, str] = {}  # node identity (see _node_key) -> node id
+        self._heights: dict[str, int] = {}
         self._first_sequence_nr = 0  # autograd's next node number when tracing began
-        self._gc_threshold: tuple[int, ...] | None = None  # the program's GC thresholds, while we hold them
+        self._gc = GcHold()
         self._warning_filters: list[Any] = []
         self._steps: dict[int, Any] = {}  # id(optimizer) -> its running step (hooks._OpenStep)
         self._step_record: Any = None  # the record_function handle of a step about to start
@@ -139,20 +146,16 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
             register_optimizer_step_pre_hook(self._step_pre),
         ]
         self._step_counter = register_optimizer_step_post_hook(self._window_step_post)
-        # Objects alive now (torch's own, the program's so far) move to the permanent generation while tracing, so
-        # the collections our records trigger do not rescan them; they return to the oldest generation at stop.
         # torch.compile warns about what the tracer brings (global module hooks, the frame lookups in our mode that
         # dynamo steps around): warnings the program itself would not print
+        # (put in place directly: `filterwarnings` would reset the registries behind "once per place")
         for message in _OUR_WARNINGS:
-            warnings.filterwarnings("ignore", message=message)
-            self._warning_filters.append(warnings.filters[0])
+            entry = ("ignore", re.compile(message, re.I), Warning, None, 0)
+            warnings.filters.insert(0, entry)
+            self._warning_filters.append(entry)
         self._first_sequence_nr = torch._C._autograd._get_sequence_nr()
         self._thread = threading.get_ident()
-        gc.freeze()
-        # The records made per call would otherwise trigger a young-generation collection every few hundred calls;
-        # collect less often while tracing (the program's cyclic garbage is still collected, a little later).
-        self._gc_threshold = gc.get_threshold()
-        gc.set_threshold(max(self._gc_threshold[0], 20_000), *self._gc_threshold[1:])
+        self._gc.hold()
         self.__enter__()
         self._mode_on = True
 
@@ -165,13 +168,10 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
         for entry in self._warning_filters:
             with contextlib.suppress(ValueError):  # the program may have reset the filters itself
                 warnings.filters.remove(entry)
-        if self._warning_filters:
-            warnings._filters_mutated()  # type: ignore[attr-defined]
-            self._warning_filters = []
-        if self._gc_threshold is not None:
-            gc.set_threshold(*self._gc_threshold)
-            self._gc_threshold = None
-            gc.unfreeze()
+        self._warning_filters = []  # (no registry reset: an ignore filter adds nothing to them)
+        self._gc.release()
+        chains.sweep()  # deep graphs the program dropped while tracing: let them go now, a segment at a time
+        callsite.forget()
         for handle in self._handles:
             handle.remove()
         self._handles = []
@@ -247,13 +247,27 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         if kwargs is None:
             kwargs = {}
+        if _is_compiling():
+            # dynamo is tracing this call into a graph: anything more than the call itself (frame lookups, records
+            # of the fake tensors it traces with) would change the graph it builds, hence the compiled results
+            return func(*args, **kwargs)
+        if _jit_tracing() is not None:
+            # torch.jit.trace is recording: our reads of shapes and storages would be traced into its graph (as
+            # tensors, with TracerWarnings); the call goes through the stand-in, so its source range is the program's
+            return _call(_caller(2, func), func, args, kwargs)
         if self._paused:
             if func in self._step_marks:  # the end of an optimizer step may show here: see hooks.py
                 return self._on_record_function(func, args, kwargs)
-            return func(*args, **kwargs)
+            return _call(_caller(2, func), func, args, kwargs)
         special = self._special.get(func)
         if special is not None:
             return special(func, args, kwargs)
+        caller = _caller(2, func)
+        if caller is not None and _in_compiled_code(caller):
+            # the code torch.compile made runs (aot_eager's and inductor's aten ops under no_grad, inside one
+            # autograd Function): the compiled call is recorded not at all, as for every backend; its outputs are
+            # recorded where the program uses them, with the compiled node leading back to the parameters
+            return func(*args, **kwargs)
         # Our own reads of tensors (versions, storage, grad_fn...) must not reach other torch-function modes below
         # ours or tensor subclasses: `_quiet` around everything but the call itself
         with _quiet():
@@ -262,7 +276,9 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
                 before: list[int | None] = [t._version for t in inputs]
             except RuntimeError:  # an inference tensor among them: no version counter
                 before = [_version(t) for t in inputs]
-        result = func(*args, **kwargs)
+        # made from a stand-in for the calling frame: warnings raised by the call are the program's (callsite.py)
+        result = _call(caller, func, args, kwargs)
+        del caller
         with _quiet():
             if type(result) in _PLAIN_RESULTS:  # x.dim(), x.size(), x.item(): nothing to track unless it wrote
                 try:
@@ -273,7 +289,7 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
             try:
                 self._after_call(func, inputs, before, result)
             except Exception as exc:  # never let bookkeeping break the user's program
-                self._internal(exc)
+                self._internal(exc, _func_name(func))
         return result
 
     def _after_call(self, func: Any, inputs: list[torch.Tensor], before: list[int | None], result: Any) -> None:
@@ -316,11 +332,14 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
             out_ids.append(entry.tid if entry is not None else track(t, "op", seq, name, file, line))
         self.trace.ops.append(OpRecord(seq, name, in_ids, out_ids, line, file))
 
-    def _internal(self, exc: BaseException) -> None:
+    def _internal(self, exc: BaseException, op: str | None = None) -> None:
+        """Our bookkeeping failed on a call: counted (the summary says so: never a silent "no problems"), kept."""
         if _DEBUG:
             raise exc
+        self.trace.internal_error_count += 1
         if len(self.internal_errors) < 20:
-            self.internal_errors.append(f"{type_name(exc)}: {safe_str(exc)}")
+            text = f"{type_name(exc)}: {safe_str(exc)}"
+            self.internal_errors.append(f"{op}: {text}" if op else text)
 
     # ------------------------------------------------------------------ tensors
     def _tid(self, t: torch.Tensor) -> str:
@@ -349,9 +368,11 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
         dtype = _dtype_names.get(t.dtype) or _dtype_name(t.dtype)
         device = t.device
         device_name = _device_names.get(device) or _device_name(device)
+        nested = t.is_nested
         try:
             storage = t.untyped_storage()
-            skey: int | None = storage._cdata
+            # a nested tensor's buffer is not one strided tensor's memory: no byte range to give it
+            skey: int | None = None if nested else storage._cdata
         except (RuntimeError, NotImplementedError, TypeError):  # sparse, nested, functional wrappers
             skey = None
         if skey is not None:
@@ -399,7 +420,7 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
             file, line = self._here
         record = TensorRecord(
             tid,
-            list(t.shape),
+            _nested_shape(t) if nested else list(t.shape),
             dtype,
             device_name,
             t.requires_grad,
@@ -746,9 +767,9 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
                 event = self._event(EventKind.BACKWARD, file, line, tensor=root_ids[0] if root_ids else None, op=data["api"], data=data)
         except Exception as exc:
             self._internal(exc)
-            return func(*args, **kwargs)
+            return _call(_caller(3), func, args, kwargs)
         try:
-            result = func(*args, **kwargs)
+            result = _call(_caller(3), func, args, kwargs)
         except BaseException as exc:
             event.data["outcome"] = "error"
             event.data["error"] = {"type": type_name(exc), "message": safe_str(exc)}  # user code decides __str__
@@ -767,7 +788,30 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
             self._internal(exc)
         return result
 
+_OPS_FILE = torch._ops.__file__
+
+
+def _in_compiled_code(frame: Any) -> bool:
+    """Whether the call comes from code torch.fx generated (directly, or through an OpOverload's __call__)."""
+    if frame.f_code.co_filename == _OPS_FILE:
+        frame = frame.f_back
+    return frame is not None and frame.f_code.co_filename.startswith(_COMPILED_CODE)
+
+
+def _nested_shape(t: torch.Tensor) -> list[int]:
+    """A nested tensor's shape, -1 for a ragged dimension (a strided nested tensor has no sizes to ask for)."""
+    try:
+        return [size if type(size) is int else -1 for size in t.shape]
+    except RuntimeError:
+        return [t.size(0), *[-1] * (t.dim() - 1)]
+
+
 _names: dict[Any, str] = {}
+# torch's resolve_name runs inside warnings.catch_warnings, and every catch_warnings resets the registries behind
+# "show a warning once per place": the program's warnings would show again. Its table is built (and cached) now,
+# outside any program, and later calls skip the wrapper.
+resolve_name(torch.add)
+_resolve_name = getattr(resolve_name, "__wrapped__", resolve_name)
 
 
 def _func_name(func: Any) -> str:
@@ -776,7 +820,7 @@ def _func_name(func: Any) -> str:
         return _names[func]
     except (KeyError, TypeError):
         pass
-    name = resolve_name(func) or getattr(func, "__qualname__", None) or safe_repr(func)
+    name = _resolve_name(func) or getattr(func, "__qualname__", None) or safe_repr(func)
     name = name.removeprefix("torch.")
     try:
         _names[func] = name

@@ -9,6 +9,7 @@ from typing import Any, Iterable
 
 import torch
 
+from . import chains
 from ..model import NodeRecord, SavedTensorRecord, TensorRecord, Trace, VersionCounterRecord
 from ..text import safe_str
 
@@ -49,6 +50,7 @@ def walk(tensors: Any, *, params: dict[str, Any] | None = None, show_attrs: bool
     keep_alive: list[Any] = []  # objects whose id() we key on must outlive the walk
     tensor_ids: dict[int, str] = {}
     node_ids: dict[int, str] = {}
+    fns: dict[str, Any] = {}  # node id -> the node
     param_names = {id(p): name for name, p in (params or {}).items()}
 
     def tensor_id(t: torch.Tensor, origin: str) -> str:
@@ -91,6 +93,7 @@ def walk(tensors: Any, *, params: dict[str, Any] | None = None, show_attrs: bool
         keep_alive.append(fn)
         nid = f"n{len(node_ids)}"
         node_ids[key] = nid
+        fns[nid] = fn
         return nid, True
 
     def visit(fn: Any) -> str:
@@ -167,11 +170,21 @@ def walk(tensors: Any, *, params: dict[str, Any] | None = None, show_attrs: bool
     finally:
         if collecting:
             gc.enable()
+    _hold_deep_chains(trace, fns)
     # program order is the reverse of a walk from the outputs: number nodes so loop rolling reads them in order
     count = len(trace.nodes)
     for i, record in enumerate(trace.nodes.values()):
         record.seq = count - i
     return result
+
+
+def _hold_deep_chains(trace: Trace, fns: dict[str, Any]) -> None:
+    """Every node the walk touched is now freed through Python: hold one per segment (see chains.py)."""
+    heights: dict[str, int] = {}
+    for nid in reversed(list(trace.nodes)):  # the walk lists parents first
+        below = [heights.get(n, 0) for n in trace.nodes[nid].next if n is not None]
+        height = 1 + max(below) if below else 0
+        heights[nid] = chains.hold(fns[nid]) if height >= chains.SEGMENT else height
 
 
 def _fn_name(fn: Any) -> str:

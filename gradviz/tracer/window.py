@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import contextlib
-import gc
 import warnings
 from typing import Any
 
 import torch
 
 from ..model import WindowRecord
-from . import source
+from . import callsite, chains, source
 
 # Added to the recorder's pause count when the window closes: every torch call then goes straight through, until
 # the mode can be taken off the stack (see _pop_mode)
@@ -149,13 +148,10 @@ class WindowRecording:
         for entry in self._warning_filters:  # type: ignore[attr-defined]
             with contextlib.suppress(ValueError):
                 warnings.filters.remove(entry)
-        if self._warning_filters:  # type: ignore[attr-defined]
-            warnings._filters_mutated()  # type: ignore[attr-defined]
-            self._warning_filters = []
-        if self._gc_threshold is not None:  # type: ignore[has-type]
-            gc.set_threshold(*self._gc_threshold)  # type: ignore[has-type]
-            self._gc_threshold = None
-            gc.unfreeze()
+        self._warning_filters = []  # (no registry reset: an ignore filter adds nothing to the once-per-place registries)
+        self._gc.release()  # type: ignore[attr-defined]
+        chains.sweep()  # deep graphs dropped while tracing: let them go, a segment at a time
+        callsite.forget()  # the call stand-ins hold the callers' globals
 
     def _pop_mode(self) -> None:
         """Take the mode off torch's stack, where no torch function is being handled (torch would push it back)."""

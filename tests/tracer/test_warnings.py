@@ -1,0 +1,60 @@
+"""Warnings PyTorch raises during a traced call (from C++ or Python) are shown as untraced: once per place, at the
+program's line, under the program's module, never at gradviz/tracer/recorder.py."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import torch
+
+import gradviz
+
+PROGRAM = """\
+import torch
+x = torch.ones(1, requires_grad=True) * 2
+for i in range(3):
+    v = float(x)  # C++: "Converting a tensor with requires_grad=True to a scalar"
+    y = torch.tensor(x)  # C++: "To copy construct from a tensor"
+    z = torch.nn.functional.softmax(torch.ones(2, 2))  # Python (stacklevel): "Implicit dimension choice"
+print("done")
+"""
+
+
+def test_warnings_match_the_untraced_run_exactly(tmp_path: Path) -> None:
+    (tmp_path / "warns.py").write_text(PROGRAM)
+    env = {**os.environ, "PYTHONWARNINGS": "default"}
+    plain = subprocess.run([sys.executable, "warns.py"], cwd=tmp_path, capture_output=True, text=True, env=env)
+    traced = subprocess.run(
+        [sys.executable, "-m", "gradviz", "check", "-q", "warns.py"], cwd=tmp_path, capture_output=True, text=True,
+        env=env,
+    )
+    assert traced.returncode == 0
+    assert traced.stderr == plain.stderr
+    assert "recorder.py" not in traced.stderr
+    assert traced.stderr.count("UserWarning") == 3  # once per place, as untraced: not once per loop iteration
+    assert f"warns.py:4: UserWarning: Converting a tensor" in traced.stderr
+
+
+def test_warning_in_a_trace_block_is_attributed_to_the_caller() -> None:
+    x = torch.ones(1, requires_grad=True) * 2
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with gradviz.trace():
+            float(x); line = sys._getframe().f_lineno  # noqa: E702 - the warning's line
+    (warning,) = [w for w in caught if "to a scalar" in str(w.message)]
+    assert warning.filename == __file__ and warning.lineno == line
+
+
+def test_errors_raised_through_the_stand_in_keep_python_s_traceback() -> None:
+    """The stand-in frame that carries the caller's line is not shown twice in a traceback."""
+    try:
+        with gradviz.trace():
+            torch.ones(2) @ torch.ones(3)
+    except RuntimeError as exc:
+        frames = [(f.f_code.co_filename, f.f_code.co_name) for f, _ in __import__("traceback").walk_tb(exc.__traceback__)]
+    here = [frame for frame in frames if frame[0] == __file__]
+    assert here == [(__file__, "test_errors_raised_through_the_stand_in_keep_python_s_traceback")]
