@@ -470,3 +470,44 @@ def _freed_finding(
         affected_backward=backward.seq if backward else None,
         predicted=predicted,
     )
+
+
+# ------------------------------------------------------------------------------------------ memory profile
+@dataclass
+class MemoryProfile:
+    """Bytes of saved tensors held by live autograd graphs over the run, for the graph-memory view."""
+
+    points: list[tuple[int, int]]  # (seq, bytes held from then on)
+    backwards: list[tuple[int, int | None]]  # (seq, line) of each backward
+    peak: tuple[int, int] | None  # (seq, bytes)
+    top_holders: list[tuple[str, int]]  # ("Linear at train.py:12", bytes) at the peak, largest first
+    kept: list[tuple[int, int | None, int, int]]  # (seq growth starts, line, bytes per step, nodes per step)
+    end: int  # the last seq of the run
+
+
+def memory_profile(trace: Trace, *, top: int = 5) -> MemoryProfile:
+    life = lifetimes(trace)
+    points = life.held_bytes()
+    peak = max(points, key=lambda p: p[1]) if points and max(p[1] for p in points) > 0 else None
+    holders: dict[str, int] = {}
+    if peak is not None:
+        for start, stop, nid in life.intervals:
+            if start <= peak[0] < stop:
+                node = trace.nodes[nid]
+                where = trace.where(node.created.file, node.created.line) if node.created else "?"
+                key = f"module {node.module} at {where}" if node.module else f"{node.name} at {where}"
+                holders[key] = holders.get(key, 0) + life.saved_bytes[nid]
+    kept = [
+        (g.first_seq, g.line, g.saved_bytes // max(g.steps, 1), len(g.nodes) // max(g.steps, 1))
+        for g in kept_alive(trace, life)
+    ]
+    seqs = [e.seq for e in trace.events] + [op.seq for op in trace.ops[-1:]] + [p[0] for p in points[-1:]]
+    backwards = [(e.seq, e.location.line if e.location else None) for e in trace.events_of(EventKind.BACKWARD)]
+    return MemoryProfile(
+        points, backwards, peak, sorted(holders.items(), key=lambda kv: -kv[1])[:top], kept, max(seqs, default=0)
+    )
+
+
+def size_text(n: int) -> str:
+    """`1.5 MB`: bytes for people."""
+    return _size(n)

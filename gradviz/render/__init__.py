@@ -18,6 +18,7 @@ VIEWS: dict[str, str] = {
     "graph": "the autograd graph with cut edges, dead parameters and poisoned saved tensors marked",
     "memory": "storages, the tensors in them and their version counters",
     "timeline": "the events in program order with versions before and after each write",
+    "graph-memory": "a chart of the bytes live autograd graphs hold, step by step, with the peak and who holds it",
     "report": "a self-contained HTML page with the findings, all views and the source",
 }
 
@@ -53,6 +54,13 @@ def render(
         from .timeline import timeline_digraph
 
         diagram = Diagram(view=view, trace=trace, findings=findings, digraph=timeline_digraph(trace, findings))
+    elif view == "graph-memory":
+        from .graph_memory import graph_memory_image
+
+        diagram = Diagram(
+            view=view, trace=trace, findings=findings, digraph=None,
+            image=lambda fmt: graph_memory_image(trace, findings, fmt),
+        )
     else:
         from .report import report_html
 
