@@ -190,7 +190,8 @@ def kept_alive(trace: Trace, life: Lifetimes) -> list[KeptAlive]:
         if len(members) < 2:
             continue  # the loop variable holding the last step's graph
         episodes = {life.episode(nodes[root].seq) for _, root, _ in members}
-        never_backwarded = not any(root in reached for _, root, _ in members)
+        # a value no backward ever ran through, stored again each iteration (validation, a skipped step)
+        never_backwarded = any(root not in reached for _, root, _ in members)
         executions = len({life.execution(nodes[root].seq) for _, root, _ in members})
         if len(episodes) < 2 and not (never_backwarded and executions >= 2):
             continue  # kept for one later backward (losses summed before one backward)
