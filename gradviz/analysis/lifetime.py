@@ -378,19 +378,34 @@ def _freed_with_saved(trace: Trace, life: Lifetimes, nid: str, at: int) -> bool:
     return freed is not None and freed < at and any(s.tensor is not None for s in trace.nodes[nid].saved)
 
 
-def _bridge(trace: Trace, life: Lifetimes, reached: list[str], at: int) -> tuple[str, str] | None:
-    """(new node, freed node it feeds on): where a graph built after a backward reuses the graph it freed."""
+def _bridges(trace: Trace, life: Lifetimes, reached: list[str], at: int) -> list[tuple[str, str]]:
+    """(new node, old node it feeds on): where a graph built after a backward reuses a graph that backward freed.
+
+    `old` was made before the freeing and leads to saved tensors freed then (it may be a node the backward did not
+    pass itself: the hidden-state output of an RNN call whose other output was the loss); `new` was made after.
+    AccumulateGrad nodes (a parameter's) outlive every backward: feeding on them is no reuse."""
     nodes = trace.nodes
-    freed_region = {n for n in reached if life.freed_at.get(n, END) < at}
-    if not any(_freed_with_saved(trace, life, n, at) for n in freed_region):
-        return None
-    for nid in reached:
-        if nid in freed_region:
-            continue
-        for nxt in nodes[nid].next:
-            if nxt in freed_region and life.freed_at[nxt] < nodes[nid].seq:
-                return nid, nxt
-    return None
+    members = set(reached)
+    # the earliest freeing, before `at`, of saved tensors each node leads to: children first
+    freed_before: dict[str, int] = {}
+    for nid in sorted(members, key=lambda n: (nodes[n].seq, -int(n[1:]))):
+        node = nodes[nid]
+        best = life.freed_at[nid] if _freed_with_saved(trace, life, nid, at) else END
+        for nxt in node.next:
+            if nxt is not None and nxt in freed_before and freed_before[nxt] < best:
+                best = freed_before[nxt]
+        freed_before[nid] = best
+    found = []
+    for nid in sorted(members, key=lambda n: (nodes[n].seq, int(n[1:]))):
+        node = nodes[nid]
+        for nxt in node.next:
+            if nxt is None or nxt not in freed_before or nodes[nxt].variable is not None:
+                continue
+            freed = freed_before[nxt]
+            if freed < END and nodes[nxt].seq < freed < node.seq:
+                found.append((nid, nxt))
+                break
+    return found
 
 
 def backward_through_freed_graph_findings(trace: Trace, life: Lifetimes, kept: list[KeptAlive]) -> list[Finding]:
@@ -398,6 +413,10 @@ def backward_through_freed_graph_findings(trace: Trace, life: Lifetimes, kept: l
     # an accumulator of statistics (`total_loss += loss`) is never meant for backward: graph_kept_alive says it
     accumulators = {tid for group in kept for tid in group.holders}
     by_seq = {e.seq: e for e in trace.events}
+    carriers: dict[str, str] = {}  # node id -> the first tensor whose grad_fn it is
+    for record in trace.tensors.values():
+        if record.grad_fn is not None and record.origin != "saved":
+            carriers.setdefault(record.grad_fn, record.id)
     checked: set[str] = set()
     for event in trace.events_of(EventKind.BACKWARD):
         reached = event.data.get("reached_nodes", [])
@@ -405,18 +424,32 @@ def backward_through_freed_graph_findings(trace: Trace, life: Lifetimes, kept: l
         if not freed:
             continue
         checked.update(reached)
-        bridge = _bridge(trace, life, reached, event.seq)
-        findings.append(_freed_finding(trace, life, bridge, freed[0], event, by_seq, predicted=False))
-    # a graph alive at the end built on a freed one: the next backward through it will raise
+        bridges = _bridges(trace, life, reached, event.seq)
+        bridge = bridges[0] if bridges else None
+        findings.append(_freed_finding(trace, life, bridge, freed[0], event, by_seq, carriers, predicted=False))
+    # graphs alive at the end built on a freed one: the next backward through them will raise. One walk over all
+    # of them (each node once), one finding per line that builds on a freed graph
+    reached_at_end: list[str] = []
     for tid, root in life.holders_at_end:
-        if root in checked or tid in accumulators:
-            continue
-        reached = life.reachable(root, set())
-        checked.update(reached)
-        bridge = _bridge(trace, life, reached, END)
-        if bridge is not None:
-            findings.append(_freed_finding(trace, life, bridge, bridge[1], None, by_seq, predicted=True))
+        if tid not in accumulators:
+            reached_at_end += life.reachable(root, checked)
+    lines: set[tuple[object, object]] = set()
+    for bridge in _bridges(trace, life, reached_at_end, END):
+        created = trace.nodes[bridge[0]].created
+        where = (created.file, created.line) if created else (None, None)
+        if where not in lines:
+            lines.add(where)
+            findings.append(_freed_finding(trace, life, bridge, bridge[1], None, by_seq, carriers, predicted=True))
     return findings
+
+
+def _freeing_below(trace: Trace, life: Lifetimes, start: str, by_seq: dict[int, Event]) -> Event | None:
+    """The backward that freed the saved tensors `start` leads to (it may not have passed `start` itself)."""
+    seen: set[str] = set()
+    for nid in life.reachable(start, seen):
+        if _freed_with_saved(trace, life, nid, END):
+            return by_seq.get(life.freed_at[nid])
+    return None
 
 
 def _freed_finding(
@@ -426,14 +459,15 @@ def _freed_finding(
     freed_node: str,
     backward: Event | None,
     by_seq: dict[int, Event],
+    carriers: dict[str, str],
     *,
     predicted: bool,
 ) -> Finding:
     nodes = trace.nodes
     old = bridge[1] if bridge else freed_node
-    freeing = by_seq.get(life.freed_at[old])
+    freeing = by_seq.get(life.freed_at.get(old, -1)) or _freeing_below(trace, life, old, by_seq)
     freeing_line = freeing.location.line if freeing and freeing.location else None
-    carrier = next((t for t in trace.tensors.values() if t.grad_fn == old and t.origin != "saved"), None)
+    carrier = trace.tensors[carriers[old]] if old in carriers else None
     value = f"`{carrier.label}`" if carrier and (carrier.names or carrier.parameter) else "a value"
     if bridge is not None and nodes[bridge[0]].created is not None:
         where = nodes[bridge[0]].created
