@@ -154,6 +154,7 @@ class KeptAlive:
     line: int | None
     file: str | None
     holders: list[str]  # tensor ids alive at the end that hold them
+    roots: list[str]  # each holder's grad_fn
     nodes: list[str]  # the nodes they keep
     steps: int  # how many steps' (or loop iterations') graphs are held
     saved_bytes: int  # bytes of saved tensors not yet freed among them
@@ -181,7 +182,7 @@ def kept_alive(trace: Trace, life: Lifetimes) -> list[KeptAlive]:
             executions = len({life.execution(nodes[n].seq) for n in links})
             if len(episodes) >= 2 or (executions >= 2 and not reached & set(links)):
                 steps = len(episodes) if len(episodes) >= 2 else executions
-                _add(groups, file, line, tid, held, steps, life)
+                _add(groups, file, line, tid, root, held, steps, life)
                 continue
         created = nodes[root].created
         key = (created.file, created.line) if created else (None, None)
@@ -199,8 +200,8 @@ def kept_alive(trace: Trace, life: Lifetimes) -> list[KeptAlive]:
         stores = [s for s in _storing_lines(trace, file, line, names) if (file, s[0]) not in groups] or [(line, "")]
         steps = len(episodes) if len(episodes) >= 2 else executions
         for store_line, store_code in stores[:1]:
-            for tid, _, held in members:
-                _add(groups, file, store_line, tid, held, steps, life, store_code)
+            for tid, root, held in members:
+                _add(groups, file, store_line, tid, root, held, steps, life, store_code)
     return list(groups.values())
 
 
@@ -209,6 +210,7 @@ def _add(
     file: str | None,
     line: int | None,
     tid: str,
+    root: str,
     held: list[str],
     steps: int,
     life: Lifetimes,
@@ -217,8 +219,9 @@ def _add(
     nodes = life.trace.nodes
     group = groups.get((file, line))
     if group is None:
-        group = groups[(file, line)] = KeptAlive(line, file, [], [], steps, 0, END, code)
+        group = groups[(file, line)] = KeptAlive(line, file, [], [], [], steps, 0, END, code)
     group.holders.append(tid)
+    group.roots.append(root)
     group.nodes.extend(held)
     group.steps = max(group.steps, steps)
     group.saved_bytes += sum(life.saved_bytes.get(n, 0) for n in held if n not in life.freed_at)
@@ -357,7 +360,8 @@ def graph_kept_alive_findings(trace: Trace, life: Lifetimes, kept: list[KeptAliv
                 "without its graph, and evaluate under `torch.no_grad()` / `torch.inference_mode()`.",
                 code=code,
                 tensors=list(group.holders),
-                nodes=sorted(set(group.nodes), key=lambda n: int(n[1:])),
+                # the holders' own nodes: the graph view draws the holders and rolls what they keep
+                nodes=list(group.roots),
                 events=[peak_seq] if peak_seq is not None else [],
                 count=group.steps,
             )

@@ -18,8 +18,8 @@ VIEWS: dict[str, str] = {
     "graph": "the autograd graph with cut edges, dead parameters and poisoned saved tensors marked",
     "memory": "storages, the tensors in them and their version counters",
     "timeline": "the events in program order with versions before and after each write",
-    "graph-memory": "a chart of the bytes live autograd graphs hold, step by step, with the peak and who holds it",
     "report": "a self-contained HTML page with the findings, all views and the source",
+    "graph-memory": "a chart of the bytes live autograd graphs hold, step by step, with the peak and who holds it",
 }
 
 

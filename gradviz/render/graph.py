@@ -42,6 +42,8 @@ LEGEND: dict[str, tuple[str, str]] = {
     "roll": ("#eef4ff", "loop body drawn once for all its iterations"),
     "cut": ("red", "gradient path cut by .detach() / .data (dashed)"),
     "carried": ("blue", "value carried from the previous iteration (dashed)"),
+    "kept": ("#ffd8a8", "value keeping the graphs of many steps alive (graph_kept_alive)"),
+    "freed": ("#ffcccc", "graph an earlier backward freed, built on again (dashed)"),
 }
 
 _NODE_ATTR = {
@@ -241,6 +243,15 @@ def _emit(
     for cid in core.nodes:
         if cid not in in_cluster:
             emit_node(dot, cid)
+    for nid, note in notes.holders.items():  # lifetime findings: a box beside the node they are about
+        if nid not in core.nodes:
+            continue
+        drawn.used.add(note.style)
+        box = f"{nid}_{note.style}"
+        text = "<br/>".join(html_label_text(t) for t in ([f"{note.name}"] if note.name else []) + note.lines)
+        dot.node(box, f"<{text}>", fillcolor=LEGEND[note.style][0], shape="box",
+                 style="filled,dashed" if note.style == "freed" else "filled,bold")
+        dot.edge(box, nid, style="dashed" if note.style == "freed" else "bold", color="darkorange3")
     for roll in core.rolls:
         members = roll_members.get(roll.id)
         if not members:
