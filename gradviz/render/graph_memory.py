@@ -71,7 +71,10 @@ def graph_memory_image(trace: Trace, findings: list[Finding], fmt: str) -> bytes
     axes.grid(axis="y", alpha=0.3)
     figure.tight_layout()
     buffer = io.BytesIO()
-    figure.savefig(buffer, format=fmt, metadata=_metadata(fmt))
+    from matplotlib import rc_context
+
+    with rc_context({"svg.fonttype": "none", "svg.hashsalt": "gradviz"}):  # real, searchable text; stable ids
+        figure.savefig(buffer, format=fmt, metadata=_metadata(fmt))
     return buffer.getvalue()
 
 
