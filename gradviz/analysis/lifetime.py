@@ -160,6 +160,7 @@ class KeptAlive:
     saved_bytes: int  # bytes of saved tensors not yet freed among them
     first_seq: int  # when the first graph they keep was made (growth starts)
     store_code: str = ""
+    across_backwards: bool = True  # the graphs held span backward calls (steps), else loop iterations
 
 
 def kept_alive(trace: Trace, life: Lifetimes) -> list[KeptAlive]:
@@ -183,6 +184,7 @@ def kept_alive(trace: Trace, life: Lifetimes) -> list[KeptAlive]:
             if len(episodes) >= 2 or (executions >= 2 and not reached & set(links)):
                 steps = len(episodes) if len(episodes) >= 2 else executions
                 _add(groups, file, line, tid, root, held, steps, life)
+                groups[(file, line)].across_backwards = len(episodes) >= 2
                 continue
         created = nodes[root].created
         key = (created.file, created.line) if created else (None, None)
@@ -202,6 +204,7 @@ def kept_alive(trace: Trace, life: Lifetimes) -> list[KeptAlive]:
         for store_line, store_code in stores[:1]:
             for tid, root, held in members:
                 _add(groups, file, store_line, tid, root, held, steps, life, store_code)
+            groups[(file, store_line)].across_backwards = len(episodes) >= 2
     return list(groups.values())
 
 
@@ -339,21 +342,22 @@ def graph_kept_alive_findings(trace: Trace, life: Lifetimes, kept: list[KeptAliv
             if group.saved_bytes
             else "0 B of saved tensors (backward freed them, but the nodes and the tensors they point at remain)"
         )
+        unit = "step" if group.across_backwards else "iteration"
         per_step = group.saved_bytes // group.steps if group.saved_bytes else 0
+        nodes_per_step = max(len(group.nodes) // group.steps, 1)
         growth = (
-            f"it grows by about {_size(per_step)} and {len(group.nodes) // group.steps} nodes per step"
-            if per_step
-            else f"it grows by about {len(group.nodes) // group.steps} autograd nodes per step"
+            f"it grows by about {_size(per_step)} and {nodes_per_step} nodes per {unit}"
+            if per_step >= 64  # a few bytes (a scalar's saved sizes) say nothing about growth
+            else f"it grows by about {nodes_per_step} autograd nodes per {unit}"
         )
         peak_text = f"; the graphs alive at the peak held {_size(peak)}" if peak else ""
-        backward_runs = bool(life.backward_seqs)
         findings.append(
             Finding(
                 FindingKind.GRAPH_KEPT_ALIVE,
                 group.file,
                 group.line,
                 f"`{code}` at line {group.line} stores {what} with its autograd history, so the graphs of "
-                f"{group.steps} {'steps' if backward_runs else 'iterations'} stay alive at the end: "
+                f"{group.steps} {unit}s stay alive at the end: "
                 f"{len(group.nodes)} autograd nodes holding {held}{peak_text}; {growth} until the run runs out "
                 "of memory.",
                 "Store a number for statistics (`loss.item()` or `float(loss)`), `.detach()` to keep the tensor "
@@ -437,7 +441,8 @@ def backward_through_freed_graph_findings(trace: Trace, life: Lifetimes, kept: l
     for tid, root in life.holders_at_end:
         if tid not in accumulators:
             reached_at_end += life.reachable(root, checked)
-    lines: set[tuple[object, object]] = set()
+    # a statistic accumulated at a kept-alive line (`running += loss`) is reported there, not as a future backward
+    lines: set[tuple[object, object]] = {(group.file, group.line) for group in kept}
     for bridge in _bridges(trace, life, reached_at_end, END):
         created = trace.nodes[bridge[0]].created
         where = (created.file, created.line) if created else (None, None)
