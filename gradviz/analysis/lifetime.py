@@ -176,7 +176,12 @@ def kept_alive(trace: Trace, life: Lifetimes) -> list[KeptAlive]:
     holders = [h for h in life.holders_at_end if h[0] not in saved_by_graph]
     for tid, root in sorted(holders, key=lambda h: trace.tensors[h[0]].seq):
         held = [n for n in life.reachable(root, seen) if nodes[n].variable is None]
-        chain = _accumulation_chain(life, held) if held else None
+        # a chain matters only across backward calls or where no backward ran: skip the search otherwise
+        spans = bool(held) and (
+            life.episode(min(nodes[n].seq for n in held)) != life.episode(max(nodes[n].seq for n in held))
+            or not reached.issuperset(held)
+        )
+        chain = _accumulation_chain(life, held) if spans else None
         if chain is not None:
             file, line, links = chain
             episodes = {life.episode(nodes[n].seq) for n in links}
@@ -393,6 +398,11 @@ def _bridges(trace: Trace, life: Lifetimes, reached: list[str], at: int) -> list
     pass itself: the hidden-state output of an RNN call whose other output was the loss); `new` was made after.
     AccumulateGrad nodes (a parameter's) outlive every backward: feeding on them is no reuse."""
     nodes = trace.nodes
+    if not life.freed_at:
+        return []
+    first_freeing = min(life.freed_at.values())
+    if not any(nodes[n].seq > first_freeing for n in reached):
+        return []  # every node was made before any backward freed anything: nothing built on a freed graph
     members = set(reached)
     # the earliest freeing, before `at`, of saved tensors each node leads to: children first
     freed_before: dict[str, int] = {}
