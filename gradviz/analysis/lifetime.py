@@ -337,7 +337,7 @@ def _size(n: int) -> str:
 def graph_kept_alive_findings(trace: Trace, life: Lifetimes, kept: list[KeptAlive]) -> list[Finding]:
     findings = []
     timeline = life.held_bytes()
-    peak_seq, peak = max(timeline, key=lambda p: p[1]) if timeline else (None, 0)
+    peak = max((size for _, size in timeline), default=0)
     for group in kept:
         names = sorted({n for tid in group.holders for n in trace.tensors[tid].names})
         what = f"`{names[0]}`" if names else "a value"
@@ -371,7 +371,8 @@ def graph_kept_alive_findings(trace: Trace, life: Lifetimes, kept: list[KeptAliv
                 tensors=list(group.holders),
                 # the holders' own nodes: the graph view draws the holders and rolls what they keep
                 nodes=list(group.roots),
-                events=[peak_seq] if peak_seq is not None else [],
+                # no event of its own: the timeline marks the events at its line (the in-place `+=`), one per step
+                events=[],
                 count=group.steps,
             )
         )

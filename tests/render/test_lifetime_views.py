@@ -65,3 +65,22 @@ def test_predicted_freed_graph_is_a_warning_in_json(tmp_path: Path) -> None:
     assert data["severity"] == "warning" and data["predicted"] is True and data["line"] == 12
     assert "calling backward will raise" in data["message"]
     assert type(finding).from_dict(data).severity.value == "warning"
+
+
+def test_lifetime_findings_from_a_trace_loaded_from_json(total_loss: gradviz.Trace) -> None:
+    """The passes read plain records: a saved and reloaded trace gives the same findings."""
+    again = gradviz.Trace.loads(total_loss.to_json())
+    first = [(f.kind, f.line, f.message) for f in diagnose(total_loss)]
+    assert first == [(f.kind, f.line, f.message) for f in diagnose(again)]
+    assert [kind for kind, _, _ in first] == [FindingKind.GRAPH_KEPT_ALIVE]
+
+
+def test_timeline_marks_every_step_of_the_accumulator(total_loss: gradviz.Trace) -> None:
+    from gradviz.render.timeline import timeline_rows
+
+    rows = timeline_rows(total_loss, diagnose(total_loss))
+    marked = [row for row in rows if "graph_kept_alive" in row["findings"]]
+    # the in-place `total_loss += loss` of steps 2-6 (step 1 makes the tensor), loop rows folded together
+    assert sum(len(row["seqs"]) for row in marked) == 5
+    assert {row["kind"] for row in marked} == {"inplace_write"}
+    assert {row["severity"] for row in marked} == {"warning"}
