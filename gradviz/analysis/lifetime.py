@@ -170,7 +170,7 @@ def kept_alive(trace: Trace, life: Lifetimes) -> list[KeptAlive]:
         reached.update(event.data.get("reached_nodes", []))
     seen: set[str] = set()
     groups: dict[tuple[str | None, int | None], KeptAlive] = {}
-    by_creation: dict[tuple[str | None, int | None], list[tuple[str, str, list[str]]]] = {}
+    by_creation: dict[tuple[str | None, int | None, str | None], list[tuple[str, str, list[str]]]] = {}
     # a tensor a node saved (tanh's output) is kept by that graph, not by the program: not a holder of its own
     saved_by_graph = {s.tensor for node in nodes.values() for s in node.saved if s.tensor is not None}
     holders = [h for h in life.holders_at_end if h[0] not in saved_by_graph]
@@ -192,9 +192,11 @@ def kept_alive(trace: Trace, life: Lifetimes) -> list[KeptAlive]:
                 groups[(file, line)].across_backwards = len(episodes) >= 2
                 continue
         created = nodes[root].created
-        key = (created.file, created.line) if created else (None, None)
+        # one key per line and module: twelve layers each caching `self.attn = attn` in one forward are twelve
+        # modules, not twelve steps
+        key = (created.file, created.line, nodes[root].module) if created else (None, None, nodes[root].module)
         by_creation.setdefault(key, []).append((tid, root, held))
-    for (file, line), members in by_creation.items():
+    for (file, line, _module), members in by_creation.items():
         if len(members) < 2:
             continue  # the loop variable holding the last step's graph
         episodes = {life.episode(nodes[root].seq) for _, root, _ in members}
