@@ -135,10 +135,17 @@ def lifetimes(trace: Trace) -> Lifetimes:
         (nodes[nid].seq, min(death[nid], freed_at.get(nid, END)), nid)
         for nid in saved_bytes
     ]
+    # executions of a line: calls in a row at one line are one, unless a call uses a parameter again the way an
+    # earlier call of the run did (`outs.append(model(x))` looping on one line runs the model's layers again)
     op_seqs, op_runs, run, previous = [], [], 0, None
+    tensors = trace.tensors
+    used: set[tuple[str, str]] = set()
     for op in trace.ops:
-        if (op.file, op.line) != previous:
+        uses = [(op.name, tid) for tid in op.inputs if tensors[tid].is_leaf and tensors[tid].requires_grad]
+        if (op.file, op.line) != previous or any(use in used for use in uses):
             run, previous = run + 1, (op.file, op.line)
+            used = set()
+        used.update(uses)
         op_seqs.append(op.seq)
         op_runs.append(run)
     return Lifetimes(
@@ -285,8 +292,6 @@ def _storing_lines(trace: Trace, file: str | None, line: int | None, names: set[
     if made is not None:
         targets = made.targets if isinstance(made, ast.Assign) else [made.target]
         names = names | {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
-    if not names:
-        return []
     found = []
     scope: ast.AST = min(loops, key=lambda n: (n.end_lineno or 0) - n.lineno) if loops else tree
     lines = text.splitlines()
@@ -301,7 +306,29 @@ def _storing_lines(trace: Trace, file: str | None, line: int | None, names: set[
         if stored and any(_carries(value, names) for value in stored):
             number = node.lineno
             found.append((number, lines[number - 1].strip() if 0 < number <= len(lines) else ""))
+    if not found and not loops:
+        # made inside a function or a module's forward (`outs.append(model(x))`): the one statement in a loop
+        # of this file that stores a call's result, if there is exactly one
+        calls = [
+            node.lineno
+            for loop in ast.walk(tree)
+            if isinstance(loop, (ast.For, ast.While, ast.AsyncFor))
+            for node in ast.walk(loop)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _STORE_METHODS
+            and any(_stores_call(arg) for arg in node.args)
+        ]
+        if len(set(calls)) == 1:
+            found.append((calls[0], lines[calls[0] - 1].strip() if 0 < calls[0] <= len(lines) else ""))
     return found
+
+
+def _stores_call(value: ast.AST) -> bool:
+    """A call's result kept as it is (not through `.item()`, `.detach()`, `float()`...)."""
+    if not isinstance(value, ast.Call):
+        return False
+    func = value.func
+    called = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    return called not in _DROPS_HISTORY
 
 
 def _carries(value: ast.AST, names: set[str]) -> bool:
@@ -341,9 +368,9 @@ def graph_kept_alive_findings(trace: Trace, life: Lifetimes, kept: list[KeptAliv
     timeline = life.held_bytes()
     peak = max((size for _, size in timeline), default=0)
     for group in kept:
-        names = sorted({n for tid in group.holders for n in trace.tensors[tid].names})
-        what = f"`{names[0]}`" if names else "a value"
         code = group.store_code or _code(trace, group.file, group.line)
+        names = sorted({n for tid in group.holders for n in trace.tensors[tid].names if n in code})
+        what = f"`{names[0]}`" if names else "a value"
         held = (
             f"{_size(group.saved_bytes)} of saved tensors"
             if group.saved_bytes
