@@ -41,11 +41,18 @@ def graph_memory_image(trace: Trace, findings: list[Finding], fmt: str) -> bytes
     scale, unit = _unit(max(ys))
     axes.step(xs, [y / scale for y in ys], where="post", color="#d62728", linewidth=1.8, label="saved tensors held")
     axes.fill_between(xs, [y / scale for y in ys], step="post", color="#d62728", alpha=0.12)
-    for number, (seq, line) in enumerate(profile.backwards, start=1):
+    for seq, _line in profile.backwards:
         axes.axvline(seq, color="#888888", linewidth=0.6, linestyle=":")
-        if len(profile.backwards) <= 12:
-            axes.annotate(f"backward {number}\nline {line}", (seq, 0), xytext=(2, 2), textcoords="offset points",
-                          fontsize=7, color="#555555")
+    if profile.backwards:
+        # x reads in training steps: a tick at each backward (every k-th when there are many)
+        every = max(1, len(profile.backwards) // 12)
+        ticks = [(seq, str(n)) for n, (seq, _) in enumerate(profile.backwards, start=1) if n % every == 0 or n == 1]
+        axes.set_xticks([seq for seq, _ in ticks], [label for _, label in ticks])
+        lines = sorted({line for _, line in profile.backwards if line is not None})
+        where = f" at line {', '.join(map(str, lines[:3]))}" if lines else ""
+        axes.set_xlabel(f"step: backward call number{where} (dotted lines); program order in between")
+    else:
+        axes.set_xlabel("program order (no backward ran: nothing freed the saved tensors)")
     if profile.peak is not None:
         seq, size = profile.peak
         axes.plot([seq], [size / scale], marker="v", color="black")
@@ -65,7 +72,6 @@ def graph_memory_image(trace: Trace, findings: list[Finding], fmt: str) -> bytes
                   family="monospace", bbox={"boxstyle": "round", "facecolor": "white", "alpha": 0.85, "edgecolor": "#cccccc"})
     axes.set_ylim(bottom=0, top=max(max(ys) / scale * 1.7, 1))  # room above the curve for the holders box
     axes.set_xlim(0, max(profile.end, 1))
-    axes.set_xlabel("program order" + (" (each dotted line is a backward call)" if profile.backwards else ""))
     axes.set_ylabel(f"bytes held by live graphs ({unit})")
     axes.set_title(headline(trace), fontsize=10)
     axes.grid(axis="y", alpha=0.3)
