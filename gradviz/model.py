@@ -206,6 +206,7 @@ class Trace:
     file_labels: dict[str, str] = field(default_factory=dict)  # file -> how displays name it ("In[3]": notebook cell)
     torch_version: str | None = None
     internal_errors: list[str] = field(default_factory=list)  # gradviz's own failures while recording
+    ended: int | None = None  # seq when the program stopped running: what dies after it died with the program
 
     # ----------------------------------------------------------------- queries
     def tensor(self, name_or_id: str) -> TensorRecord:
@@ -283,6 +284,7 @@ class Trace:
             "sources": dict(self.sources),
             "file_labels": dict(self.file_labels),
             "internal_errors": list(self.internal_errors),
+            "ended": self.ended,
         }
 
     def to_json(self, path: str | Path | None = None, *, indent: int | None = None) -> str:
@@ -455,6 +457,7 @@ _TOP_LEVEL = {
     "sources",
     "file_labels",
     "internal_errors",
+    "ended",
 }
 
 
@@ -500,6 +503,7 @@ def _load(data: Any) -> Trace:
         file_labels=_convert(data.get("file_labels", {}), dict[str, str], "file_labels"),
         torch_version=data.get("torch_version"),
         internal_errors=_convert(data.get("internal_errors", []), list[str], "internal_errors"),
+        ended=_convert(data.get("ended"), int | None, "ended"),
     )
     _check_references(trace)
     return trace

@@ -105,9 +105,13 @@ def lifetimes(trace: Trace) -> Lifetimes:
         if event.kind is EventKind.INPLACE_WRITE and event.tensor and event.data.get("grad_fn"):
             release(event.tensor, event.seq)
             current[event.tensor] = (event.data["grad_fn"], event.seq)
+    # what was freed after the program ended went with its variables: alive at its end
+    ended = trace.ended if trace.ended is not None else END
     holders_at_end = []
     for tid, (nid, _since) in list(current.items()):
         freed = trace.tensors[tid].freed
+        if freed is not None and freed > ended:
+            freed = None
         if freed is None:
             holders_at_end.append((tid, nid))
         release(tid, END if freed is None else freed)

@@ -29,6 +29,7 @@ from ..model import (
 )
 from ..text import safe_repr, safe_str, type_name
 from . import source
+from .lifetime import mark_end
 from .hooks import RECORD_FUNCTION_OPS, HookRecording
 from .nodes import _SAVED_NAMES, _TYPE_NAMES, GraphRecording
 from .tensors import (
@@ -151,6 +152,7 @@ class Recorder(GraphRecording, HookRecording, TorchFunctionMode):
         for key in list(self._steps):  # the program's error escaped through an optimizer step: that step raised
             self._close_step(key, "error")
         self.__exit__(None, None, None)
+        mark_end(self)  # lifetime analysis: what is freed after this was alive when the program ended
         for entry in self._warning_filters:
             with contextlib.suppress(ValueError):  # the program may have reset the filters itself
                 warnings.filters.remove(entry)
