@@ -67,13 +67,13 @@ def graph_memory_image(trace: Trace, findings: list[Finding], fmt: str) -> bytes
             arrowprops={"arrowstyle": "->", "color": "#9c5700"},
         )
     if profile.top_holders:
-        lines = ["held at the peak:"] + [f"{size_text(b):>9}  {where}" for where, b in profile.top_holders]
+        lines = ["held at the peak:"] + [f"{size_text(b):>9}  {_drawable(where)}" for where, b in profile.top_holders]
         axes.text(0.01, 0.98, "\n".join(lines), transform=axes.transAxes, va="top", ha="left", fontsize=7,
                   family="monospace", bbox={"boxstyle": "round", "facecolor": "white", "alpha": 0.85, "edgecolor": "#cccccc"})
     axes.set_ylim(bottom=0, top=max(max(ys) / scale * 1.7, 1))  # room above the curve for the holders box
     axes.set_xlim(0, max(profile.end, 1))
     axes.set_ylabel(f"bytes held by live graphs ({unit})")
-    axes.set_title(headline(trace), fontsize=10)
+    axes.set_title(_drawable(headline(trace)), fontsize=10)
     axes.grid(axis="y", alpha=0.3)
     figure.tight_layout()
     buffer = io.BytesIO()
@@ -82,6 +82,11 @@ def graph_memory_image(trace: Trace, findings: list[Finding], fmt: str) -> bytes
     with rc_context({"svg.fonttype": "none", "svg.hashsalt": "gradviz"}):  # real, searchable text; stable ids
         figure.savefig(buffer, format=fmt, metadata=_metadata(fmt))
     return buffer.getvalue()
+
+
+def _drawable(text: str) -> str:
+    """Text fonts can draw: an undecodable file name's lone surrogates become `\\udcff` escapes."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _metadata(fmt: str) -> dict[str, str | None]:
