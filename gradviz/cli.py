@@ -118,6 +118,7 @@ examples:
   gradviz render train.py -o graph.png         the format follows the suffix: .svg .png .pdf .dot .json .html
   gradviz render train.py --view memory        storages, aliases and version counters
   gradviz render train.py --view report        an HTML page with every view and the findings (train.gradviz.html)
+  gradviz render train.py --view graph-memory -o mem.png   bytes held by live autograd graphs, step by step
   gradviz render train.py --max-nodes 200      summarise beyond 200 nodes, for big graphs
   gradviz render train.py --collapse-modules   one box per nn.Module call
   gradviz render train.py --no-show-saved      hide saved tensors

@@ -235,6 +235,7 @@ class Trace:
     internal_errors: list[str] = field(default_factory=list)  # gradviz's own failures while recording (first 20)
     internal_error_count: int = 0  # how many calls gradviz could not record, all of them
     window: WindowRecord | None = None  # the step window, when only the start of the run was traced
+    ended: int | None = None  # seq when the program stopped running: what dies after it died with the program
 
     # ----------------------------------------------------------------- queries
     def internal_error_summary(self) -> str | None:

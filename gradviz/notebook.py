@@ -26,7 +26,7 @@ def load_ipython_extension(ipython: InteractiveShell) -> None:
 def _magic(line: str, cell: str) -> None:
     """Trace the cell and display what autograd and memory did below it.
 
-    Usage: %%gradviz [-o OUT] [--view graph|memory|timeline|report] [--max-nodes N]
+    Usage: %%gradviz [-o OUT] [--view graph|memory|timeline|report|graph-memory] [--max-nodes N]
                      [--collapse-modules] [--no-show-saved] [--steps N | --stop-after N]
 
     Variables the cell defines stay in the notebook. If the cell raises, the diagram (showing the state

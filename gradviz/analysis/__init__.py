@@ -5,6 +5,8 @@ from __future__ import annotations
 from ..model import Trace
 from .findings import Finding, FindingKind, Severity
 from .graphs import Dataflow, autograd_graph, dataflow_graph
+from .lifetime import backward_through_freed_graph_findings, graph_kept_alive_findings, kept_alive, lifetimes
+from .updates import manual_update_findings
 from .passes import (
     Context,
     cut_edge_findings,
@@ -21,12 +23,17 @@ def diagnose(trace: Trace) -> list[Finding]:
     """All findings for `trace`, one per kind, line and parameter, ordered by severity, then file and line."""
     ctx = Context.of(trace)
     found = list(cuts(ctx))
+    dead = dead_parameter_findings(ctx, found)
     findings = (
         cut_edge_findings(ctx, found)
-        + dead_parameter_findings(ctx, found)
+        + dead
         + saved_tensor_findings(ctx)
         + update_without_gradient_findings(ctx)
     )
+    life = lifetimes(trace)
+    kept = kept_alive(trace, life)
+    findings += graph_kept_alive_findings(trace, life, kept) + backward_through_freed_graph_findings(trace, life, kept)
+    findings += manual_update_findings(trace, {tid for finding in dead for tid in finding.tensors})
     return sorted(_merge_repeats(findings), key=Finding.sort_key)
 
 

@@ -24,6 +24,8 @@ class FindingKind(str, enum.Enum):
     SILENTLY_CORRUPTED_SAVED_TENSOR = "silently_corrupted_saved_tensor"
     DETACH_INPLACE_SAVED = "detach_inplace_saved"
     UPDATE_WITHOUT_GRADIENT = "update_without_gradient"
+    GRAPH_KEPT_ALIVE = "graph_kept_alive"
+    BACKWARD_THROUGH_FREED_GRAPH = "backward_through_freed_graph"
 
     @property
     def severity(self) -> Severity:
@@ -37,6 +39,8 @@ _SEVERITY = {
     FindingKind.SILENTLY_CORRUPTED_SAVED_TENSOR: Severity.ERROR,
     FindingKind.DETACH_INPLACE_SAVED: Severity.ERROR,
     FindingKind.UPDATE_WITHOUT_GRADIENT: Severity.WARNING,
+    FindingKind.GRAPH_KEPT_ALIVE: Severity.WARNING,
+    FindingKind.BACKWARD_THROUGH_FREED_GRAPH: Severity.ERROR,
 }
 
 
@@ -58,9 +62,13 @@ class Finding:
     # backward has run through the affected part of the graph yet ("will raise if backward is called")
     affected_backward: int | None = None
     count: int = 1  # how many times the program did this at this line (loops)
+    # an error predicted for a backward the program never reached is a warning ("will raise if ...")
+    predicted: bool = False
 
     @property
     def severity(self) -> Severity:
+        if self.predicted and self.kind.severity is Severity.ERROR:
+            return Severity.WARNING
         return self.kind.severity
 
     def sort_key(self) -> tuple[int, str, int, str]:
@@ -85,6 +93,8 @@ class Finding:
             affected_backward=self.affected_backward,
             count=self.count,
         )
+        if self.predicted:
+            out["predicted"] = True
         return out
 
     @classmethod
@@ -102,4 +112,5 @@ class Finding:
             events=list(data.get("events", [])),
             affected_backward=data.get("affected_backward"),
             count=int(data.get("count", 1)),
+            predicted=bool(data.get("predicted", False)),
         )

@@ -19,6 +19,7 @@ VIEWS: dict[str, str] = {
     "memory": "storages, the tensors in them and their version counters",
     "timeline": "the events in program order with versions before and after each write",
     "report": "a self-contained HTML page with the findings, all views and the source",
+    "graph-memory": "a chart of the bytes live autograd graphs hold, step by step, with the peak and who holds it",
 }
 
 
@@ -55,6 +56,13 @@ def render(
         from .timeline import timeline_digraph
 
         diagram = Diagram(view=view, trace=trace, findings=findings, digraph=timeline_digraph(trace, findings))
+    elif view == "graph-memory":
+        from .graph_memory import graph_memory_image
+
+        diagram = Diagram(
+            view=view, trace=trace, findings=findings, digraph=None,
+            image=lambda fmt: graph_memory_image(trace, findings, fmt),
+        )
     else:
         from .report import report_html
 

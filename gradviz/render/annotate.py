@@ -40,6 +40,7 @@ class Annotations:
     leaves: dict[str, Note] = field(default_factory=dict)  # tensor id -> note
     cuts: list[Cut] = field(default_factory=list)
     protected: set[str] = field(default_factory=set)  # node ids that simplification must keep visible
+    holders: dict[str, Note] = field(default_factory=dict)  # node id -> a value keeping its graph alive / freed
 
 
 def annotate(trace: Trace, findings: list[Finding]) -> Annotations:
@@ -72,6 +73,8 @@ def annotate(trace: Trace, findings: list[Finding]) -> Annotations:
                 if tid not in notes.leaves or kind == "dead_parameter":
                     notes.leaves[tid] = note
                 notes.protected.update(acc_of.get(tid, []))
+        elif kind in ("graph_kept_alive", "backward_through_freed_graph"):
+            _mark_lifetime(trace, finding, notes)
         elif kind == "cut_edge":
             alias_events = [e for e in found if e.kind in (EventKind.DETACH, EventKind.DATA_GET)]
             if not alias_events:  # fall back to the tensors the finding names
@@ -95,6 +98,20 @@ def annotate(trace: Trace, findings: list[Finding]) -> Annotations:
 
 
 SAME_LINE_LIMIT = 20  # a loop detaching at one line: draw the cut of up to this many iterations
+
+
+def _mark_lifetime(trace: Trace, finding: Finding, notes: Annotations) -> None:
+    """A value that keeps many steps' graphs alive, or a graph built on one backward already freed."""
+    where = f"line {finding.line}" if finding.line else "?"
+    if finding.kind.value == "graph_kept_alive":
+        for tid, nid in zip(finding.tensors, finding.nodes):
+            record = trace.tensors.get(tid)
+            name = record.label if record is not None else tid
+            notes.holders[nid] = Note("kept", [f"keeps {finding.count} steps' graphs alive", f"stored at {where}"], name)
+    elif len(finding.nodes) == 2:  # (new node, freed node it builds on)
+        notes.holders[finding.nodes[1]] = Note(
+            "freed", ["graph freed by an earlier backward", f"reused at {where}"], None
+        )
 
 
 def _same_line_too(trace: Trace, alias_events: list[Event]) -> list[Event]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import graphviz
@@ -53,12 +54,14 @@ class Diagram:
         findings: list[Finding],
         digraph: graphviz.Digraph | None,
         html: str | None = None,
+        image: Callable[[str], bytes] | None = None,
     ) -> None:
         self.view = view
         self.trace = trace
         self.findings = list(findings)
         self.digraph = digraph
         self._html = html
+        self._image = image  # a chart drawn without Graphviz (graph-memory): format name -> bytes
         self._svg: str | None = None
 
     # ------------------------------------------------------------------ content
@@ -69,6 +72,8 @@ class Diagram:
 
     def svg(self) -> str:
         """The picture as SVG text (runs `dot`; raises GraphvizNotFound when it is missing)."""
+        if self._svg is None and self._image is not None:
+            self._svg = self._image("svg").decode("utf-8")
         if self._svg is None:
             if self.digraph is None:
                 raise ValueError(f"the {self.view!r} view is an HTML page, not a graph; save it as .html")
@@ -104,6 +109,10 @@ class Diagram:
             write_text(path, self.html())
         elif suffix == ".json":
             write_text(path, self.to_json())
+        elif self._image is not None:
+            if suffix == ".dot":
+                raise ValueError(f"cannot save the {self.view!r} view as .dot: it is a chart; choose .svg, .png or .pdf")
+            path.write_bytes(self._image(suffix[1:]))
         elif self.digraph is None:
             raise ValueError(
                 f"cannot save the {self.view!r} view as {suffix}: it is an HTML page; choose .html or .json"
@@ -134,7 +143,9 @@ class Diagram:
 
     # ------------------------------------------------------------------ display
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        if self.digraph is None:
+        if self._image is not None:
+            bundle = {"image/svg+xml": self.svg()}
+        elif self.digraph is None:
             page = self.html()
             bundle = {
                 "text/html": f'<iframe style="width:100%;height:600px;border:0" srcdoc="{html_text(page)}"></iframe>'

@@ -44,6 +44,8 @@ LEGEND: dict[str, tuple[str, str]] = {
     "step": ("#f3faee", "training step (backward call) drawn once for all steps of the same graph"),
     "cut": ("red", "gradient path cut by .detach() / .data (dashed)"),
     "carried": ("blue", "value carried from the previous iteration (dashed)"),
+    "kept": ("#ffd8a8", "value keeping the graphs of many steps alive (graph_kept_alive)"),
+    "freed": ("#ffcccc", "graph an earlier backward freed, built on again (dashed)"),
 }
 
 _NODE_ATTR = {
@@ -357,6 +359,16 @@ def _emit(
     for roll in core.rolls:
         if roll.id in roll_step and roll_step[roll.id] is None or (roll.id in roll_step and not core.steps):
             emit_roll(dot, roll)
+
+    for nid, note in notes.holders.items():  # lifetime findings: a box beside the node they are about
+        if nid not in core.nodes:
+            continue
+        drawn.used.add(note.style)
+        box = f"{nid}_{note.style}"
+        text = "<br/>".join(html_label_text(t) for t in ([f"{note.name}"] if note.name else []) + note.lines)
+        dot.node(box, f"<{text}>", fillcolor=LEGEND[note.style][0], shape="box",
+                 style="filled,dashed" if note.style == "freed" else "filled,bold")
+        dot.edge(box, nid, style="dashed" if note.style == "freed" else "bold", color="darkorange3")
 
     for (src, dst), kind in core.edges.items():
         if kind == "carried":

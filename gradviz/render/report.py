@@ -135,6 +135,17 @@ def _views_section(trace: Trace, findings: Sequence[Finding]) -> str:
     ):
         figures.append(f'<figure class="view" id="view-{view}"><figcaption>{html_text(caption)}</figcaption>'
                        f"{_view_svg(trace, findings, view)}</figure>")
+    if trace.nodes:
+        from .graph_memory import graph_memory_image, headline
+
+        svg = graph_memory_image(trace, list(findings), "svg").decode("utf-8")
+        # the page links to nothing: no RDF metadata namespaces, no url(#clip) references (the chart's limits
+        # already hold every point, so clipping changes nothing)
+        svg = re.sub(r"<metadata>.*?</metadata>|<clipPath.*?</clipPath>|\s*clip-path=\"url\(#[^)]*\)\"", "", svg, flags=re.S)
+        figures.append(
+            f'<figure class="view" id="view-graph-memory"><figcaption>Graph memory: {html_text(headline(trace))}'
+            f'</figcaption><div class="svg-wrap">{_inline_svg(svg)}</div></figure>'
+        )
     return f'<section id="views"><h2>Views</h2>{"".join(figures)}</section>'
 
 

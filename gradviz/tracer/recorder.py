@@ -32,6 +32,7 @@ from . import callsite, chains, source
 from .callsite import call as _call
 from .callsite import caller as _caller
 from .gcstate import GcHold
+from .lifetime import mark_end
 from .hooks import RECORD_FUNCTION_OPS, HookRecording
 from .nodes import _SAVED_NAMES, _TYPE_NAMES, GraphRecording
 from .window import StepWindow, WindowRecording
@@ -165,6 +166,7 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
         if self._mode_on:
             self.__exit__(None, None, None)
             self._mode_on = False
+        mark_end(self)  # lifetime analysis: what is freed after this was alive when the program ended
         for entry in self._warning_filters:
             with contextlib.suppress(ValueError):  # the program may have reset the filters itself
                 warnings.filters.remove(entry)

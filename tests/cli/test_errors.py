@@ -71,7 +71,7 @@ def test_unknown_view_and_bad_max_nodes_are_usage_errors(gradviz_cli):
     bad_count = gradviz_cli("render", DATA, "--max-nodes", "0")
 
     assert bad_view.returncode == 2 and bad_count.returncode == 2
-    assert "invalid choice: 'sideways' (choose from 'graph', 'memory', 'timeline', 'report')" in bad_view.stderr
+    assert "invalid choice: 'sideways' (choose from 'graph', 'memory', 'timeline', 'report', 'graph-memory')" in bad_view.stderr
     assert "--max-nodes: must be at least 1, got 0" in bad_count.stderr
     assert "Traceback" not in bad_view.stderr + bad_count.stderr
     assert bad_view.stdout == bad_count.stdout == ""  # refused before running the script

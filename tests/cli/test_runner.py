@@ -138,7 +138,7 @@ def test_help_lists_commands_and_render_help_describes_every_option_with_example
     assert top.stdout.startswith(f"usage: {prog} ")
     assert re.search(r"^\s+render\s+run a script", top.stdout, re.M)
     assert re.search(r"^\s+check\s+run a script", top.stdout, re.M)
-    for option in ("-o OUT, --output OUT", "--view {graph,memory,timeline,report}", "--max-nodes N",
+    for option in ("-o OUT, --output OUT", "--view {graph,memory,timeline,report,graph-memory}", "--max-nodes N",
                    "--collapse-modules", "--show-saved, --no-show-saved", "--quiet"):
         assert option in render.stdout
     examples = render.stdout[render.stdout.index("examples:") :]

@@ -196,3 +196,23 @@ def test_cells_are_named_as_ipython_names_them(shell) -> None:
     assert trace.file_labels == {file: f"In[{result.execution_count}]"}
     assert trace.where(file, 3) == f"In[{result.execution_count}]:3"
     assert Trace.from_dict(trace.to_dict()).file_labels == trace.file_labels
+
+
+VALIDATION_CELL = """\
+%%gradviz --view graph-memory
+model = torch.nn.Sequential(torch.nn.Linear(4, 32), torch.nn.Tanh(), torch.nn.Linear(32, 1))
+val_loss = 0.0
+for _ in range(4):
+    out = model(torch.randn(16, 4))
+    val_loss = val_loss + out.pow(2).mean()
+"""
+
+
+def test_magic_shows_the_graph_memory_chart(shell):
+    result, captured = run(shell, VALIDATION_CELL)
+    assert result.success, result.error_in_exec
+    charts = [out.data["image/svg+xml"] for out in captured.outputs if "image/svg+xml" in out.data]
+    assert len(charts) == 1
+    # the chart's title names the cell line that keeps the graphs (line 6 counting the %%gradviz line)
+    assert "held by line 6" in charts[0]
+    assert float(shell.user_ns["val_loss"]) > 0

@@ -53,8 +53,8 @@ def test_report_is_self_contained_with_inline_svg(data_report: str) -> None:
     assert data_report.startswith("<!DOCTYPE html>")
     assert "http://" not in data_report and "https://" not in data_report
     assert not re.search(r"<link|<img|<iframe|@import|url\(|\ssrc=", data_report)
-    assert data_report.count("<svg") == 3
-    for view in ("graph", "memory", "timeline"):
+    assert data_report.count("<svg") == 4
+    for view in ("graph", "memory", "timeline", "graph-memory"):
         assert re.search(rf'<figure class="view" id="view-{view}">.*?<svg', data_report, re.S)
     assert "<style>" in data_report and "<script>" in data_report
 
@@ -129,7 +129,9 @@ def test_without_dot_the_report_still_has_everything_else(data_trace: Trace, mon
 
     monkeypatch.setattr(graphviz.Digraph, "pipe", no_dot)
     page = report_html(data_trace, gradviz.diagnose(data_trace))
-    assert "<svg" not in page
+    # only the graph-memory chart, which matplotlib draws without Graphviz
+    assert page.count("<svg") == 1
+    assert re.search(r'<figure class="view" id="view-graph-memory">.*?<svg', page, re.S)
     assert page.count("<summary>DOT source</summary>") == 3
     assert "digraph memory" in page and "digraph timeline" in page
     assert 'data-kind="silently_corrupted_saved_tensor"' in page and 'data-steps="3"' in page
@@ -354,7 +356,7 @@ def test_report_renders_visibly(report_file: Path, chromium: Chromium) -> None:
     if shutil.which("dot"):
         sizes = chromium.js(
             "[...document.querySelectorAll('figure.view svg')].map(s => s.getBoundingClientRect().width)")
-        assert len(sizes) == 3 and min(sizes) > 100
+        assert len(sizes) == 4 and min(sizes) > 100  # graph, memory, timeline, graph-memory
     assert chromium.js("document.getElementById('findings').getBoundingClientRect().height") > 50
     width, height, rows, bpp = png_pixels(chromium.screenshot())
     assert width > 500 and height > 400

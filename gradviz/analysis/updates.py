@@ -1,0 +1,92 @@
+"""Parameter updates outside torch.optim (`p.data.mul_`, `p.mul_` under no_grad, `p.copy_`) that no gradient drove."""
+
+from __future__ import annotations
+
+import bisect
+
+from ..model import EventKind, Trace
+from .findings import Finding, FindingKind
+
+
+def _trained(trace: Trace, dead: set[str]) -> set[str]:
+    """Parameters the program trains: those in an optimizer, else (a hand-written step) those a backward reached
+    or should have reached (dead parameters). A target network outside both is updated without gradients by
+    design (EMA)."""
+    steps = trace.events_of(EventKind.OPTIMIZER_STEP)
+    if steps:
+        return {tid for step in steps for tid in step.data.get("grads", {})}
+    return dead | {leaf for e in trace.events_of(EventKind.BACKWARD) for leaf in e.data.get("reached_leaves", [])}
+
+
+def _parameter_of(trace: Trace, tid: str, trained: set[str]) -> str | None:
+    """The trained parameter `tid` is, or is an alias of (`p.data`, `p.detach()`, a view of `p`)."""
+    seen = 0
+    while tid is not None and seen < 64:
+        if tid in trained:
+            return tid
+        record = trace.tensors[tid]
+        if record.origin not in ("data", "detach", "view") or record.source is None:
+            return None
+        tid, seen = record.source, seen + 1
+    return None
+
+
+def manual_update_findings(trace: Trace, dead: set[str] = frozenset()) -> list[Finding]:  # type: ignore[assignment]
+    """In-place writes to a trained parameter after a backward that gave it no gradient (a wrapper's weight decay).
+
+    `dead`: parameters the dead-parameter pass found (they take part in a loss but get no gradient)."""
+    trained = _trained(trace, set(dead))
+    if not trained:
+        return []
+    backwards = [e for e in trace.events_of(EventKind.BACKWARD) if e.data.get("outcome", "ok") == "ok"]
+    backward_seqs = [e.seq for e in backwards]
+    updates: dict[str, list[int]] = {}  # parameter -> seqs of its updates so far
+    findings = []
+    for event in trace.events:
+        if event.kind is EventKind.OPTIMIZER_STEP:
+            for tid in event.data.get("changed", []):
+                updates.setdefault(tid, []).append(event.seq)
+            continue
+        if event.kind is not EventKind.INPLACE_WRITE or event.tensor is None:
+            continue
+        if not any(c.before != c.after for c in event.versions[:1]):
+            continue
+        param = _parameter_of(trace, event.tensor, trained)
+        if param is None:
+            continue
+        last = bisect.bisect_left(backward_seqs, event.seq)
+        done = updates.setdefault(param, [])
+        if not last:
+            done.append(event.seq)
+            continue  # initialisation: no backward yet
+        # the gradients this update could use: every backward since the parameter's last update before the
+        # latest backward (several writes after one backward are one update: `p.mul_(..)`, then `p.sub_(..)`)
+        since = done[bisect.bisect_left(done, backward_seqs[last - 1]) - 1] if done and done[0] < backward_seqs[last - 1] else -1
+        done.append(event.seq)
+        window = backwards[bisect.bisect_right(backward_seqs, since) : last]
+        if any(param in e.data.get("reached_leaves", []) for e in window):
+            continue  # it has a gradient: weight decay or clipping alongside a gradient step
+        loc = event.location
+        record = trace.tensors[param]
+        written = trace.tensors[event.tensor]
+        via = f"`{record.label}.data`" if written.origin == "data" else f"`{record.label}`"
+        latest = window[-1]
+        findings.append(
+            Finding(
+                FindingKind.UPDATE_WITHOUT_GRADIENT,
+                loc.file if loc else None,
+                loc.line if loc else None,
+                f"`{(loc.code.strip() if loc else event.op) or event.op}` at line {loc.line if loc else '?'} changed "
+                f"{via} in place (`{event.op}`) although no gradient reached `{record.label}` in any backward since "
+                f"its previous update (the latest: line {latest.location.line if latest.location else '?'}): an "
+                "update outside the optimizer (weight decay, a custom step) moves a parameter that is not training.",
+                f"Apply the update only to parameters that have a gradient (`if p.grad is not None:`), or leave "
+                f"`{record.label}` out of the update / `requires_grad_(False)` if it is frozen.",
+                parameter=record.label,
+                code=loc.code.strip() if loc else "",
+                tensors=[param, event.tensor],
+                events=[event.seq, latest.seq],
+                affected_backward=latest.seq,
+            )
+        )
+    return findings
