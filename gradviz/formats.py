@@ -49,9 +49,26 @@ RULES: dict[FindingKind, tuple[str, str]] = {
         "use the out-of-place `x = x.detach()`",
     ),
     FindingKind.UPDATE_WITHOUT_GRADIENT: (
-        "an optimizer step moved a parameter that no gradient reached (zeros left by `zero_grad(set_to_none=False)` "
-        "plus momentum or weight decay): detach does not stop parameter updates",
-        "`zero_grad(set_to_none=True)`, or leave frozen parameters out of the optimizer",
+        'an optimizer step, or an in-place update outside `torch.optim` (`p.data.mul_` weight decay in a wrapper, '
+        '`p.mul_` under `no_grad`, `p.copy_`), moved a trained parameter that no gradient reached since its last update '
+        '(zeros left by `zero_grad(set_to_none=False)` plus momentum or weight decay): detach does not stop parameter '
+        'updates. EMA target networks, outside every optimizer, stay silent',
+        '`zero_grad(set_to_none=True)`, update only parameters with a gradient, or leave frozen parameters out of the '
+        'optimizer',
+    ),
+    FindingKind.GRAPH_KEPT_ALIVE: (
+        'a value with autograd history is stored where it outlives the step (`total_loss += loss`, `losses.append(loss)`, '
+        '`val_loss = val_loss + crit(out, y)` without `no_grad`): the graphs of every step stay alive; the message gives '
+        "steps held, nodes, bytes of saved tensors and growth per step. The loop variable holding the last step's graph, "
+        'and losses summed for one later backward, are not reported',
+        '`.item()` / `float()` for statistics, `.detach()` to keep the tensor, `torch.no_grad()` / '
+        '`torch.inference_mode()` for evaluation',
+    ),
+    FindingKind.BACKWARD_THROUGH_FREED_GRAPH: (
+        'a backward runs into a graph an earlier backward freed, usually a recurrent state carried into the next chunk '
+        'without `.detach()`; `line` is where the new graph is built on the freed one. Predicted as a warning when the '
+        'script never reaches that backward',
+        'detach the carried state at each chunk start (truncated BPTT); `retain_graph=True` is almost never the fix',
     ),
 }
 
@@ -61,7 +78,9 @@ _SHORT = {
     FindingKind.POISONED_SAVED_TENSOR: "Saved tensor modified in place: backward raises",
     FindingKind.SILENTLY_CORRUPTED_SAVED_TENSOR: "Saved tensor changed behind autograd's back: gradients silently wrong",
     FindingKind.DETACH_INPLACE_SAVED: "detach_() on a tensor saved for backward: backward raises",
-    FindingKind.UPDATE_WITHOUT_GRADIENT: "Optimizer updates a parameter that received no gradient",
+    FindingKind.UPDATE_WITHOUT_GRADIENT: "Parameter updated in place without a gradient",
+    FindingKind.GRAPH_KEPT_ALIVE: "Value with autograd history stored across steps: every step's graph stays alive",
+    FindingKind.BACKWARD_THROUGH_FREED_GRAPH: "Backward through a graph an earlier backward freed",
 }
 
 _SARIF_LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}
