@@ -18,7 +18,8 @@ def check_references(trace: Trace) -> None:
             "tensor {} points at unknown version counter {!r}", t.id, t.version_counter,
         )  # fmt: skip
         check(t.source is None or t.source in tensors, "tensor {} aliases unknown tensor {!r}", t.id, t.source)
-        check(min(t.shape, default=0) >= 0, "tensor {} has a negative size in its shape {}", t.id, t.shape)
+        # -1: a nested tensor's ragged dimension (docs/trace-format.md); anything lower is not a size
+        check(min(t.shape, default=0) >= -1, "tensor {} has a negative size in its shape {}", t.id, t.shape)
     for s in storages.values():
         check(s.nbytes >= 0, "storage {} has a negative size ({} bytes)", s.id, s.nbytes)
     for n in nodes.values():

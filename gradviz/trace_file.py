@@ -341,6 +341,10 @@ def _build_one(cls: type, raw: Any, where: str, locations: list[Location]) -> An
     unknown = set(raw) - set(hints)
     _check(not unknown, f"{where} has unknown field(s) {sorted(unknown)}")
     columns = {name: [value] for name, value in raw.items()}
+    if not columns:  # an empty object: a record of defaults, if every field has one
+        missing = [name for name in hints if _default(cls, name) is MISSING]
+        _check(not missing, f"{where}.{missing[0] if missing else ''} is missing")
+        return cls()
     return _build(cls, columns, where, locations)[0]
 
 

@@ -24,7 +24,8 @@ def test_graph_view_draws_the_accumulator_with_the_graphs_it_holds_rolled(total_
     assert "keeps 6 steps&#x27; graphs alive" in source or "keeps 6 steps' graphs alive" in source
     assert "stored at line 27" in source
     assert "total_loss" in source
-    assert "loop body ×5 iterations" in source  # the steps it holds, drawn once
+    # the steps it holds, drawn once (steps 1 and 2 differ: the first has no accumulator yet, the second adds to it)
+    assert "↻ step ×4 (steps 3-6): backward at line 25" in source
     assert "graph_kept_alive" in source  # the legend entry
 
 

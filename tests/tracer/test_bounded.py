@@ -31,7 +31,9 @@ def _recorder_sizes(steps: int) -> tuple[dict[str, int], int, int]:
 def test_recorder_state_is_the_same_after_20_and_200_steps():
     small, nodes_small, events_small = _recorder_sizes(20)
     large, nodes_large, events_large = _recorder_sizes(200)
-    # one id per autograd node is all that grows: the trace holds a record for each of them anyway
+    # one id and one height (deep chains, chains.py) per autograd node is all that grows: the trace holds a record
+    # for each of them anyway
     assert large.pop("_node_ids") - small.pop("_node_ids") == nodes_large - nodes_small
+    assert large.pop("_heights") - small.pop("_heights") == nodes_large - nodes_small
     assert large == small
     assert (nodes_large - nodes_small) % 180 == 0 and events_large / events_small < 10.5

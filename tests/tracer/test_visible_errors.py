@@ -51,10 +51,10 @@ def test_jit_trace_graph_points_at_the_program_and_saves(tmp_path: Path) -> None
     assert "jit.py:4:0" in traced.stdout and "gradviz" not in traced.stdout
     assert traced.stderr == plain.stderr  # no TracerWarning from our own reads of shapes
     data = json.loads((tmp_path / "jit.json").read_text())
-    saved = data.get("trace", data)  # (render -o x.json wraps the trace today)
-    assert saved["internal_error_count"] == 0 and saved["tensors"]
-    assert all(all(type(n) is int for n in t["shape"]) for t in saved["tensors"])  # were live tensors
-    assert all(t["byte_range"] is None or all(type(n) is int for n in t["byte_range"]) for t in saved["tensors"])
+    saved = gradviz.Trace.load(tmp_path / "jit.json")  # the file render -o x.json writes is a trace file
+    assert data["internal_error_count"] == 0 and saved.tensors
+    assert all(all(type(n) is int for n in t.shape) for t in saved.tensors.values())  # were live tensors
+    assert all(t.byte_range is None or all(type(n) is int for n in t.byte_range) for t in saved.tensors.values())
 
 
 def test_nested_tensors_record_ragged_dimensions(trace_of: Callable[..., Trace], tmp_path: Path) -> None:

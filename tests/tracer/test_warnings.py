@@ -39,14 +39,26 @@ def test_warnings_match_the_untraced_run_exactly(tmp_path: Path) -> None:
     assert f"warns.py:4: UserWarning: Converting a tensor" in traced.stderr
 
 
-def test_warning_in_a_trace_block_is_attributed_to_the_caller() -> None:
-    x = torch.ones(1, requires_grad=True) * 2
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        with gradviz.trace():
-            float(x); line = sys._getframe().f_lineno  # noqa: E702 - the warning's line
-    (warning,) = [w for w in caught if "to a scalar" in str(w.message)]
-    assert warning.filename == __file__ and warning.lineno == line
+BLOCK = """\
+import sys, warnings, torch, gradviz
+x = torch.ones(1, requires_grad=True) * 2
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    with gradviz.trace():
+        float(x)
+(warning,) = [w for w in caught if "to a scalar" in str(w.message)]
+print(warning.filename, warning.lineno)
+"""
+
+
+def test_warning_in_a_trace_block_is_attributed_to_the_caller(tmp_path: Path) -> None:
+    # in a fresh interpreter: PyTorch raises this warning once per process (TORCH_WARN_ONCE), so an earlier test
+    # in this one may already have used it up
+    (tmp_path / "block.py").write_text(BLOCK)
+    result = subprocess.run([sys.executable, "block.py"], cwd=tmp_path, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    filename, line = result.stdout.split()
+    assert Path(filename) == tmp_path / "block.py" and line == "6"  # the program's own line, not the tracer's
 
 
 def test_errors_raised_through_the_stand_in_keep_python_s_traceback() -> None:
