@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import networkx as nx
 
-from ..model import EventKind, Trace
+from ..model import Event, EventKind, Trace
 
 ALIAS_EVENTS = (EventKind.DATA_GET, EventKind.DETACH)
 
@@ -121,3 +121,13 @@ class Dataflow:
                     stack.append((dst, seq))
         best.pop(tid, None)
         return best
+
+
+def freed_at(backwards: list[Event]) -> dict[str, int]:
+    """Node id -> seq of the first backward that freed its saved tensors (ran through it without retain_graph)."""
+    freed: dict[str, int] = {}
+    for event in backwards:
+        if event.data.get("outcome") == "ok" and not event.data.get("retain_graph"):
+            for nid in event.data.get("reached_nodes", []):
+                freed.setdefault(nid, event.seq)
+    return freed

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from ..model import Event, EventKind, NodeRecord, Trace
 from .findings import Finding, FindingKind
+from .graphs import freed_at
 
 END = 1 << 62  # "still alive when the trace ended"
 _ITEMSIZE = {
@@ -83,11 +84,7 @@ class Lifetimes:
 def lifetimes(trace: Trace) -> Lifetimes:
     nodes = trace.nodes
     backwards = trace.events_of(EventKind.BACKWARD)
-    freed_at: dict[str, int] = {}
-    for event in backwards:
-        if event.data.get("outcome") == "ok" and not event.data.get("retain_graph"):
-            for nid in event.data.get("reached_nodes", []):
-                freed_at.setdefault(nid, event.seq)
+    freed_by_backward = freed_at(backwards)
     # what holds a node: a tensor whose grad_fn it is, from when the tensor got it until the tensor died or an
     # in-place op gave it a new grad_fn
     death: dict[str, int] = {}
@@ -136,7 +133,7 @@ def lifetimes(trace: Trace) -> Lifetimes:
             owner[tid] = node.id
             saved_bytes[node.id] = saved_bytes.get(node.id, 0) + tensor_bytes(trace, tid)
     intervals = [
-        (nodes[nid].seq, min(death[nid], freed_at.get(nid, END)), nid)
+        (nodes[nid].seq, min(death[nid], freed_by_backward.get(nid, END)), nid)
         for nid in saved_bytes
     ]
     # executions of a line: calls in a row at one line are one, unless a call uses a parameter again the way an
@@ -153,7 +150,7 @@ def lifetimes(trace: Trace) -> Lifetimes:
         op_seqs.append(op.seq)
         op_runs.append(run)
     return Lifetimes(
-        trace, [e.seq for e in backwards], death, freed_at, saved_bytes, holders_at_end, intervals, op_seqs, op_runs
+        trace, [e.seq for e in backwards], death, freed_by_backward, saved_bytes, holders_at_end, intervals, op_seqs, op_runs
     )
 
 

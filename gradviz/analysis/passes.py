@@ -11,7 +11,7 @@ import networkx as nx
 
 from ..model import Event, EventKind, NodeRecord, SavedTensorRecord, TensorRecord, Trace, VersionChange
 from .findings import Finding, FindingKind
-from .graphs import Dataflow, autograd_graph
+from .graphs import Dataflow, autograd_graph, freed_at
 from .reach import first_backward_reached, first_source_reached
 
 CUT_EVENTS = (EventKind.DETACH, EventKind.DATA_GET, EventKind.DETACH_)
@@ -32,12 +32,7 @@ class Context:
     @classmethod
     def of(cls, trace: Trace) -> Context:
         backwards = trace.events_of(EventKind.BACKWARD)
-        freed_at: dict[str, int] = {}
-        for event in backwards:
-            if event.data.get("outcome") == "ok" and not event.data.get("retain_graph"):
-                for nid in event.data.get("reached_nodes", []):
-                    freed_at.setdefault(nid, event.seq)
-        return cls(trace, Dataflow.of(trace), autograd_graph(trace), backwards, freed_at)
+        return cls(trace, Dataflow.of(trace), autograd_graph(trace), backwards, freed_at(backwards))
 
     # ------------------------------------------------------------ wording helpers
     def name(self, tid: str | None) -> str:
