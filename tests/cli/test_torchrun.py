@@ -53,7 +53,8 @@ def test_each_rank_writes_its_own_files_and_rank_0_sums_up(tmp_path):
 
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert {"rank 0 trained", "rank 1 trained"} <= set(lines)
+    # the ranks share one pipe: the program's own lines are there, whichever rank's write lands first
+    assert "rank 0 trained" in result.stdout and "rank 1 trained" in result.stdout
     assert "[rank 0] gradviz: wrote graph.0.svg" in lines and "[rank 1] gradviz: wrote graph.1.svg" in lines
     # a name without {rank} gets the rank before its suffix, so no rank overwrites another's file
     assert "[rank 0] gradviz: wrote trace.rank0.json" in lines and "[rank 1] gradviz: wrote trace.rank1.json" in lines
