@@ -7,7 +7,7 @@ Blocking gradient flow with detach()
 The document's ``TestDetach`` module detaches the output of ``layer1`` before
 feeding it to ``layer2``. ``x.detach()`` returns a tensor that shares storage
 with ``x`` but has no ``grad_fn``, so backward stops there: ``layer2`` trains,
-while ``layer1.weight`` never receives a gradient and never changes.
+while ``model.layer1.weight`` never receives a gradient and never changes.
 
 Findings: cut_edge, dead_parameter
 Raises: none

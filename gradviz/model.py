@@ -247,10 +247,17 @@ class Trace:
         return f"gradviz could not record {count} call{'s' if count != 1 else ''}: {first}"
 
     def tensor(self, name_or_id: str) -> TensorRecord:
-        """A tensor by id (`t3`), variable name (`out`) or parameter name (`layer1.weight`)."""
+        """A tensor by id (`t3`), variable name (`out`) or parameter name (`model.layer1.weight`, or the attribute
+        path alone, `layer1.weight`, when only one model has it)."""
         if name_or_id in self.tensors:
             return self.tensors[name_or_id]
         matches = [t for t in self.tensors.values() if name_or_id == t.parameter or name_or_id in t.names]
+        if not matches:
+            tail = "." + name_or_id
+            matches = [t for t in self.tensors.values() if t.parameter is not None and t.parameter.endswith(tail)]
+            if len(matches) > 1:
+                names = ", ".join(sorted(t.parameter or "" for t in matches))
+                raise KeyError(f"{name_or_id!r} names several parameters in this trace: {names}")
         if not matches:
             raise KeyError(f"no tensor named {name_or_id!r} in this trace")
         return matches[0]

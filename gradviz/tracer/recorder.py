@@ -220,28 +220,21 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
                 self.trace.file_labels[file] = named[1]
 
     def _qualify_parameter_names(self) -> None:
-        """Two parameters named alike (`0.weight` of `G` and of `D`, `weight` of `encoder` and of `head`) get the
-        variable name of the model they belong to in front: `G.0.weight`, `D.0.weight`. Unique names stay short."""
-        alike: dict[str, list[TensorRecord]] = {}
+        """Parameters are named as the program reaches them: the variable holding the outermost module, then the
+        attribute path from it (`model.conv1.weight`, `netG.main.0.weight`, `lin.weight`), so a name is never
+        ambiguous (`fc1.weight` of `actor` and of `critic`) and reads as code the user can type. A parameter found in
+        no variable of the program keeps its attribute path; when one variable name holds two models (`model` in a
+        helper called for both), the names it would give are not unique and the attribute paths stay."""
+        qualified: dict[str, str] = {}
         for record in self.trace.tensors.values():
-            if record.parameter is not None:
-                alike.setdefault(record.parameter, []).append(record)
-        renamed: dict[str, str] = {}
-        for name, records in alike.items():
-            if len(records) < 2:
-                continue
-            qualified = [f"{self._param_roots[r.id]}.{name}" if r.id in self._param_roots else name for r in records]
-            if len(set(qualified)) < len(qualified):
-                continue  # the variable names do not tell them apart (`model` in a helper called for both): as is
-            for record, new_name in zip(records, qualified):
-                renamed[record.id] = new_name
-        # one model's parameters all named one way: `netG.main.1.weight` beside `netG.main.0.weight`, not `main.1.weight`
-        owners = {self._param_roots[tid] for tid in renamed if tid in self._param_roots}
-        for record in self.trace.tensors.values():
-            if record.parameter is not None and record.id not in renamed and self._param_roots.get(record.id) in owners:
-                renamed[record.id] = f"{self._param_roots[record.id]}.{record.parameter}"
-        for tid, new_name in renamed.items():
-            self.trace.tensors[tid].parameter = new_name
+            if record.parameter is not None and record.id in self._param_roots:
+                qualified[record.id] = f"{self._param_roots[record.id]}.{record.parameter}"
+        seen: dict[str, int] = {}
+        for name in qualified.values():
+            seen[name] = seen.get(name, 0) + 1
+        for tid, name in qualified.items():
+            if seen[name] == 1:
+                self.trace.tensors[tid].parameter = name
 
     # ------------------------------------------------------------------ the hot path
     # Every call the program makes passes through here: the common paths are written for speed (locals, positional

@@ -75,7 +75,7 @@ def test_render_testdetach_shows_the_cut_edge_and_the_parameter_without_gradient
     assert result.returncode == 0, result.stderr
     texts = svg_texts(result.cwd / "plot_01_testdetach.gradviz.svg")
     assert any(t.startswith("✂ x.detach()") and f"line {detach_line}" in t for t in texts), texts
-    assert "layer1.weight" in texts and "layer2.weight" in texts
+    assert "model.layer1.weight" in texts and "model.layer2.weight" in texts
     assert "no gradient" in texts
     assert "gradviz:" not in result.stdout  # --quiet: only the script's own output
     assert "layer1 changed: False" in result.stdout
@@ -111,7 +111,7 @@ def test_check_json_is_one_document_with_the_findings(gradviz_cli, script, extra
     assert "----------------------------------------------" in result.stderr or script == MODULE
     if script == MODULE:
         dead = document["findings"][0]
-        assert dead["severity"] == "warning" and dead["parameter"] == "layer1.weight"
+        assert dead["severity"] == "warning" and dead["parameter"] == "model.layer1.weight"
         assert "layer1 changed: False" in result.stderr
 
 
@@ -135,5 +135,5 @@ def test_check_human_report_on_testdetach_exits_0_without_strict(python_m_gradvi
     result = python_m_gradviz("check", MODULE, "-q")
 
     assert result.returncode == 0, result.stderr
-    assert f"warning  {MODULE}:{line_of(MODULE, 'x = x.detach()')}  dead_parameter  (layer1.weight)" in result.stdout
+    assert f"warning  {MODULE}:{line_of(MODULE, 'x = x.detach()')}  dead_parameter  (model.layer1.weight)" in result.stdout
     assert f"info  {MODULE}:{line_of(MODULE, 'x = x.detach()')}  cut_edge" in result.stdout

@@ -35,12 +35,12 @@ def test_render_json_output_is_a_loadable_trace(python_m_gradviz, tmp_path: Path
     document = json.loads((tmp_path / "train.json").read_text(encoding="utf-8"))
     assert (document["format"], document["format_version"], document["view"]) == ("gradviz-trace", 2, "graph")
     assert [f["kind"] for f in document["findings"]] == ["dead_parameter", "dead_parameter", "cut_edge"]
-    assert {f.get("parameter") for f in document["findings"]} == {"0.weight", "0.bias", None}
+    assert {f.get("parameter") for f in document["findings"]} == {"model.0.weight", "model.0.bias", None}
     assert {f["line"] for f in document["findings"]} == {9}  # the hidden.detach() line
 
     trace = Trace.load(tmp_path / "train.json")  # the same file, read as a trace: view and findings are extras
     assert len(trace.events_of("optimizer_step")) == 5
-    assert trace.tensor("0.weight").parameter == "0.weight"
+    assert trace.tensor("0.weight").parameter == "model.0.weight"
     # the analysis of the loaded trace finds what the run found
     assert [(f.kind.value, f.parameter, f.line) for f in gradviz.diagnose(trace)] == [
         (f["kind"], f.get("parameter"), f["line"]) for f in document["findings"]

@@ -101,7 +101,7 @@ def test_testdetach_shows_the_cut_edge_and_the_parameter_without_gradient(execut
     for output in (magic.outputs[-1], traced.outputs[0]):
         texts = texts_of(output)
         assert any(t.startswith("✂ x.detach()") for t in texts), texts
-        assert "layer1.weight" in texts and "layer2.weight" in texts
+        assert "model.layer1.weight" in texts and "model.layer2.weight" in texts
         assert "no gradient" in texts
 
 
@@ -113,7 +113,7 @@ def test_draw_shows_an_existing_tensors_graph_without_the_cut_off_layer(executed
     assert kinds(drawn) == ["svg"]
     texts = texts_of(drawn.outputs[0])
     assert "layer2.weight" in texts and "MeanBackward0" in texts
-    assert "layer1.weight" not in texts
+    assert "model.layer1.weight" not in texts
 
 
 @pytest.mark.kernel

@@ -28,6 +28,6 @@ for step in range(3):
     loss = ((model(x) - target) ** 2).mean()
     loss.backward()
     before = model.layer1.weight.detach().clone()
-    optimizer.step()  # expect: update_without_gradient param=layer1.weight; expect: update_without_gradient param=layer1.bias
+    optimizer.step()  # expect: update_without_gradient param=model.layer1.weight; expect: update_without_gradient param=model.layer1.bias
     assert step == 0 or not torch.equal(model.layer1.weight.detach(), before)
 assert (model.layer1.weight.grad == 0).all()

@@ -32,7 +32,7 @@ def test_checkpointed_block_traced_without_recomputing_it() -> None:
     assert torch.equal(next_random, expected_next_random)  # the random stream is where it would be untraced
     backward = t.events_of(EventKind.BACKWARD)[0]
     reached = {t.tensors[tid].label for tid in backward.data["reached_leaves"]}
-    assert reached == {"x", "0.weight", "0.bias", "2.weight", "2.bias"}
+    assert reached == {"x", "block.0.weight", "block.0.bias", "block.2.weight", "block.2.bias"}
     addmm = [n for n in t.nodes.values() if n.name == "AddmmBackward0"]
     assert len(addmm) == 2
     # what the checkpoint's pack hook made of mat1/mat2 is not a tensor: recorded as a slot with no tensor

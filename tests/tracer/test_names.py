@@ -25,7 +25,7 @@ def test_testdetach_parameters_and_modules_named() -> None:
     trace = gradviz.trace_script(GALLERY / "plot_01_testdetach.py")
     w1, w2 = trace.tensor("layer1.weight"), trace.tensor("layer2.weight")
     assert (w1.shape, w2.shape) == ([3, 4], [2, 3])
-    assert (w1.label, w2.label) == ("layer1.weight", "layer2.weight")
+    assert (w1.label, w2.label) == ("model.layer1.weight", "model.layer2.weight")  # found by attribute path too
     assert w1.origin == w2.origin == "parameter"
     leaves = {trace.nodes[n].variable for n in trace.nodes if trace.nodes[n].name == "AccumulateGrad"}
     assert leaves == {w1.id, w2.id}
@@ -78,10 +78,11 @@ def test_parameter_name_wins_over_variable_name() -> None:
         model = torch.nn.Sequential(torch.nn.Linear(2, 2))
         w = model[0].weight
         model(torch.ones(1, 2)).sum().backward()
-    record = t.tensor("0.weight")
-    assert record.parameter == "0.weight"
+    record = t.tensor("model.0.weight")
+    assert record.parameter == "model.0.weight"
     assert "w" in record.names
-    assert record.label == "0.weight"
+    assert record.label == "model.0.weight"
+    assert t.tensor("0.weight").id == record.id  # the attribute path alone finds it while only one model has it
     assert t.tensor("w").id == record.id
 
 
@@ -98,7 +99,8 @@ def test_parameters_called_only_through_submodules_get_the_outer_name() -> None:
         net.head(net.encoder(torch.randn(3, 2))).sum().backward()
         torch.optim.SGD(frozen.parameters(), lr=0.1).step()
     names = {x.parameter for x in t.tensors.values() if x.parameter}
-    assert names == {"encoder.0.weight", "encoder.0.bias", "head.weight", "head.bias", "weight", "bias"}
+    assert names == {"net.encoder.0.weight", "net.encoder.0.bias", "net.head.weight", "net.head.bias",
+                     "frozen.weight", "frozen.bias"}
 
 
 def test_parameters_named_alike_in_two_models_get_the_model_variable_in_front() -> None:
@@ -143,7 +145,7 @@ def test_an_outer_model_names_its_submodules_parameters_uniquely() -> None:
         pair.a(torch.ones(1, 2))
         pair.b(torch.ones(1, 2))
     labels = sorted(r.label for r in t.tensors.values() if r.parameter)
-    assert labels == ["a.bias", "a.weight", "b.bias", "b.weight"]  # unique already: no prefix
+    assert labels == ["pair.a.bias", "pair.a.weight", "pair.b.bias", "pair.b.weight"]  # the outer model's variable
 
 
 def test_model_names_come_from_the_program_not_from_a_helper() -> None:

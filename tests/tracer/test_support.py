@@ -108,7 +108,8 @@ def test_module_parameters_have_qualified_names() -> None:
     with gradviz.trace() as t:
         model = Block()
         model(torch.randn(5, 3)).sum().backward()
-    for name, shape in (("block.0.weight", [4, 3]), ("block.0.bias", [4]), ("block.2.weight", [2, 4]), ("head.weight", [1, 2])):
+    for name, shape in (("model.block.0.weight", [4, 3]), ("model.block.0.bias", [4]), ("model.block.2.weight", [2, 4]),
+                        ("model.head.weight", [1, 2])):
         record = t.tensor(name)
         assert record.parameter == name
         assert record.shape == shape
