@@ -80,6 +80,9 @@ def graph_digraph(
     only the graph backward K used.
     """
     budget = DEFAULT_MAX_NODES if max_nodes is None else max(int(max_nodes), 1)
+    if collapse_modules is not False:
+        # the overview: module calls as boxes, saved tensors only where a finding points at one
+        show_saved = False
     collecting = gc.isenabled()
     gc.disable()  # only allocation happens here; collections triggered by 10k+ new objects would dominate
     try:
@@ -158,14 +161,16 @@ def _simplify(
     ran_backward = any(e.kind.value == "backward" for e in trace.events)  # else every sink counts as an output
     unfolded = notes.protected | (_outputs(trace, core, core.parents(), copies) if ran_backward else set())
     total = sum(weight(c) for c in core.nodes)
-    depths = sorted({len(n.module.split(".")) for n in nodes.values() if n.module}, reverse=True)
+    roots = _module_roots(trace)
+    depths = sorted({len(n.module.split(".")) - (n.module.split(".")[0] in roots) for n in nodes.values()
+                     if n.module and n.module not in roots}, reverse=True)
     depth: int | None = None
     if collapse_modules is not False and depths:
         depth = 1 if collapse_modules is True else max(int(collapse_modules), 1)
     elif total > budget and depths:
         for d in depths:  # the finest grouping that fits
             trial = _copy_core(core)
-            trial.collapse_modules(d, unfolded, attach, zone)
+            trial.collapse_modules(d, unfolded, attach, zone, roots)
             if sum(1 if trial.nodes[c].kind != "node" else weight(c) for c in trial.nodes) <= budget:
                 depth = d
                 break
@@ -173,7 +178,7 @@ def _simplify(
             depth = 1
         core.notes.append(f"modules collapsed to fit max_nodes={budget}")
     if depth is not None:
-        core.collapse_modules(depth, unfolded, attach, zone)
+        core.collapse_modules(depth, unfolded, attach, zone, roots)
 
     # 4. still too big: keep the outputs, every finding's neighbourhood and what is nearest the outputs
     users = core.parents()
@@ -184,6 +189,20 @@ def _simplify(
     leaves = {c for c, n in core.nodes.items() if n.kind == "node" and _is_leaf_node(nodes[origin(c)])}
     core.cut_to(budget, keep_first, weights, leaves - set(keep_first))
     return core, copies
+
+
+def _module_roots(trace: Trace) -> set[str]:
+    """Names of the outermost modules: the variables the program holds its models in (`model`, `netD`), read from the
+    parameters named after them (`netD.main.0.weight`) and from module paths that continue below them."""
+    modules = {n.module for n in trace.nodes.values() if n.module}
+    firsts = {m.split(".")[0] for m in modules if "." in m}
+    roots = {m for m in modules if "." not in m and m in firsts}
+    for t in trace.tensors.values():
+        if t.parameter and "." in t.parameter:
+            first = t.parameter.split(".")[0]
+            if first in firsts:
+                roots.add(first)
+    return roots
 
 
 def _roll_steps(trace: Trace, notes: Annotations, core: Core, steps: list) -> None:  # type: ignore[type-arg]

@@ -144,9 +144,14 @@ class Core:
 
     # ------------------------------------------------------------------ modules
     def collapse_modules(
-        self, depth: int, protected: set[str], attach: set[str], zone: dict[str, Hashable] | None = None
+        self, depth: int, protected: set[str], attach: set[str], zone: dict[str, Hashable] | None = None,
+        roots: frozenset[str] | set[str] = frozenset(),
     ) -> list[Group]:
-        """Replace each module call (module name cut to `depth` parts) by one group node.
+        """Replace each module call (module name cut to `depth` parts below its outermost module) by one group node.
+
+        `roots` are the names of outermost modules (the program's variables: `model`, `netD`): `netD.main.0` cut to
+        depth 1 is `netD.main`, and the ops an outermost module's own forward runs between its submodules (the
+        `torch.relu` between two layers) stay drawn as themselves rather than as one-op boxes named after the model.
 
         A call is a run of consecutive nodes (in drawing order) in the same module, the same rolled loop and the
         same `zone` (the training step drawn around it). Leaf nodes in `attach` (AccumulateGrad) join the group of
@@ -168,7 +173,11 @@ class Core:
             if nid in attach or node.kind != "node":
                 continue
             # a group stays inside its loop body and its step, so the rolled picture keeps its ×N around it
-            key = (".".join(node.module.split(".")[:depth]), node.roll, zone.get(nid)) if node.module else None
+            key = None
+            if node.module and node.module not in roots:
+                parts = node.module.split(".")
+                keep = depth + 1 if parts[0] in roots else depth
+                key = (".".join(parts[:keep]), node.roll, zone.get(nid))
             if key != current_key:
                 close()
                 current, current_key = [], key

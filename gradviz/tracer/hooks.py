@@ -26,11 +26,13 @@ class HookRecording:
     trace: Any
 
     def _name_module(self, module: torch.nn.Module) -> None:
-        """Qualified names, from the outermost module called, for its submodules and parameters."""
-        root = type(module).__name__
-        for name, sub in module.named_modules():
-            self._module_names[id(sub)] = name or root
+        """Qualified names, from the outermost module called, for its submodules and parameters: the variable the
+        program holds it in first (`netD.main.0`, `netD`), so two models' `main` stay apart; the class name for an
+        outermost module no variable holds (`Discriminator`, then `main.0` for its submodules)."""
         variable = self._variable_holding(module)
+        root = variable or type(module).__name__
+        for name, sub in module.named_modules():
+            self._module_names[id(sub)] = (f"{variable}.{name}" if variable and name else name) or root
         for name, param in module.named_parameters():
             tid = self._tid(param)
             record = self.trace.tensors[tid]

@@ -94,7 +94,7 @@ def test_testdetach_cut_edges_and_dead_parameter(seeds: dict[str, gradviz.Trace]
     assert "backward 2 of 3 (line 42)" in second and "step ×3" not in second
     for src, dst in cuts:
         assert src in relu
-        assert trace.nodes[dst].name == "MmBackward0" and trace.nodes[dst].module == "layer2"
+        assert trace.nodes[dst].name == "MmBackward0" and trace.nodes[dst].module == "model.layer2"
     assert "color=red" in source
     dead = [line for line in source.splitlines() if "_var [" in line and "no gradient" in line]
     assert dead and all("layer1.weight" in line and "#eeeeee" in line for line in dead)
@@ -127,8 +127,8 @@ def test_show_saved_false_keeps_only_flagged_saved_tensors(seeds: dict[str, grad
 def test_collapse_modules_groups_module_calls(seeds: dict[str, gradviz.Trace]) -> None:
     trace = seeds["plot_01_testdetach"]
     source = render(trace, findings=[], collapse_modules=True).source
-    groups = re.findall(r"^\s*group\d+ \[label=<<B>(\w+)</B>", source, re.M)
-    assert "layer2" in groups and "layer1" in groups
+    groups = re.findall(r"^\s*group\d+ \[label=<<B>([\w.]+)</B>", source, re.M)
+    assert "model.layer2" in groups and "model.layer1" in groups  # named from the model's variable
     assert "collapsed nn.Module call" in source
     # with findings, the calls that hold them stay expanded
     expanded = render(trace, collapse_modules=True).source

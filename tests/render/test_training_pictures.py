@@ -63,7 +63,7 @@ def test_lstm_language_model_draws_48_chunks_once(traces: dict[str, Trace]) -> N
     assert len(re.findall(r"label=<✂ s\.detach\(\)  line 28>", source)) == 2
     assert "MkldnnRnnLayerBackward0" in source
     collapsed = render(trace, collapse_modules=True).source
-    group = re.search(r'<B>lstm</B><BR/><FONT POINT-SIZE="8">(\d+) ops?, 4 params', collapsed)
+    group = re.search(r'<B>model\.lstm</B><BR/><FONT POINT-SIZE="8">(\d+) ops?, 4 params', collapsed)
     assert group is not None  # nn.LSTM is one box, its four parameters in it
 
 
@@ -200,3 +200,17 @@ def test_report_source_folds_library_files_and_drops_untouched_ones(traces: dict
     assert summary is not None and summary.group(1) == f"{library}: library code, 1 implicated line"
     shown = [int(n) for n in re.findall(r'data-line="(\d+)"', summary.group(2))]
     assert shown == list(range(497, 504))  # the implicated line and three either side, not 962 lines
+
+
+def test_collapsed_boxes_are_named_from_the_models_variables(traces: dict[str, Trace]) -> None:
+    dcgan = render(traces["dcgan"], collapse_modules=True).source
+    boxes = re.findall(r"^\s*group\d+ \[label=<<B>([\w.]+)</B>", dcgan, re.M)
+    # the generator's and the discriminator's `main` are told apart; no box named after a class
+    assert set(boxes) == {"netG.main", "netD.main", "criterion"}
+    assert boxes.count("netD.main") == 3  # D on real, D on fake (step 1), D on fake (step 2): one box per call
+    cnn = render(traces["cnn"], collapse_modules=True).source
+    boxes = re.findall(r"^\s*group\d+ \[label=<<B>([\w.]+)</B>", cnn, re.M)
+    assert "model" not in boxes and {"model.conv1", "model.fc2", "model.pool"} <= set(boxes)
+    # the relu between two layers, in the model's own forward, stays an op with its line, not a one-op box
+    assert re.search(r"<B>ReluBackward0</B>.*model  line 19: x = self\.pool\(torch\.relu\(self\.conv1\(x\)\)\)", cnn)
+    assert "_s_" not in cnn  # the overview draws no saved tensors where no finding points
