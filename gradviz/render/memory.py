@@ -62,6 +62,9 @@ def memory_digraph(
     and a note says how many were left out.
     """
     ranked = _ranked(trace, findings, show_all=show_all)
+    grouped, keep = (set(), set()) if show_all else _grouped_activations(trace, findings)
+    if keep:  # a training script: the model, the findings and the aliases; the step's activations as one table
+        ranked = [tid for tid in ranked if tid in keep]
     tensor_ids = _bounded(trace, ranked, max_tensors)
     over_limit = len(ranked) - len(tensor_ids)
     uninvolved = len(trace.tensors) - len(ranked)
@@ -124,6 +127,10 @@ def memory_digraph(
                      color=colour, minlen="2", penwidth="1.6" if tid in hot_tensor else "1")
 
     writes = [e for e in trace.events if e.kind in _WRITES and any(v.tensor in shown for v in e.versions)]
+    if keep:  # every optimizer step reads alike: the last one, and any a finding points at (counters show the rest)
+        steps_seen = [e for e in writes if e.kind is EventKind.OPTIMIZER_STEP]
+        last = {e.seq for e in steps_seen[-1:]}
+        writes = [e for e in writes if e.kind is not EventKind.OPTIMIZER_STEP or e.seq in last or e.seq in hot_event]
     drawn_writes = _bound_writes(writes, hot_event, max_writes)
     for event in drawn_writes:
         colour = hot_event.get(event.seq, WRITE_COLOUR)
@@ -139,7 +146,17 @@ def memory_digraph(
     if over_limit:
         notes.append(f"\N{HORIZONTAL ELLIPSIS} {over_limit} other tensor{'s' if over_limit != 1 else ''} not shown "
                      f"(limit of {max_tensors}: max_tensors)")
-    notes.extend(saved_by_module(trace))
+    activations = _activation_table(trace) if grouped else None
+    if activations is None:
+        notes.extend(saved_by_module(trace))
+    else:
+        uninvolved -= len(grouped)
+        if over_limit == 0:
+            others = len(trace.tensors) - len(tensor_ids) - len(grouped) - len(data_pipeline(trace) - set(tensor_ids))
+            if others > 0:
+                notes.append(f"\N{HORIZONTAL ELLIPSIS} {others} other activation{'s' if others != 1 else ''} and "
+                             "views of earlier steps not shown (--show-all draws them)")
+            uninvolved = 0
     pipeline = data_pipeline(trace) - shown if not show_all else set()
     if pipeline:
         size = sum(trace.tensors[t].byte_range[1] - trace.tensors[t].byte_range[0]
@@ -154,6 +171,8 @@ def memory_digraph(
         notes.append(f"\N{HORIZONTAL ELLIPSIS} {len(writes) - len(drawn_writes)} other writes not shown")
     if not tensor_ids:
         notes.insert(0, "no tensor shares memory, is written, or is saved for backward")
+    if activations is not None:
+        dot.node("activations", activations, shape="plaintext")
     with dot.subgraph(name="cluster_legend") as legend:
         legend.attr(label="legend", style="rounded", color="gray60", fontsize="10")
         legend.node("legend", _legend(set(hot_tensor.values()), any(saved_by.values()), bool(drawn_writes)))
@@ -557,6 +576,84 @@ def _bytes(n: int) -> str:
             return f"{n:,} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
         n /= 1024  # type: ignore[assignment]
     return f"{n:.1f} GiB"
+
+
+def _grouped_activations(trace: Trace, findings: Sequence[Finding]) -> tuple[set[str], set[str]]:
+    """In a training script, the activations autograd saved that no finding, alias or write of a parameter
+    involves: drawn as one table by module and line (`_activation_table`), not one box (and counter, and storage)
+    each. Empty for programs that train no model (the document's examples): there every tensor may be the story."""
+    if not any(t.parameter is not None for t in trace.tensors.values()):
+        return set(), set()
+    involved = {tid for f in findings for tid in f.tensors}
+    finding_events = {seq for f in findings for seq in f.events}
+    for e in trace.events:
+        if e.seq in finding_events:
+            involved.update(tid for tid in (e.tensor, e.result) if tid)
+            involved.update(v.tensor for v in e.versions)
+    # an alias made by `.data` / `.detach()` is the story of this view: it and what it aliases stay drawn
+    for t in trace.tensors.values():
+        if t.origin in ("data", "detach"):
+            involved.add(t.id)
+            if t.source:
+                involved.add(t.source)
+    involved_storages = {trace.tensors[tid].storage for tid in involved if tid in trace.tensors}
+    saved = {s.tensor for n in trace.nodes.values() for s in n.saved if s.tensor}
+    grouped = {
+        tid for tid in saved
+        if tid in trace.tensors and tid not in involved and trace.tensors[tid].parameter is None
+        and trace.tensors[tid].origin != "parameter" and trace.tensors[tid].storage not in involved_storages
+    }
+    keep = involved | {t.id for t in trace.tensors.values()
+                       if t.parameter is not None or t.origin == "parameter" or (t.storage in involved_storages)}
+    return grouped, keep
+
+
+def _activation_table(trace: Trace, limit: int = 12) -> str | None:
+    """One table: what autograd keeps for backward in the last training step, by module and line, largest first,
+    with the ops that saved it, how many tensors and their bytes (memory shared by two of them counted once)."""
+    from .steps import split_steps
+
+    steps = split_steps(trace)
+    node_ids = steps[-1].nodes if steps else list(trace.nodes)
+    groups: dict[tuple[str, int | None], dict[str, int]] = {}
+    ops: dict[tuple[str, int | None], dict[str, None]] = {}
+    code: dict[tuple[str, int | None], str] = {}
+    for nid in node_ids:
+        node = trace.nodes[nid]
+        for saved in node.saved:
+            tensor = trace.tensors.get(saved.tensor) if saved.tensor else None
+            if tensor is None or tensor.parameter is not None or tensor.byte_range is None:
+                continue
+            key = (node.module or "(no module)", node.created.line if node.created else None)
+            groups.setdefault(key, {})[f"{tensor.storage}:{tensor.byte_range[0]}"] = (
+                tensor.byte_range[1] - tensor.byte_range[0])
+            ops.setdefault(key, {})[node.name] = None
+            if node.created is not None and node.created.code:
+                code.setdefault(key, node.created.code.strip())
+    if not groups:
+        return None
+    ranked = sorted(groups.items(), key=lambda item: -sum(item[1].values()))
+    total = sum({where: size for _, sizes in ranked for where, size in sizes.items()}.values())
+    which = f"step {steps[-1].number} of {len(steps)} (backward at line {steps[-1].line})" if steps else "the graph"
+    head = (f'<TR><TD COLSPAN="4" ALIGN="LEFT"><B>{html_label_text(f"saved for backward in {which}: {_bytes(total)}")}'
+            f'</B></TD></TR>')
+    columns = "".join(f'<TD ALIGN="LEFT"><FONT POINT-SIZE="9" COLOR="#555555">{name}</FONT></TD>'
+                      for name in ("module and line", "saved by", "tensors", "bytes"))
+    rows = [head, f"<TR>{columns}</TR>"]
+    for (module, line), sizes in ranked[:limit]:
+        where = module if line is None else f"{module}  line {line}: {code.get((module, line), '')}"
+        rows.append(
+            "<TR>"
+            f'<TD ALIGN="LEFT" BALIGN="LEFT">{html_label_text(shorten(where, 60))}</TD>'
+            f'<TD ALIGN="LEFT"><FONT POINT-SIZE="9">{html_label_text(shorten(", ".join(ops[(module, line)]), 48))}</FONT></TD>'
+            f'<TD ALIGN="RIGHT">{len(sizes)}</TD>'
+            f'<TD ALIGN="RIGHT">{html_label_text(_bytes(sum(sizes.values())))}</TD>'
+            "</TR>"
+        )
+    if len(ranked) > limit:
+        rows.append(f'<TR><TD COLSPAN="4" ALIGN="LEFT">{html_label_text(f"… {len(ranked) - limit} more places")}</TD></TR>')
+    return (f'<<TABLE BORDER="1" CELLBORDER="0" CELLSPACING="0" CELLPADDING="3" COLOR="{SAVED_COLOUR}" '
+            f'BGCOLOR="#fff6e5">{"".join(rows)}</TABLE>>')
 
 
 def saved_by_module(trace: Trace, limit: int = 8) -> list[str]:

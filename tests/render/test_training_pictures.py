@@ -129,17 +129,28 @@ def test_cut_message_names_each_root_once_with_a_count(traces: dict[str, Trace])
 def test_memory_view_shows_the_model_and_summarises_the_data(traces: dict[str, Trace]) -> None:
     trace = traces["cnn"]
     source = render(trace, "memory").source
-    assert "conv1.weight" in source and "fc2.bias" in source
+    for name in ("conv1.weight", "conv2.weight", "fc1.weight", "fc2.bias"):  # the parameters, drawn one by one
+        assert f"<B>model.{name}</B>" in source
     saved = re.findall(r"saved by (\w+) \(", source)
-    assert "ConvolutionBackward0" in saved and "AddmmBackward0" in saved
+    assert set(saved) == {"ConvolutionBackward0"}  # a conv weight saved by its ConvolutionBackward0 each step
     pipeline = re.search(r"data pipeline: (\d+) tensors without gradients \(inputs, targets, transforms; ([\d.]+) KiB\)", source)
     assert pipeline is not None and int(pipeline.group(1)) > 20
-    # what the last step keeps alive for backward, by module and line, largest first
-    assert re.search(r"saved for backward in step 10: [\d.]+ KiB", source)
-    assert re.search(r"pool  line 19: 2 tensors, [\d.]+ KiB", source)
-    assert re.search(r"conv1  line 19: 1 tensor, [\d.]+ KiB", source)
+    # what the last step keeps alive for backward: one table by module and line, largest first, with bytes
+    table = re.search(r"<B>saved for backward in step 10 of 10 \(backward at line 34\): ([\d.]+) KiB</B>(.*?)</TABLE>",
+                      source, re.S)
+    assert table is not None
+    rows = re.findall(r'<TD ALIGN="LEFT" BALIGN="LEFT">([^<]*)</TD><TD ALIGN="LEFT"><FONT POINT-SIZE="9">([^<]*)'
+                      r'</FONT></TD><TD ALIGN="RIGHT">(\d+)</TD>', table.group(2))
+    assert rows[0][0].startswith("model.pool line 19: x = self.pool(torch.relu(self.conv1(x)))")
+    assert rows[0][1:] == ("MaxPool2DWithIndicesBackward0", "2")
+    assert ("ConvolutionBackward0", "1") in {(op, n) for where, op, n in rows if where.startswith("model.conv1 line 19")}
+    assert any(op == "AddmmBackward0" for _, op, _ in rows)
+    # the activations are in the table, not drawn one by one (with a counter and a storage each)
+    drawn = re.findall(r"^\s*(\w+) \[label=<<TABLE[^\n]*?<B>([^<]*)</B>", source, re.M)
+    assert not [title for _, title in drawn if title.startswith("max_pool2d")]
+    assert len([node for node, _ in drawn if node.startswith("counter_")]) == 8  # one per parameter
     everything = render(trace, "memory", show_all=True).source
-    assert "data pipeline" not in everything
+    assert "data pipeline" not in everything and "saved for backward in step 10 of 10" not in everything  # no table: all drawn
 
 
 def test_cli_step_and_show_all(tmp_path: Path) -> None:
