@@ -9,6 +9,11 @@ Each row runs the untraced script (`python script.py N`) and `gradviz check scri
 processes, interleaved, `--rounds` times; a cell is the median child CPU time (user + system: steadier than wall
 time on a shared machine; wall time is shown too). One thread (OMP_NUM_THREADS=1) for both. The script's output
 must be the same with and without gradviz, or the row fails.
+
+(b)'s goal is about the cost of a batch, which the process ratios blur (start-up weighs far more at 50 batches than
+at 600), so its table adds three measures of the cost per batch itself, each with its verdict: batches 51-600 of a
+process (the 600-batch run less the 50-batch run), the whole run in-process at 50 and 600 batches (no start-up),
+and batches 1-50 against 551-600 timed inside one in-process 600-batch run.
 """
 
 from __future__ import annotations
@@ -164,6 +169,9 @@ def in_process(batch_counts: tuple[int, ...], rounds: int, slice_size: int = 50)
                     cell.setdefault(kind, []).append(total)
                     cell.setdefault(f"{kind}_first", []).append(times[slice_size] - times[0])
                     cell.setdefault(f"{kind}_last", []).append(times[-1] - times[-1 - slice_size])
+                    for index in range(batches // slice_size):
+                        start_mark = times[index * slice_size]
+                        cell.setdefault(f"{kind}_slice{index}", []).append(times[(index + 1) * slice_size] - start_mark)
     results = {}
     for batches, cell in samples.items():
         result = {name: statistics.median(values) for name, values in cell.items()}
@@ -240,6 +248,13 @@ def main() -> int:
             row(f"(b'') {label} of the 600-batch run, recording only", timed)
         drift = long_run["ratio_last"] / long_run["ratio_first"] - 1
         print(f"    per batch, within one run: batches 551-600 vs 1-50: {drift:+.0%}, {verdict(drift)}")
+        # the same from all twelve slices of 50 batches, less at the mercy of a burst of load in one of them: a
+        # straight line through the twelve ratios, read at the first slice and at the last
+        ratios = [long_run[f"traced_slice{k}"] / long_run[f"plain_slice{k}"] for k in range(12)]
+        slope, intercept = statistics.linear_regression(range(12), ratios)
+        drift = (intercept + 11 * slope) / intercept - 1
+        print(f"    the same, a line through the ratios of all 12 slices of 50 batches "
+              f"({min(ratios):.2f}x-{max(ratios):.2f}x): {drift:+.0%}, {verdict(drift)}")
     return 0 if ok else 1
 
 
