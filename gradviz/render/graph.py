@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -10,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import graphviz
 
+from .. import collector
 from .annotate import Annotations, annotate
 from .escape import FONT, html_label_text, quote_id, shorten
 from .simplify import Core, CoreNode, Roll
@@ -80,17 +80,12 @@ def graph_digraph(
     only the graph backward K used.
     """
     budget = DEFAULT_MAX_NODES if max_nodes is None else max(int(max_nodes), 1)
-    collecting = gc.isenabled()
-    gc.disable()  # only allocation happens here; collections triggered by 10k+ new objects would dominate
-    try:
+    with collector.paused():  # only allocation happens here; collections triggered by 10k+ new objects would dominate
         notes = annotate(trace, findings)
         core, copies = _simplify(
             trace, notes, budget=budget, collapse_modules=collapse_modules, show_saved=show_saved, step=step
         )
         return _emit(trace, notes, core, copies, budget=budget, show_saved=show_saved)
-    finally:
-        if collecting:
-            gc.enable()
 
 
 # ---------------------------------------------------------------------- simplification
