@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import collector
+
 #: Version of the JSON format written by :meth:`Trace.to_json`. Bumped on any incompatible change (2: columns).
 FORMAT_VERSION = 2
 FORMAT_NAME = "gradviz-trace"
@@ -325,7 +327,7 @@ class Trace:
         from . import trace_file
 
         # the document shares lists with the records: fine here, it is turned into text at once
-        with trace_file.collector_paused():
+        with collector.paused():
             text = trace_file.dumps(trace_file.to_document(self), indent=indent)
         if path is not None:
             # encoded before the file is opened, so a failure leaves no half-written file; a lone surrogate (an
@@ -341,7 +343,7 @@ class Trace:
 
         from . import trace_file
 
-        with trace_file.collector_paused():
+        with collector.paused():
             return trace_file.from_document(copy.deepcopy(data))
 
     @classmethod
@@ -361,7 +363,7 @@ class Trace:
         """A trace from JSON text; ValueError starting with `origin` when it is not a valid trace."""
         from . import trace_file
 
-        with trace_file.collector_paused():
+        with collector.paused():
             data = trace_file.parse(text, origin)
             try:
                 return trace_file.from_document(data)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .. import collector
 from ..model import Trace
 from .findings import Finding, FindingKind, Severity
 from .graphs import Dataflow, autograd_graph, dataflow_graph
@@ -21,6 +22,11 @@ __all__ = ["Dataflow", "Finding", "FindingKind", "Severity", "autograd_graph", "
 
 def diagnose(trace: Trace) -> list[Finding]:
     """All findings for `trace`, one per kind, line and parameter, ordered by severity, then file and line."""
+    with collector.paused():  # the passes only build indexes and findings: no full collections over the trace
+        return _diagnose(trace)
+
+
+def _diagnose(trace: Trace) -> list[Finding]:
     ctx = Context.of(trace)
     found = list(cuts(ctx))
     dead = dead_parameter_findings(ctx, found)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -10,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import graphviz
 
+from .. import collector
 from .annotate import Annotations, annotate
 from .escape import FONT, html_label_text, quote_id, shorten
 from .simplify import Core, CoreNode, Roll
@@ -83,17 +83,12 @@ def graph_digraph(
     if collapse_modules is not False:
         # the overview: module calls as boxes, saved tensors only where a finding points at one
         show_saved = False
-    collecting = gc.isenabled()
-    gc.disable()  # only allocation happens here; collections triggered by 10k+ new objects would dominate
-    try:
+    with collector.paused():  # only allocation happens here; collections triggered by 10k+ new objects would dominate
         notes = annotate(trace, findings)
         core, copies = _simplify(
             trace, notes, budget=budget, collapse_modules=collapse_modules, show_saved=show_saved, step=step
         )
         return _emit(trace, notes, core, copies, budget=budget, show_saved=show_saved)
-    finally:
-        if collecting:
-            gc.enable()
 
 
 # ---------------------------------------------------------------------- simplification

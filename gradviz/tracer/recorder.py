@@ -187,6 +187,11 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
         if self._finished:
             return self.trace
         self._finished = True
+        # the recorder's only cycles, bound methods of itself in its own tables: gone, so that the trace is freed
+        # by reference counting when its user lets go of it, not by a full collection scanning all of it first
+        # (gradviz check: at exit, 0.8 s for a 600-batch LSTM run)
+        self._special = {}
+        self._on_dead_callback = None  # type: ignore[assignment]
         self._live.clear()
         self._by_tid.clear()
         self._fresh_grads.clear()

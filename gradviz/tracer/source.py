@@ -95,6 +95,7 @@ def _parse_line(code: str) -> ast.stmt | None:
     return tree.body[0] if len(tree.body) == 1 else None
 
 
+@functools.lru_cache(maxsize=4096)  # asked again at every pass through the same line (`p.data` in a loop)
 def assigned_name(code: str, attribute: str) -> str | None:
     """For `c = out.data` / `d = x.detach()`, the target name when `attribute` is the assigned value."""
     stmt = _parse_line(code)
@@ -108,6 +109,7 @@ def assigned_name(code: str, attribute: str) -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=4096)
 def alias_expression(code: str, attribute: str) -> str | None:
     """The source text of the expression `attribute` is applied to: `out` in `c = out.data`."""
     stmt = _parse_line(code)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import gc
 import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 import torch
 
+from .. import collector
 from . import chains
 from ..model import NodeRecord, SavedTensorRecord, TensorRecord, Trace, VersionCounterRecord
 from ..text import safe_str
@@ -162,14 +162,9 @@ def walk(tensors: Any, *, params: dict[str, Any] | None = None, show_attrs: bool
         return first or ""
 
     drawn_tensors: set[int] = set()
-    collecting = gc.isenabled()
-    gc.disable()  # the walk only adds objects: full collections as they pile up would dominate big graphs
-    try:
+    with collector.paused():  # the walk only adds objects: full collections as they pile up would dominate big graphs
         for t in roots_in:
             result.roots.append(add_base_tensor(t))
-    finally:
-        if collecting:
-            gc.enable()
     _hold_deep_chains(trace, fns)
     # program order is the reverse of a walk from the outputs: number nodes so loop rolling reads them in order
     count = len(trace.nodes)

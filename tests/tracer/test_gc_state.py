@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -55,3 +56,17 @@ def test_thresholds_the_program_sets_inside_the_block_stay(gc_as_found: None) ->
         gc.set_threshold(5000, 20, 30)
         torch.ones(2) * 2
     assert gc.get_threshold() == (5000, 20, 30)
+
+
+def test_the_trace_is_freed_without_the_collector(gc_as_found: None) -> None:
+    # a finished recorder holds no cycle through itself: dropping the trace frees it at once, so no full
+    # collection has to scan (and a long run's exit does not wait for) millions of records
+    gc.disable()
+    context = gradviz.trace()
+    with context as trace:
+        x = torch.ones(3, requires_grad=True)
+        (x.detach() * 2 + x).sum().backward()
+    recorder = context._recorder
+    del context, x
+    assert gc.get_referrers(recorder) == []
+    assert sys.getrefcount(trace) == 3  # `trace`, the recorder's reference and getrefcount's argument
