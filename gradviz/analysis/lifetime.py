@@ -602,7 +602,13 @@ def _bridges_at_end(trace: Trace, life: Lifetimes, checked: set[str]) -> list[tu
         freed = _freed_with_saved(trace, life, node.id, END)
         spent[node.id] = freed if node.saved else any(spent.get(n, False) for n in below)
         reaches[node.id] = freed or any(reaches.get(n, False) for n in below)
-    roots = [root for tid, root in _program_holders(trace, life) if reaches[root] and not spent[root]]
+    # values the program itself can reach for: bound to one of its variables (now or when it was made) or held by
+    # its objects at the end; a library's own cache (a Distribution's lazily computed `probs`) is nobody's to
+    # backward through
+    roots = [
+        root for tid, root in _program_holders(trace, life)
+        if reaches[root] and not spent[root] and (trace.tensors[tid].names or tid in trace.held_at_end)
+    ]
     found = []
     seen = set(checked)
     for root in roots:

@@ -8,6 +8,8 @@ import gc
 import types
 from typing import Any
 
+import torch
+
 
 def mark_end(recorder: Any) -> None:
     """Called when tracing stops, before the program's namespace is let go: a seq of its own marks the end."""
@@ -52,9 +54,11 @@ def mark_held(recorder: Any) -> None:
     if not candidates:
         return
     held: dict[str, str] = {}
-    for referrer in gc.get_referrers(*candidates):
-        if referrer is candidates or isinstance(referrer, types.FrameType):
-            continue  # this search's own list, and frames still running (ours)
+    # get_referrers compares each reference with every candidate: for many, one pass over the objects is linear
+    referrers = gc.get_referrers(*candidates) if len(candidates) <= _FEW else gc.get_objects()
+    for referrer in referrers:
+        if referrer is candidates or isinstance(referrer, (types.FrameType, torch.Tensor)):
+            continue  # this search's own list, frames still running (ours), tensors (a view's base is not a store)
         # a module's namespace (the program's globals) holds variables; any other object is a container
         kind = "names" if isinstance(referrer, dict) and "__builtins__" in referrer else "objects"
         for obj in gc.get_referents(referrer):
