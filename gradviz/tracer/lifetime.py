@@ -34,7 +34,8 @@ def mark_held(recorder: Any) -> None:
     One search of the collector's objects answers both. The objects alive when tracing began are frozen out of it
     (gcstate), which keeps it cheap: what the program made while traced is searched (its namespace, its lists and
     instances); a container made before (a notebook's namespace) is not, and a tensor only it holds goes
-    unanswered, as before this search existed."""
+    unanswered, as before this search existed. Its cost grows with those objects once, not with them times the
+    tensors asked about (a 3000-step chain whose every step saved its input: 0.15 s)."""
     trace = recorder.trace
     asked = {s.tensor for node in trace.nodes.values() for s in node.saved if s.original and s.tensor is not None}
     by_line: dict[object, list[str]] = {}
