@@ -238,6 +238,9 @@ class Trace:
     internal_error_count: int = 0  # how many calls gradviz could not record, all of them
     window: WindowRecord | None = None  # the step window, when only the start of the run was traced
     ended: int | None = None  # seq when the program stopped running: what dies after it died with the program
+    # what referred to some tensors alive at the end (tracer/lifetime.py): tensor id -> "names" (only the program's
+    # variables) or "objects" (a list, a dict, an instance attribute...); tensors not asked about are absent
+    held_at_end: dict[str, str] = field(default_factory=dict)
 
     # ----------------------------------------------------------------- queries
     def internal_error_summary(self) -> str | None:

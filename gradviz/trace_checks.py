@@ -43,6 +43,9 @@ def check_references(trace: Trace) -> None:
             check(tid is None or tid in tensors, "event {} ({}) names unknown tensor {!r}", e.seq, e.kind.value, tid)
         for vc in e.versions:
             check(vc.tensor in tensors, "event {} lists unknown tensor {!r}", e.seq, vc.tensor)
+    for tid, kind in trace.held_at_end.items():
+        check(tid in tensors, "held_at_end names unknown tensor {!r}", tid)
+        check(kind in ("names", "objects"), "held_at_end[{!r}] must be 'names' or 'objects', got {!r}", tid, kind)
 
 
 # what each event kind keeps in `data`: key -> kind of value. "tensor"/"node"/"storage"/"counter" are ids that must

@@ -38,7 +38,7 @@ def _diagnose(trace: Trace) -> list[Finding]:
     )
     life = lifetimes(trace)
     kept = kept_alive(trace, life)
-    findings += graph_kept_alive_findings(trace, life, kept) + backward_through_freed_graph_findings(trace, life, kept)
+    findings += graph_kept_alive_findings(trace, life, kept) + backward_through_freed_graph_findings(trace, life)
     findings += manual_update_findings(trace, {tid for finding in dead for tid in finding.tensors})
     return sorted(_merge_repeats(findings), key=Finding.sort_key)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import bisect
+import functools
 from dataclasses import dataclass, field
 
 from ..model import Event, EventKind, NodeRecord, Trace
@@ -179,9 +180,7 @@ def kept_alive(trace: Trace, life: Lifetimes) -> list[KeptAlive]:
     seen: set[str] = set()
     groups: dict[tuple[str | None, int | None], KeptAlive] = {}
     by_creation: dict[tuple[str | None, int | None, str | None], list[tuple[str, str, list[str]]]] = {}
-    # a tensor a node saved (tanh's output) is kept by that graph, not by the program: not a holder of its own
-    saved_by_graph = {s.tensor for node in nodes.values() for s in node.saved if s.tensor is not None}
-    holders = [h for h in life.holders_at_end if h[0] not in saved_by_graph]
+    holders = _program_holders(trace, life)
     for tid, root in sorted(holders, key=lambda h: trace.tensors[h[0]].seq):
         held = [n for n in life.reachable(root, seen) if nodes[n].variable is None]
         # a chain matters only across backward calls or where no backward ran: skip the search otherwise
@@ -189,7 +188,7 @@ def kept_alive(trace: Trace, life: Lifetimes) -> list[KeptAlive]:
             life.episode(min(nodes[n].seq for n in held)) != life.episode(max(nodes[n].seq for n in held))
             or not reached.issuperset(held)
         )
-        chain = _accumulation_chain(life, held) if spans else None
+        chain = _accumulation_chain(life, held, seen) if spans else None
         if chain is not None:
             file, line, links = chain
             episodes = {life.episode(nodes[n].seq) for n in links}
@@ -211,16 +210,44 @@ def kept_alive(trace: Trace, life: Lifetimes) -> list[KeptAlive]:
         # a value no backward ever ran through, stored again each iteration (validation, a skipped step)
         never_backwarded = any(root not in reached for _, root, _ in members)
         executions = len({life.execution(nodes[root].seq) for _, root, _ in members})
-        if len(episodes) < 2 and not (never_backwarded and executions >= 2):
+        # a backward in the loop that made them ran through them: the next cycle stores more after it (gradient
+        # accumulation whose losses are also stored), however few cycles this run had
+        roots = {root for _, root, _ in members}
+        if len(episodes) < 2 and not (never_backwarded and executions >= 2) and not (
+            executions >= 2 and any(
+                roots.intersection(event.data.get("reached_nodes", [])) and _in_loop_of(trace, file, line, event)
+                for event in trace.events_of(EventKind.BACKWARD)
+            )
+        ):
             continue  # kept for one later backward (losses summed before one backward)
         names = {name for tid, _, _ in members for name in trace.tensors[tid].names}
-        stores = [s for s in _storing_lines(trace, file, line, names) if (file, s[0]) not in groups] or [(line, "")]
+        found = _storing_lines(trace, file, line, names)
+        if not found and all(trace.held_at_end.get(tid) == "names" for tid, _, _ in members):
+            continue  # a few variables (`previous, last = last, loss`): as many however long the loop runs
+        stores = [s for s in found if (file, s[0]) not in groups] or [(line, "")]
         steps = len(episodes) if len(episodes) >= 2 else executions
         for store_line, store_code in stores[:1]:
             for tid, root, held in members:
                 _add(groups, file, store_line, tid, root, held, steps, life, store_code)
             groups[(file, store_line)].across_backwards = len(episodes) >= 2
     return list(groups.values())
+
+
+def _program_holders(trace: Trace, life: Lifetimes) -> list[tuple[str, str]]:
+    """(tensor id, its grad_fn) of the values the program holds at the end.
+
+    A tensor a graph alive at the end saved as it is (an input: `h` in `h.pow(2)`) stays alive with that graph
+    whether the program holds it or not: a holder of its own only where the program's objects still held it at
+    the end (`self.history.append(h)`, the tracer's held_at_end), or once backward freed what the node saved."""
+    held_by_program = set(trace.held_at_end)
+    saved_by_graph = {
+        s.tensor
+        for node in trace.nodes.values()
+        if life.death.get(node.id, END) >= END and node.id not in life.freed_at
+        for s in node.saved
+        if s.tensor is not None and s.original and s.tensor not in held_by_program
+    }
+    return [h for h in life.holders_at_end if h[0] not in saved_by_graph]
 
 
 def _add(
@@ -246,20 +273,26 @@ def _add(
     group.first_seq = min([group.first_seq] + [nodes[n].seq for n in held])
 
 
-def _accumulation_chain(life: Lifetimes, held: list[str]) -> tuple[str | None, int | None, list[str]] | None:
+def _accumulation_chain(
+    life: Lifetimes, held: list[str], walked: set[str]
+) -> tuple[str | None, int | None, list[str]] | None:
     """Nodes made at one line outside any module, each feeding on one an earlier run of that line made:
-    `total += loss`, `val_loss = val_loss + crit(out, y)`."""
+    `total += loss`, `val_loss = val_loss + crit(out, y)`. The earlier link may be one an earlier holder's walk
+    took (`walked`): a carried state's first step, held by a stored loss of that step."""
     nodes = life.trace.nodes
-    held_set = set(held)
     by_line: dict[tuple[str, int], list[str]] = {}
     for nid in held:
         node = nodes[nid]
         if node.module is not None or node.created is None:
             continue  # loops inside a model's forward (`x = layer(x)`) are one forward pass, not many steps
         where = (node.created.file, node.created.line)
+        # a link feeds on an earlier one that a backward has not freed: a chain that runs on through a freed graph
+        # (a state carried without `.detach()` across backward calls) is a value built on a freed graph, and
+        # backward_through_freed_graph reports it; what lies behind the freed node does not grow per step
         if any(
-            nxt in held_set and nodes[nxt].created is not None
+            nxt in walked and nodes[nxt].variable is None and nodes[nxt].created is not None
             and life.execution(nodes[nxt].seq) != life.execution(node.seq)
+            and not _freed_with_saved(life.trace, life, nxt, END)
             and (nodes[nxt].created.file, nodes[nxt].created.line) == where
             for nxt in node.next if nxt is not None
         ):
@@ -273,15 +306,41 @@ def _accumulation_chain(life: Lifetimes, held: list[str]) -> tuple[str | None, i
     return file, line, sorted(set(links) | set(firsts), key=lambda n: nodes[n].seq)
 
 
+@functools.lru_cache(maxsize=8)
+def _parse(text: str) -> ast.Module | None:
+    """A source file's syntax tree (read, never changed: one parse serves every question about one file)."""
+    try:
+        return ast.parse(text)
+    except SyntaxError:
+        return None
+
+
+def _in_loop_of(trace: Trace, file: str | None, line: int | None, event: Event) -> bool:
+    """Whether `event` happened inside the innermost loop around `line` of `file`."""
+    where = event.location
+    if file is None or line is None or where is None or where.file != file or file not in trace.sources:
+        return False
+    tree = _parse(trace.sources[file])
+    if tree is None:
+        return False
+    loops = [
+        node for node in ast.walk(tree)
+        if isinstance(node, (ast.For, ast.While, ast.AsyncFor)) and node.lineno <= line <= (node.end_lineno or 0)
+    ]
+    if not loops:
+        return False
+    loop = min(loops, key=lambda n: (n.end_lineno or 0) - n.lineno)
+    return loop.lineno <= where.line <= (loop.end_lineno or 0)
+
+
 def _storing_lines(trace: Trace, file: str | None, line: int | None, names: set[str]) -> list[tuple[int, str]]:
     """The statement that stores a value made at `line` (named one of `names`) into a container that outlives
     the loop: `losses.append(loss)`, `history["recon"].append(recon)`, `self.cache = out`."""
     if file is None or line is None or file not in trace.sources:
         return []
     text = trace.sources[file]
-    try:
-        tree = ast.parse(text)
-    except SyntaxError:
+    tree = _parse(text)
+    if tree is None:
         return []
     made = None
     loops: list[ast.AST] = []
@@ -293,20 +352,10 @@ def _storing_lines(trace: Trace, file: str | None, line: int | None, names: set[
     if made is not None:
         targets = made.targets if isinstance(made, ast.Assign) else [made.target]
         names = names | {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
-    found = []
     scope: ast.AST = min(loops, key=lambda n: (n.end_lineno or 0) - n.lineno) if loops else tree
     lines = text.splitlines()
-    for node in sorted(ast.walk(scope), key=lambda n: getattr(n, "lineno", 0)):
-        stored = None
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _STORE_METHODS:
-            stored = list(node.args) + [k.value for k in node.keywords]
-        elif isinstance(node, ast.Assign) and any(isinstance(t, (ast.Subscript, ast.Attribute)) for t in node.targets):
-            stored = [node.value]
-        elif isinstance(node, ast.AugAssign) and node is not made:
-            stored = [node.value]
-        if stored and any(_carries(value, names) for value in stored):
-            number = node.lineno
-            found.append((number, lines[number - 1].strip() if 0 < number <= len(lines) else ""))
+    found = [(number, lines[number - 1].strip() if 0 < number <= len(lines) else "")
+             for number in _stores_in(tree, scope, names, made)]
     if not found and not loops:
         # made inside a function or a module's forward (`outs.append(model(x))`): the one statement in a loop
         # of this file that stores a call's result, if there is exactly one
@@ -320,6 +369,53 @@ def _storing_lines(trace: Trace, file: str | None, line: int | None, names: set[
         ]
         if len(set(calls)) == 1:
             found.append((calls[0], lines[calls[0] - 1].strip() if 0 < calls[0] <= len(lines) else ""))
+    return found
+
+
+def _stores_in(
+    tree: ast.AST, scope: ast.AST, names: set[str], made: ast.AST | None, *, follow: bool = True
+) -> list[int]:
+    """Lines in `scope` that store one of `names` with its history into something that outlives it; a call passing
+    one of them to a function of this file (`rec.log(h)`) is followed once into that function's stores
+    (`self.history.append(out)`)."""
+    found = []
+    for node in sorted(ast.walk(scope), key=lambda n: getattr(n, "lineno", 0)):
+        stored = None
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _STORE_METHODS:
+            stored = list(node.args) + [k.value for k in node.keywords]
+        elif isinstance(node, ast.Assign) and any(isinstance(t, (ast.Subscript, ast.Attribute)) for t in node.targets):
+            stored = [node.value]
+        elif isinstance(node, ast.AugAssign) and node is not made:
+            stored = [node.value]
+        elif isinstance(node, ast.Call) and follow:
+            found += _stores_through_call(tree, node, names)
+        if stored and any(_carries(value, names) for value in stored):
+            found.append(node.lineno)
+    return found
+
+
+def _stores_through_call(tree: ast.AST, call: ast.Call, names: set[str]) -> list[int]:
+    """The stores inside a function of this file that `call` passes one of `names` to, by position or keyword."""
+    func = call.func
+    called = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    if not called or called in _DROPS_HISTORY:
+        return []
+    passed = [i for i, arg in enumerate(call.args) if _carries(arg, names)]
+    keywords = {k.arg for k in call.keywords if k.arg and _carries(k.value, names)}
+    if not passed and not keywords:
+        return []
+    methods = {id(f) for c in ast.walk(tree) if isinstance(c, ast.ClassDef) for f in c.body}
+    found = []
+    for define in ast.walk(tree):
+        if not isinstance(define, (ast.FunctionDef, ast.AsyncFunctionDef)) or define.name != called:
+            continue
+        params = [a.arg for a in define.args.posonlyargs + define.args.args]
+        if id(define) in methods and isinstance(func, ast.Attribute) and params:
+            params = params[1:]  # `obj.log(h)`: `self` is bound
+        named = {a.arg for a in define.args.args + define.args.kwonlyargs}
+        inner = {params[i] for i in passed if i < len(params)} | (keywords & named)
+        if inner:
+            found += _stores_in(tree, define, inner, None, follow=False)
     return found
 
 
@@ -457,10 +553,8 @@ def _bridges(trace: Trace, life: Lifetimes, reached: list[str], at: int) -> list
     return found
 
 
-def backward_through_freed_graph_findings(trace: Trace, life: Lifetimes, kept: list[KeptAlive]) -> list[Finding]:
+def backward_through_freed_graph_findings(trace: Trace, life: Lifetimes) -> list[Finding]:
     findings = []
-    # an accumulator of statistics (`total_loss += loss`) is never meant for backward: graph_kept_alive says it
-    accumulators = {tid for group in kept for tid in group.holders}
     by_seq = {e.seq: e for e in trace.events}
     carriers: dict[str, str] = {}  # node id -> the first tensor whose grad_fn it is
     for record in trace.tensors.values():
@@ -476,21 +570,57 @@ def backward_through_freed_graph_findings(trace: Trace, life: Lifetimes, kept: l
         bridges = _bridges(trace, life, reached, event.seq)
         bridge = bridges[0] if bridges else None
         findings.append(_freed_finding(trace, life, bridge, freed[0], event, by_seq, carriers, predicted=False))
-    # graphs alive at the end built on a freed one: the next backward through them will raise. One walk over all
-    # of them (each node once), one finding per line that builds on a freed graph
-    reached_at_end: list[str] = []
-    for tid, root in life.holders_at_end:
-        if tid not in accumulators:
-            reached_at_end += life.reachable(root, checked)
-    # a statistic accumulated at a kept-alive line (`running += loss`) is reported there, not as a future backward
-    lines: set[tuple[object, object]] = {(group.file, group.line) for group in kept}
-    for bridge in _bridges(trace, life, reached_at_end, END):
+    # values alive at the end built on a freed graph: the next backward through them will raise
+    reported: set[tuple[object, object]] = set()
+    for bridge in _bridges_at_end(trace, life, checked):
         created = trace.nodes[bridge[0]].created
         where = (created.file, created.line) if created else (None, None)
-        if where not in lines:
-            lines.add(where)
+        if where not in reported:
+            reported.add(where)
             findings.append(_freed_finding(trace, life, bridge, bridge[1], None, by_seq, carriers, predicted=True))
     return findings
+
+
+def _bridges_at_end(trace: Trace, life: Lifetimes, checked: set[str]) -> list[tuple[str, str]]:
+    """(node, freed node it feeds on) for the values the program holds at the end whose backward would run into
+    saved tensors a backward freed, though their own graph is not spent.
+
+    A value's own graph is the nodes that save tensors nearest to its grad_fn (through nodes that save nothing, an
+    `add`, a `mean`): when a backward freed any of them, the value is spent (the last step's `loss`, a running sum
+    of backwarded losses) and nobody backwards it again. Otherwise, reaching freed saved tensors, it is built on a
+    freed graph: a state carried across backward calls without `.detach()`, or a value an earlier step made on a
+    graph a later backward freed (a stored loss whose hidden state the next step's backward ran through). The
+    bridge is where its graph enters the freed part: a node the freeing backward did not run through, feeding on
+    one it did. Nodes in `checked` (a backward through them already raised) are reported with that backward."""
+    nodes = trace.nodes
+    if not life.freed_at:
+        return []
+    spent: dict[str, bool] = {}  # a backward freed the saved tensors nearest to the node
+    reaches: dict[str, bool] = {}  # a backward through the node would run into freed saved tensors
+    for node in sorted(nodes.values(), key=lambda n: (n.seq, -int(n.id[1:]))):  # what a node feeds on first
+        below = [n for n in node.next if n is not None]
+        freed = _freed_with_saved(trace, life, node.id, END)
+        spent[node.id] = freed if node.saved else any(spent.get(n, False) for n in below)
+        reaches[node.id] = freed or any(reaches.get(n, False) for n in below)
+    # values the program itself can reach for: bound to one of its variables (now or when it was made) or held by
+    # its objects at the end; a library's own cache (a Distribution's lazily computed `probs`) is nobody's to
+    # backward through
+    roots = [
+        root for tid, root in _program_holders(trace, life)
+        if reaches[root] and not spent[root] and (trace.tensors[tid].names or tid in trace.held_at_end)
+    ]
+    found = []
+    seen = set(checked)
+    for root in roots:
+        for nid in life.reachable(root, seen):
+            for nxt in nodes[nid].next:
+                if (
+                    nxt is not None and reaches[nxt] and nxt in life.freed_at
+                    and life.freed_at.get(nid, END) > life.freed_at[nxt]
+                ):
+                    found.append((nid, nxt))
+                    break
+    return sorted(found, key=lambda b: nodes[b[0]].seq)
 
 
 def _freeing_below(trace: Trace, life: Lifetimes, start: str, by_seq: dict[int, Event]) -> Event | None:
@@ -522,10 +652,18 @@ def _freed_finding(
     if bridge is not None and nodes[bridge[0]].created is not None:
         where = nodes[bridge[0]].created
         file, line, code = where.file, where.line, where.code.strip()
-        how = (
-            f"{value} (output of {nodes[old].name}) still carries the graph that the backward at line "
-            f"{freeing_line} freed, and `{code}` at line {line} builds the new graph on it"
-        )
+        if freeing is not None and nodes[bridge[0]].seq < freeing.seq:
+            # built before the freeing, on a branch that backward did not run through (a stored loss whose hidden
+            # state the next step's backward freed)
+            how = (
+                f"`{code}` at line {line} built a graph on {value} (output of {nodes[old].name}), and the backward "
+                f"at line {freeing_line} later freed {value}'s graph without running through that branch"
+            )
+        else:
+            how = (
+                f"{value} (output of {nodes[old].name}) still carries the graph that the backward at line "
+                f"{freeing_line} freed, and `{code}` at line {line} builds the new graph on it"
+            )
     else:
         loc = backward.location if backward else None
         file, line, code = (loc.file, loc.line, loc.code.strip()) if loc else (None, None, "")

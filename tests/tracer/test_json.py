@@ -209,6 +209,8 @@ def test_code_in_strings_is_just_text(valid: dict[str, Any], tmp_path: Path) -> 
         pytest.param(lambda d: _set(d, ["locations", 0], {"file": 3, "line": "x"}), r"locations\[0\] must be \[file, line, code\]", id="bad-location-entry"),
         pytest.param(lambda d: _set(d, ["tensors", "byte_range", 0], [0]), r"tensors\[0\]\.byte_range must be a list of 2 values", id="bad-byte-range"),
         pytest.param(lambda d: {**d, "sources": {"a.py": 3}}, r"sources\.a\.py must be a string, got int", id="bad-sources"),
+        pytest.param(lambda d: {**d, "held_at_end": {"t88": "names"}}, r"held_at_end names unknown tensor 't88'", id="dangling-held"),
+        pytest.param(lambda d: {**d, "held_at_end": {"t0": "graph"}}, r"held_at_end\['t0'\] must be 'names' or 'objects', got 'graph'", id="bad-held-kind"),
         pytest.param(lambda d: _set(d, ["events", "data", 0], {"extra": _nested(200)}), r"events\[0\]\.data\S* holds a value of unsupported type", id="nested-junk-in-field"),
     ],
 )

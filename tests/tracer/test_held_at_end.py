@@ -1,0 +1,34 @@
+"""What referred to tensors when the program ended: its variables only, its objects too, or only a graph."""
+
+from __future__ import annotations
+
+
+def test_held_at_end_tells_stored_values_from_graph_kept_ones(trace_of) -> None:
+    trace = trace_of(
+        """
+        import torch
+
+        class Recorder:
+            def __init__(self):
+                self.history = []
+
+        w = torch.randn(3, requires_grad=True)
+        rec = Recorder()
+        kept_by_graph = None
+        for step in range(3):
+            h = torch.tanh(w * step)
+            if step == 0:
+                loss0 = h.pow(2).sum()  # saves h0 as it is: h0 stays alive with loss0's graph
+            elif step == 1:
+                rec.history.append(h)  # h1 in an instance's list
+            previous, last = h.sin(), h.cos()
+        """
+    )
+    h0, h1, h2 = sorted((t for t in trace.tensors.values() if t.op == "tanh"), key=lambda t: t.seq)
+    # h0 is alive only through PowBackward0's saved `self`: nothing of the program refers to it
+    assert h0.freed is None and h0.id not in trace.held_at_end
+    assert trace.held_at_end[h1.id] == "objects"
+    assert trace.held_at_end[h2.id] == "names"  # the loop variable, saved as it is by sin and cos
+    # two values of the line `previous, last = ...` alive at the end (the sin and the cos), each in a variable
+    sin, cos = trace.tensor("previous"), trace.tensor("last")
+    assert trace.held_at_end[sin.id] == trace.held_at_end[cos.id] == "names"
