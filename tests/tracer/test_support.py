@@ -118,7 +118,7 @@ def test_module_parameters_have_qualified_names() -> None:
     backward = t.events_of(EventKind.BACKWARD)[0]
     assert backward.data["reached_leaves"] == [t.tensor("head.weight").id]
     modules = {n.module for n in t.nodes.values() if n.name == "MmBackward0" or n.name == "AddmmBackward0"}
-    assert {"block.0", "block.2", "head"} <= modules
+    assert {"model.block.0", "model.block.2", "model.head"} <= modules
 
 
 @pytest.mark.parametrize(
