@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import tokenize
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import graphviz
@@ -608,46 +609,73 @@ def _grouped_activations(trace: Trace, findings: Sequence[Finding]) -> tuple[set
     return grouped, keep
 
 
-def _activation_table(trace: Trace, limit: int = 12) -> str | None:
-    """One table: what autograd keeps for backward in the last training step, by module and line, largest first,
-    with the ops that saved it, how many tensors and their bytes (memory shared by two of them counted once)."""
+@dataclass
+class _SavedGroup:
+    """What one module's line saved for backward in the last step: tensors by their place in memory, the ops."""
+
+    module: str
+    line: int | None
+    code: str = ""
+    sizes: dict[str, int] = field(default_factory=dict)  # "storage:offset" -> bytes: memory two share counted once
+    ops: dict[str, None] = field(default_factory=dict)
+
+    @property
+    def size(self) -> int:
+        return sum(self.sizes.values())
+
+
+def _saved_groups(trace: Trace) -> tuple[str, str, int, list[_SavedGroup]] | None:
+    """What autograd holds for the last training step, grouped by module and line, largest first: the step in
+    short ("step 10") and in full ("step 10 of 10 (backward at line 34)"), the total bytes, the groups. Parameters
+    are left out: they are drawn as themselves."""
     from .steps import split_steps
 
     steps = split_steps(trace)
     node_ids = steps[-1].nodes if steps else list(trace.nodes)
-    groups: dict[tuple[str, int | None], dict[str, int]] = {}
-    ops: dict[tuple[str, int | None], dict[str, None]] = {}
-    code: dict[tuple[str, int | None], str] = {}
+    groups: dict[tuple[str, int | None], _SavedGroup] = {}
     for nid in node_ids:
         node = trace.nodes[nid]
         for saved in node.saved:
             tensor = trace.tensors.get(saved.tensor) if saved.tensor else None
             if tensor is None or tensor.parameter is not None or tensor.byte_range is None:
                 continue
-            key = (node.module or "(no module)", node.created.line if node.created else None)
-            groups.setdefault(key, {})[f"{tensor.storage}:{tensor.byte_range[0]}"] = (
-                tensor.byte_range[1] - tensor.byte_range[0])
-            ops.setdefault(key, {})[node.name] = None
-            if node.created is not None and node.created.code:
-                code.setdefault(key, node.created.code.strip())
+            module, line = node.module or "(no module)", node.created.line if node.created else None
+            group = groups.get((module, line))
+            if group is None:
+                code = node.created.code.strip() if node.created is not None and node.created.code else ""
+                group = groups[(module, line)] = _SavedGroup(module, line, code)
+            group.sizes[f"{tensor.storage}:{tensor.byte_range[0]}"] = tensor.byte_range[1] - tensor.byte_range[0]
+            group.ops[node.name] = None
     if not groups:
         return None
-    ranked = sorted(groups.items(), key=lambda item: -sum(item[1].values()))
-    total = sum({where: size for _, sizes in ranked for where, size in sizes.items()}.values())
-    which = f"step {steps[-1].number} of {len(steps)} (backward at line {steps[-1].line})" if steps else "the graph"
+    ranked = sorted(groups.values(), key=lambda g: -g.size)
+    total = sum({where: size for g in ranked for where, size in g.sizes.items()}.values())
+    if not steps:
+        return "the graph", "the graph", total, ranked
+    short = f"step {steps[-1].number}"
+    return short, f"{short} of {len(steps)} (backward at line {steps[-1].line})", total, ranked
+
+
+def _activation_table(trace: Trace, limit: int = 12) -> str | None:
+    """One table: what autograd keeps for backward in the last training step, by module and line, largest first,
+    with the ops that saved it, how many tensors and their bytes."""
+    found = _saved_groups(trace)
+    if found is None:
+        return None
+    _, which, total, ranked = found
     head = (f'<TR><TD COLSPAN="4" ALIGN="LEFT"><B>{html_label_text(f"saved for backward in {which}: {_bytes(total)}")}'
             f'</B></TD></TR>')
     columns = "".join(f'<TD ALIGN="LEFT"><FONT POINT-SIZE="9" COLOR="#555555">{name}</FONT></TD>'
                       for name in ("module and line", "saved by", "tensors", "bytes"))
     rows = [head, f"<TR>{columns}</TR>"]
-    for (module, line), sizes in ranked[:limit]:
-        where = module if line is None else f"{module}  line {line}: {code.get((module, line), '')}"
+    for group in ranked[:limit]:
+        where = group.module if group.line is None else f"{group.module}  line {group.line}: {group.code}"
         rows.append(
             "<TR>"
             f'<TD ALIGN="LEFT" BALIGN="LEFT">{html_label_text(shorten(where, 60))}</TD>'
-            f'<TD ALIGN="LEFT"><FONT POINT-SIZE="9">{html_label_text(shorten(", ".join(ops[(module, line)]), 48))}</FONT></TD>'
-            f'<TD ALIGN="RIGHT">{len(sizes)}</TD>'
-            f'<TD ALIGN="RIGHT">{html_label_text(_bytes(sum(sizes.values())))}</TD>'
+            f'<TD ALIGN="LEFT"><FONT POINT-SIZE="9">{html_label_text(shorten(", ".join(group.ops), 48))}</FONT></TD>'
+            f'<TD ALIGN="RIGHT">{len(group.sizes)}</TD>'
+            f'<TD ALIGN="RIGHT">{html_label_text(_bytes(group.size))}</TD>'
             "</TR>"
         )
     if len(ranked) > limit:
@@ -657,34 +685,19 @@ def _activation_table(trace: Trace, limit: int = 12) -> str | None:
 
 
 def saved_by_module(trace: Trace, limit: int = 8) -> list[str]:
-    """What autograd holds for the last training step, grouped by module and line, largest first:
-    "conv1  line 19: 3 saved tensors, 4.6 KiB". Only for scripts that train a model."""
-    from .steps import split_steps
-
+    """What autograd holds for the last training step, grouped by module and line, largest first, as note lines:
+    "conv1  line 19: 3 tensors, 4.6 KiB". Only for scripts that train a model."""
     if not any(t.parameter is not None for t in trace.tensors.values()):
         return []
-    steps = split_steps(trace)
-    node_ids = steps[-1].nodes if steps else list(trace.nodes)
-    groups: dict[tuple[str, int | None], dict[str, int]] = {}
-    for nid in node_ids:
-        node = trace.nodes[nid]
-        for saved in node.saved:
-            tensor = trace.tensors.get(saved.tensor) if saved.tensor else None
-            if tensor is None or tensor.parameter is not None or tensor.byte_range is None:
-                continue  # parameters are drawn as themselves; what is listed is what the step keeps alive
-            key = (node.module or "(no module)", node.created.line if node.created else None)
-            groups.setdefault(key, {})[f"{tensor.storage}:{tensor.byte_range[0]}"] = tensor.byte_range[1] - tensor.byte_range[0]
-    if not groups:
+    found = _saved_groups(trace)
+    if found is None:
         return []
-    ranked = sorted(groups.items(), key=lambda item: -sum(item[1].values()))
-    unique = {where: size for _, sizes in ranked for where, size in sizes.items()}  # shared memory counted once
-    total = sum(unique.values())
-    which = f"step {steps[-1].number}" if steps else "the graph"
+    which, _, total, ranked = found
     lines = [f"saved for backward in {which}: {_bytes(total)}"]
-    for (module, line), sizes in ranked[:limit]:
-        where = f"  line {line}" if line is not None else ""
-        count = len(sizes)
-        lines.append(f"  {module}{where}: {count} tensor{'s' if count != 1 else ''}, {_bytes(sum(sizes.values()))}")
+    for group in ranked[:limit]:
+        where = f"  line {group.line}" if group.line is not None else ""
+        count = len(group.sizes)
+        lines.append(f"  {group.module}{where}: {count} tensor{'s' if count != 1 else ''}, {_bytes(group.size)}")
     if len(ranked) > limit:
         lines.append(f"  \N{HORIZONTAL ELLIPSIS} {len(ranked) - limit} more places")
     return lines
