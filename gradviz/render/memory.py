@@ -147,24 +147,21 @@ def memory_digraph(
     if over_limit:
         notes.append(f"\N{HORIZONTAL ELLIPSIS} {over_limit} other tensor{'s' if over_limit != 1 else ''} not shown "
                      f"(limit of {max_tensors}: max_tensors)")
+    pipeline = data_pipeline(trace) - shown if not show_all else set()
     activations = _activation_table(trace) if grouped else None
     if activations is None:
         notes.extend(saved_by_module(trace))
-    else:
-        uninvolved -= len(grouped)
-        if over_limit == 0:
-            others = len(trace.tensors) - len(tensor_ids) - len(grouped) - len(data_pipeline(trace) - set(tensor_ids))
-            if others > 0:
-                notes.append(f"\N{HORIZONTAL ELLIPSIS} {others} other activation{'s' if others != 1 else ''} and "
-                             "views of earlier steps not shown (--show-all draws them)")
-            uninvolved = 0
-    pipeline = data_pipeline(trace) - shown if not show_all else set()
     if pipeline:
         size = sum(trace.tensors[t].byte_range[1] - trace.tensors[t].byte_range[0]
                    for t in pipeline if trace.tensors[t].byte_range)
         notes.append(f"data pipeline: {len(pipeline)} tensor{'s' if len(pipeline) != 1 else ''} without gradients "
                      f"(inputs, targets, transforms; {_bytes(size)}) not shown (--show-all draws them)")
     uninvolved -= len(pipeline)
+    if activations is not None and uninvolved > 0:
+        # a training script: the rest is every step's activations (the last step's in the table), views, results
+        notes.append(f"\N{HORIZONTAL ELLIPSIS} {uninvolved} other tensor{'s' if uninvolved != 1 else ''} (every "
+                     "step's activations, views, results) not drawn one by one (--show-all draws them)")
+        uninvolved = 0
     if uninvolved > 0:
         notes.append(f"\N{HORIZONTAL ELLIPSIS} {uninvolved} other tensor{'s' if uninvolved != 1 else ''} not shown "
                      "(no alias, event, finding or saved use; --show-all draws them)")
