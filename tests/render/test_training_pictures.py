@@ -149,6 +149,8 @@ def test_memory_view_shows_the_model_and_summarises_the_data(traces: dict[str, T
     drawn = re.findall(r"^\s*(\w+) \[label=<<TABLE[^\n]*?<B>([^<]*)</B>", source, re.M)
     assert not [title for _, title in drawn if title.startswith("max_pool2d")]
     assert len([node for node, _ in drawn if node.startswith("counter_")]) == 8  # one per parameter
+    hidden = re.search(r"… (\d+) other tensors \(every step&#x27;s activations, views, results\) not drawn one by one", source)
+    assert hidden is not None and int(hidden.group(1)) > 100  # ten steps of activations, said once
     everything = render(trace, "memory", show_all=True).source
     assert "data pipeline" not in everything and "saved for backward in step 10 of 10" not in everything  # no table: all drawn
 
