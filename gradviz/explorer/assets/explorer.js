@@ -222,8 +222,8 @@
     [].forEach.call(ui.findings.querySelectorAll(".gv-finding"), function (li, k) { li.classList.toggle("gv-current", k === i); });
     redraw();
     zoomTo(f.nodes.map(function (n) { return "n" + n; }));
-    if (f.file !== null && f.file !== undefined) { showSource(f.file, f.line); }
     if (f.nodes.length) { showNode(f.nodes[0], true); }
+    if (f.file !== null && f.file !== undefined) { showSource(f.file, f.line); } // the finding's line, not the node's
     if (remember) { setHash("finding=" + (i + 1)); }
   }
   function clearHighlight() {
@@ -807,7 +807,9 @@
     index = N.map(function (n, i) {
       var words = [n.label, n.module || ""];
       if (n.var !== undefined && T[n.var]) { words.push(T[n.var].parameter || "", (T[n.var].names || []).join(" ")); }
-      if (n.out !== undefined && T[n.out]) { words.push(T[n.out].name, (T[n.out].names || []).join(" ")); }
+      // the variables an op's output was stored in; not the made-up description of how it was computed, which
+      // names its inputs ("x @ fc1.weight.T") and would make every use of a parameter match it
+      if (n.out !== undefined && T[n.out]) { words.push((T[n.out].names || []).join(" ")); }
       return words.join(" ").toLowerCase();
     });
     return index;
