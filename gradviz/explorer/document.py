@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import collector
+from ..analysis.hierarchy import module_hierarchy
 from ..analysis.lifetime import END, lifetimes, memory_profile
 from ..model import EventKind, Trace
 from ..render.annotate import annotate
@@ -88,7 +89,7 @@ class _Builder:
         life = lifetimes(trace)
         freed = {nid: stop for start, stop, nid in life.intervals if stop < END}
 
-        groups = Groups()
+        groups = Groups(module_hierarchy(trace))
         roll_of: dict[str, str] = {}
         for roll in rolls:
             numbers = roll.numbers

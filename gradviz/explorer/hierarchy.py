@@ -1,11 +1,15 @@
-"""The boxes the explorer opens and closes: rolled training steps, then module paths (every dotted prefix a
-module: `model` > `model.transformer` > `model.transformer.h.0` > ...), then runs of one line's ops."""
+"""The boxes the explorer opens and closes: rolled training steps, then the modules of the trace's one module tree
+(analysis/hierarchy.py, the same tree as the graph view's depth: `model` > `model.transformer` > `model.transformer.h.0`
+> ...), then runs of one line's ops."""
 
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..analysis.hierarchy import Hierarchy
 
 __all__ = ["Groups", "module_of_parameter"]
 
@@ -31,7 +35,8 @@ class _Group:
 class Groups:
     """Groups in the order they were made; a node belongs to its deepest group (an index, or -1 for none)."""
 
-    def __init__(self) -> None:
+    def __init__(self, tree: Hierarchy) -> None:
+        self.tree = tree
         self._groups: list[_Group] = []
         self._index: dict[tuple[str | None, str], int] = {}
 
@@ -51,10 +56,10 @@ class Groups:
         current = -1 if parent is None else parent
         depth = 0 if parent is None else 1
         if module:
-            parts = module.split(".")
-            for end in range(1, len(parts) + 1):
-                path = ".".join(parts[:end])
-                current = self._add((roll, path), parts[end - 1], "module", current, depth, path=path)
+            for level in range(self.tree.depth(module) + 1):
+                path = self.tree.ancestor(module, level)
+                name = self.tree[path].name if path in self.tree else path.rsplit(".", 1)[-1]
+                current = self._add((roll, path), name, "module", current, depth, path=path)
                 depth += 1
         return current
 
