@@ -5,7 +5,8 @@
   var SVGNS = "http://www.w3.org/2000/svg";
   var FONT = "'DejaVu Sans Mono', monospace";
   var MAX_DRAW = 1500; // boxes and nodes drawn at once; more is refused with a message (search still finds them)
-  var FIRST_VIEW = 40; // the first view opens modules level by level while at most this many things are drawn
+  var FIRST_VIEW = 40;
+  var OPEN_ALL_ITEMS = 260, OPEN_ALL_BOXES = 24; // what "open all" opens at most: nested boxes cost the layout most // the first view opens modules level by level while at most this many things are drawn
   var D = JSON.parse(document.getElementById("gv-data").textContent);
   var app = document.getElementById("gv-app");
   var N = D.nodes, G = D.groups, T = D.tensors, F = D.findings, E = D.events, FILES = D.files;
@@ -426,7 +427,7 @@
     var s = screen(), pad = 16;
     w = Math.max(w, 1) + 2 * pad; h = Math.max(h, 1) + 2 * pad; x -= pad; y -= pad;
     // never blow small things up beyond maxScale screen pixels per unit
-    var scale = Math.min(s.w / w, s.h / h, maxScale || 1.6);
+    var scale = Math.min(s.w / w, s.h / h, maxScale || 1.25);
     var vw = s.w / scale, vh = s.h / scale;
     return { x: x + w / 2 - vw / 2, y: y + h / 2 - vh / 2, w: vw, h: vh };
   }
@@ -440,7 +441,7 @@
     F.forEach(function (f) { f.nodes.forEach(function (i) { marked.push("n" + i); }); });
     var g = state.layout.g, k = marked.map(function (m) { return g.hasNode(m) ? m : rep(+m.slice(1)); }).filter(function (m) { return g.hasNode(m); })[0];
     if (k) { var c = g.node(k); setView({ x: c.x - vw / 2, y: c.y - vh / 2, w: vw, h: vh }); return; }
-    setView({ x: b.w / 2 - vw / 2, y: -8, w: vw, h: vh });
+    setView({ x: -8, y: -36 / READABLE, w: vw, h: vh }); // the top left, below the buttons: where the graph (and the first step box) begins
   }
   function zoomTo(keys, gently) {
     var g = state.layout && state.layout.g;
@@ -512,9 +513,17 @@
     ui.zoomIn.addEventListener("click", function () { zoomBy(1.25); });
     ui.zoomOut.addEventListener("click", function () { zoomBy(0.8); });
     ui.expandAll.addEventListener("click", function () {
-      var all = new Set(G.map(function (g, i) { return i; }).filter(function (i) { return G[i].kind !== "line"; }));
-      if (shownCount(all) > MAX_DRAW) { ui.note.textContent = "too many nodes to open everything; open boxes one by one"; return; }
-      state.expanded = all; redraw(); fitAll();
+      // level by level, while the layout stays quick (nested boxes are what costs dagre most)
+      var open = new Set(state.expanded), depth = 0, maxDepth = Math.max.apply(null, G.map(function (g) { return g.depth; }).concat([0]));
+      for (; depth <= maxDepth; depth++) {
+        var next = new Set(open);
+        G.forEach(function (g, i) { if (g.depth === depth && g.kind !== "line") { next.add(i); } });
+        if (shownCount(next) > OPEN_ALL_ITEMS || next.size > OPEN_ALL_BOXES) { break; }
+        open = next;
+      }
+      var closed = G.some(function (g, i) { return g.kind !== "line" && !open.has(i) && chain(G[i].parent).every(function (c) { return open.has(c); }); });
+      state.expanded = open; redraw(); fitAll();
+      if (closed) { ui.note.textContent = "opened what can be laid out quickly; open the other boxes one by one"; }
     });
     ui.collapseAll.addEventListener("click", function () { state.expanded = new Set(); redraw(); fitAll(); });
     document.addEventListener("keydown", function (ev) {
