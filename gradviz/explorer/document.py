@@ -34,7 +34,7 @@ _CONTEXT = 3  # lines either side of an implicated line of library code
 
 
 def explorer_document(trace: Trace, findings: Sequence[Finding] = (), *, title: str | None = None) -> dict[str, Any]:
-    """Everything the page shows, as one JSON-ready dict (see gradviz/explorer/README.md for its shape)."""
+    """Everything the page shows, as one JSON-ready dict (its shape: gradviz/explorer/README.md)."""
     with collector.paused():
         return _Builder(trace, sorted(findings, key=lambda f: f.sort_key()), title).build()
 
