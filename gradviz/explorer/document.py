@@ -351,6 +351,11 @@ class _Builder:
                     touched[tid].append((e.kind.value, self.file_index(loc.file) if loc else None,
                                          loc.line if loc else None, loc.code.strip() if loc else ""))
         storage_names = {sid: f"storage {n + 1}" for n, sid in enumerate(trace.storages)}
+        self.by_storage: dict[str, list[int]] = defaultdict(list)  # the document's tensors of each storage
+        for tid, i in self.tensor_index.items():
+            sid = trace.tensors[tid].storage
+            if sid is not None and len(self.by_storage[sid]) <= MAX_READS:
+                self.by_storage[sid].append(i)
         by_index = {i: tid for tid, i in self.tensor_index.items()}
         for i in range(len(self.tensor_rows)):
             self.tensor_rows[i] = self._tensor_row(trace.tensors[by_index[i]], storage_names, reads, touched)
@@ -373,8 +378,7 @@ class _Builder:
             row["storage"] = storage_names.get(t.storage, "a storage")
             row["range"] = list(t.byte_range) if t.byte_range else None
             # its other aliases: tensors of the same storage the document already shows
-            row["aliases"] = [i for tid, i in self.tensor_index.items()
-                              if tid != t.id and trace.tensors[tid].storage == t.storage][:12]
+            row["aliases"] = [i for i in self.by_storage[t.storage] if i != self.tensor_index[t.id]][:MAX_READS]
         if t.created is not None:
             row["made"] = [self.file_index(t.created.file), t.created.line, t.created.code.strip()]
         if t.source is not None and t.source in trace.tensors and t.source in self.tensor_index:

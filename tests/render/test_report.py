@@ -37,3 +37,24 @@ def test_render_writes_the_report(data_trace: Trace, tmp_path: Path) -> None:
 def test_a_program_without_events_or_sources() -> None:
     document = read_document(report_html(Trace(), []))
     assert document["events"] == [] and document["files"] == [] and document["findings"] == []
+
+
+def test_a_saved_trace_opens_in_the_explorer_from_the_command_line(data_trace: Trace, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    saved = tmp_path / "trace.json"
+    render(data_trace, "graph", path=saved)
+    result = subprocess.run([sys.executable, "-m", "gradviz", "render", str(saved), "--view", "report", "-o",
+                             str(tmp_path / "page.html"), "-q"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    document = read_document((tmp_path / "page.html").read_text(encoding="utf-8"))
+    assert [f["kind"] for f in document["findings"]] == ["silently_corrupted_saved_tensor"]
+    assert len(document["nodes"]) == len(data_trace.nodes)
+
+
+def test_a_displayed_trace_is_the_explorer_with_its_picture_beside_it(data_trace: Trace) -> None:
+    bundle = data_trace._repr_mimebundle_()
+    assert bundle["text/html"].startswith('<iframe class="gradviz-explorer" sandbox="allow-scripts"')
+    assert "image/svg+xml" in bundle or "text/plain" in bundle  # the static graph (or how to install dot)
+    assert list(data_trace._repr_mimebundle_(include=["text/html"])) == ["text/html"]

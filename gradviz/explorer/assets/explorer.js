@@ -99,7 +99,18 @@
       open = next; depth++;
     }
   }
-  function reveal(i) { chain(N[i].g).forEach(function (g) { state.expanded.add(g); }); }
+  function reveal(i) { // open the boxes around node i, unless that would draw more than MAX_DRAW things
+    var trial = new Set(state.expanded);
+    chain(N[i].g).forEach(function (g) { trial.add(g); });
+    if (trial.size === state.expanded.size) { return true; }
+    if (shownCount(trial) > MAX_DRAW) {
+      var box = +rep(i).slice(1);
+      state.note = "“" + N[i].label + "” is inside “" + G[box].label + "”: too many nodes to open; the box is outlined";
+      return false;
+    }
+    state.expanded = trial;
+    return true;
+  }
 
   // ------------------------------------------------------------------ page skeleton
   var ui = {};
@@ -261,7 +272,7 @@
   }
   function redraw() {
     var vis = visible();
-    state.note = "";
+    var pending = state.note; state.note = "";
     if (vis.items.size > MAX_DRAW) { // a flat graph too big to draw: the nearest the outputs and every finding
       var keys = Array.from(vis.items.keys());
       var score = function (k) { var m = vis.items.get(k); return Math.max.apply(null, m.map(function (i) { return N[i].seq; })); };
@@ -306,7 +317,7 @@
     dagre.layout(g);
     state.layout = { g: g, info: info, clusters: vis.clusters };
     paint(g, info, vis.clusters, cuts);
-    ui.note.textContent = state.note;
+    ui.note.textContent = state.note || pending;
   }
   function paint(g, info, clusters, cuts) {
     var layer = ui.layer;
@@ -837,7 +848,7 @@
     var i = state.search[state.searchAt];
     var before = rep(i);
     reveal(i);
-    if (rep(i) !== before || !state.layout.info["n" + i]) { redraw(); } else { applyClasses(); }
+    if (rep(i) !== before) { redraw(); } else { applyClasses(); ui.note.textContent = state.note; state.note = ""; }
     ui.searchCount.textContent = (state.searchAt + 1) + " of " + state.search.length;
     zoomTo(["n" + i]);
     showNode(i, true);
