@@ -8,7 +8,7 @@ import re
 import gradviz
 from gradviz.explorer import explorer_document, explorer_html, read_document
 from gradviz.explorer.page import embed_json
-from gradviz.model import EventKind, ExceptionRecord, NodeRecord, Trace
+from gradviz.model import EventKind, NodeRecord, Trace
 
 
 def test_a_finding_points_at_the_node_that_saved_the_corrupted_tensor(data_trace: Trace) -> None:
