@@ -122,8 +122,8 @@ class GraphRecording:
         bound = len(new) + top
         if bound >= chains.SEGMENT:
             for node, record, _ in reversed(new):
-                below_ = [heights.get(n, 0) for n in record.next if n is not None]
-                height = 1 + max(below_) if below_ else 0
+                children = [heights.get(n, 0) for n in record.next if n is not None]
+                height = 1 + max(children) if children else 0
                 heights[record.id] = chains.hold(node) if height >= chains.SEGMENT else height
         # saved tensors after all records exist: they may point back into this subgraph
         first_number = self._first_sequence_nr
