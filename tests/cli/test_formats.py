@@ -56,7 +56,9 @@ def test_sarif_of_the_data_example_validates_and_points_at_the_write_the_save_an
     assert rules["dead_parameter"]["defaultConfiguration"] == {"level": "warning"}
     assert rules["cut_edge"]["defaultConfiguration"] == {"level": "note"}
     assert rule["fullDescription"]["text"].startswith("A saved tensor's bytes changed through an alias with its own")
-    assert "Fix: Use `.detach()` (so PyTorch catches it) and `.clone()`" in rule["help"]["text"]
+    # SARIF's text is plain: no Markdown backticks (the markdown field keeps them)
+    assert "Fix: Use .detach() (so PyTorch catches it) and .clone()" in rule["help"]["text"]
+    assert "**Fix:** Use `.detach()` (so PyTorch catches it) and `.clone()`" in rule["help"]["markdown"]
     assert run["originalUriBaseIds"]["%SRCROOT%"]["uri"] == tmp_path.resolve().as_uri() + "/"
     assert run["invocations"] == [{"executionSuccessful": True, "exitCode": 1}]
 
@@ -64,8 +66,14 @@ def test_sarif_of_the_data_example_validates_and_points_at_the_write_the_save_an
     assert found["ruleId"] == "silently_corrupted_saved_tensor"
     assert driver["rules"][found["ruleIndex"]]["id"] == found["ruleId"]
     assert found["level"] == "error"
-    assert found["message"]["text"].startswith("`out`, saved by TanhBackward0 for backward at v0, had its bytes changed")
-    assert "\nFix: " in found["message"]["text"]
+    text, markdown = found["message"]["text"], found["message"]["markdown"]
+    assert text.startswith("out, saved by TanhBackward0 for backward at v0, had its bytes changed") and "`" not in text
+    assert markdown.startswith("`out`, saved by TanhBackward0 for backward at v0, had its bytes changed")
+    assert "\nFix: " in text and "\n\n**Fix:** " in markdown
+    # the message links its related locations by id, so code scanning shows the save and the backward lines
+    assert "([saved for backward by TanhBackward0 here](1), [backward here](2))" in text
+    assert "([saved for backward by TanhBackward0 here](1), [backward here](2))" in markdown
+    assert set(found["partialFingerprints"]) == {"gradviz/v1"}
     (location,) = found["locations"]
     physical = location["physicalLocation"]
     assert physical["artifactLocation"] == {"uri": "src/plot_02_data_silent.py", "uriBaseId": "%SRCROOT%"}
@@ -76,7 +84,7 @@ def test_sarif_of_the_data_example_validates_and_points_at_the_write_the_save_an
         (line_of(DATA, "out = a.tanh()"), "saved for backward by TanhBackward0 here"),
         (line_of(DATA, "out.sum().backward()"), "backward here"),
     }
-    assert [r["id"] for r in found["relatedLocations"]] == [0, 1]
+    assert [r["id"] for r in found["relatedLocations"]] == [1, 2]
 
 
 def test_sarif_levels_follow_severity_and_the_scripts_error_is_a_notification(python_m_gradviz, tmp_path):
