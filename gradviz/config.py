@@ -3,6 +3,7 @@ from the script's folder upwards (the first pyproject.toml with that table)."""
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,7 +53,7 @@ class Config:
 
 def find_config(start: Path) -> Path | None:
     """The first pyproject.toml with a `[tool.gradviz]` table in `start` (a folder, or a file's folder) or above."""
-    start = start.absolute()
+    start = Path(os.path.normpath(start.absolute()))
     folder = start if start.is_dir() else start.parent
     for candidate in (folder, *folder.parents):
         path = candidate / "pyproject.toml"
@@ -158,11 +159,14 @@ def apply_config(options: Any, start: Path) -> Config:
     return config
 
 
-def accepted(findings: list[Finding], *, options: Any, config: Config) -> tuple[list[Finding], list[Suppressed]]:
-    """Findings split into those that stand and those accepted (inline comments, --allow, the table's allow)."""
+def accepted(
+    findings: list[Finding], *, options: Any, config: Config, allowed_by: str = "--allow"
+) -> tuple[list[Finding], list[Suppressed]]:
+    """Findings split into those that stand and those accepted (inline comments, --allow or the marker's allow=
+    as `allowed_by` says, the table's allow)."""
     from .suppress import split
 
-    kept, by_option = split(findings, allow=getattr(options, "allow", []) or [], allowed_by="--allow")
+    kept, by_option = split(findings, allow=getattr(options, "allow", []) or [], allowed_by=allowed_by)
     kept, by_table = split(kept, allow=config.allow, allowed_by=f"{config.source}: allow")
     # a comment found in the second pass is still a comment: the order of the passes only picks the reason
     return kept, sorted([*by_option, *by_table], key=lambda s: s.finding.sort_key())
