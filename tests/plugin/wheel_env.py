@@ -66,6 +66,10 @@ def fresh_venv(folder: Path) -> Path:
         [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
         capture_output=True, text=True, check=True,
     ).stdout.strip()
+    # the environment's own setuptools is older than torch asks for: the test environment's stands in for it
+    for entry in Path(site).iterdir():
+        if entry.name.startswith(("setuptools", "pkg_resources", "_distutils_hack", "distutils-precedence")):
+            shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
     shared = folder / "shared-site"
     shared.mkdir()
     for library in {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}:
