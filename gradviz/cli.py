@@ -359,7 +359,7 @@ def _finish_render(
         if rank is None:  # under torchrun, rank 0 prints the findings of all ranks at once
             for finding in findings:
                 _print_summary(console, finding)
-            _print_suppressed(console, suppressed, options)
+            _print_suppressed(console, suppressed, options, count=True)
     report_program_error(run, trace)
     status = exit_status(trace)
     if rank is not None:
@@ -814,11 +814,14 @@ def _accept(findings: list[Finding], options: argparse.Namespace) -> tuple[list[
     return accepted(findings, options=options, config=getattr(options, "gradviz_config", None) or Config())
 
 
-def _print_suppressed(console: Console, suppressed: list[Suppressed], options: argparse.Namespace) -> None:
+def _print_suppressed(console: Console, suppressed: list[Suppressed], options: argparse.Namespace, *, count: bool = False) -> None:
+    """--show-suppressed: the accepted findings; `count` (render, which prints no tally): else how many."""
     from .formats import print_suppressed
 
     if getattr(options, "show_suppressed", False) and suppressed:
         print_suppressed(console, suppressed)
+    elif count and suppressed:
+        console.print(f"gradviz: {len(suppressed)} suppressed (--show-suppressed lists them)", highlight=False, markup=False)
 
 
 # ---------------------------------------------------------------------------------------------- helpers

@@ -141,6 +141,7 @@ def test_output_dir_from_the_table_and_a_bad_table_is_a_usage_error(python_m_gra
     assert (tmp_path / "drawings" / "bug.gradviz.svg").is_file()
     assert "gradviz: wrote drawings/bug.gradviz.svg" in default.stdout
     assert "silently_corrupted_saved_tensor" not in default.stdout
+    assert "gradviz: 1 suppressed (--show-suppressed lists them)" in default.stdout.splitlines()
     assert bad.returncode == 2
     assert bad.stderr.strip() == (
         f"gradviz: [tool.gradviz] in {tmp_path / 'bad' / 'pyproject.toml'}: unknown key 'alow'; "

@@ -127,3 +127,21 @@ def test_a_rank_later_than_the_timeout_is_named_and_prints_its_own_findings(tmp_
     assert lines.index("gradviz: 1 of 2 ranks reported: rank 0: 0 errors, 0 warnings, 0 info; rank 1: no result") < lines.index(
         "error  ddp_train.py:14  silently_corrupted_saved_tensor  [rank 1]"
     )
+
+
+def test_a_late_rank_under_sarif_is_a_notification_and_its_findings_go_to_stderr(tmp_path):
+    from .test_formats import validate
+
+    late = DDP_TRAIN + "if rank == 1:\n    import time\n    time.sleep(12)  # long after rank 0 stopped waiting\n"
+    write(tmp_path, "ddp_train.py", late)
+    result = _torchrun(tmp_path, "check", "ddp_train.py", "--format", "sarif", timeout="3")
+
+    assert result.returncode == 1, result.stdout + result.stderr
+    log = json.loads(result.stdout)  # still one document: the late rank writes elsewhere
+    validate(log)
+    run = log["runs"][0]
+    assert run["results"] == []  # rank 0 had nothing, and rank 1's result never reached it
+    (notice,) = run["invocations"][0]["toolExecutionNotifications"]
+    assert notice["level"] == "warning"
+    assert notice["message"]["text"].startswith("gradviz: no result from rank 1 after 3 s (GRADVIZ_RANK_TIMEOUT)")
+    assert "error  ddp_train.py:14  silently_corrupted_saved_tensor  [rank 1]" in result.stderr.splitlines()

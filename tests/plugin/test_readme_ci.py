@@ -61,13 +61,13 @@ def test_the_workflows_check_writes_a_sarif_log_the_upload_step_reads(tmp_path):
 
 
 def test_every_install_line_installs_our_distribution_never_the_other_gradviz():
-    installs = [line for line in README.splitlines() if "pip install" in line]
+    installs = [line for line in README.splitlines() if line.strip().startswith(("pip install", "- run: pip install"))]
     assert installs  # the Install section and the workflow
     for line in installs:
         packages = [word.strip("\"'") for command in line.split("&&") if "pip install" in command
                     for word in command.split("pip install", 1)[1].split("#")[0].split() if not word.startswith("-")]
         packages = [p for p in packages if not p.startswith("https://")]
-        assert all(p.startswith(("torch-gradviz", "torch==")) for p in packages), line
+        assert all(p.startswith(("torch-gradviz", "torch==")) or p == "pytest" for p in packages), line
         assert "torch-gradviz" in line or "torch==2.13.0" in line, line
 
 
@@ -88,7 +88,7 @@ def test_the_workflow_runs_as_written_in_a_fresh_environment(tmp_path):
     workflow = re.search(r"```yaml\n(.*?)```", SECTION, re.S).group(1)  # type: ignore[union-attr]
     steps = re.findall(r"^\s+- run: (.*)$", workflow, re.M)
     assert steps[0] == ("pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu "
-                        "&& pip install torch-gradviz")
+                        "&& pip install torch-gradviz pytest")
     # the runner's shell: the environment's scripts first on PATH, as setup-python arranges
     env = clean_env(PATH=f"{python.parent}{os.pathsep}{os.environ.get('PATH', '')}", PIP_NO_INDEX="1",
                     PIP_FIND_LINKS=str(wheel.parent), PIP_DISABLE_PIP_VERSION_CHECK="1")
@@ -107,6 +107,6 @@ def test_the_workflow_runs_as_written_in_a_fresh_environment(tmp_path):
     (found,) = log["runs"][0]["results"]
     assert found["ruleId"] == "silently_corrupted_saved_tensor"
     assert found["locations"][0]["physicalLocation"]["artifactLocation"] == {"uri": "train.py", "uriBaseId": "%SRCROOT%"}
-    where = subprocess.run([str(python), "-c", "import gradviz; print(gradviz.__file__)"], env=env, capture_output=True,
-                           text=True, check=True).stdout.strip()
+    where = subprocess.run([str(python), "-c", "import gradviz; print(gradviz.__file__)"], cwd=project, env=env,
+                           capture_output=True, text=True, check=True).stdout.strip()
     assert Path(where).is_relative_to(tmp_path / "venv")  # the workflow ran the installed wheel, not the tree

@@ -78,6 +78,10 @@ def fresh_venv(folder: Path) -> Path:
                 continue
             (shared / entry.name).symlink_to(entry, target_is_directory=entry.is_dir())
     Path(site, "_test_environment.pth").write_text(str(shared) + "\n", encoding="utf-8")
+    if os.name != "nt":  # the console script pip writes when it installs pytest (here pip finds it installed)
+        script = python.parent / "pytest"
+        script.write_text(f'#!/bin/sh\nexec "{python}" -m pytest "$@"\n', encoding="utf-8")
+        script.chmod(0o755)
     return python
 
 
