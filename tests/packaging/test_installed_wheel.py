@@ -81,7 +81,7 @@ def test_the_sdist_and_wheel_are_named_torch_gradviz_and_carry_the_package_data_
         entry_points = wheel.read("torch_gradviz-0.1.0.dist-info/entry_points.txt").decode()
     assert {"gradviz/py.typed", "gradviz/render/report.js", "gradviz/render/report.css", "gradviz/cli.py"} <= names
     assert not any(name.startswith("tests/") for name in names)
-    assert "\nName: torch-gradviz\n" in metadata
+    assert f"\nName: {DISTRIBUTION}\n" in metadata
     assert "[console_scripts]\ngradviz = gradviz.cli:main" in entry_points
     assert "[pytest11]\ngradviz = gradviz.pytest_plugin" in entry_points
     with tarfile.open(installed["sdist"]) as sdist:
