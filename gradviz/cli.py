@@ -26,8 +26,9 @@ from .run import (
     run_program,
     stdout_to_stderr,
 )
-from .formats import FORMATS, print_findings
-from .text import safe_str
+from .config import ConfigError, add_config_options
+from .formats import FORMATS, finding_dict, print_findings
+from .text import for_terminal, safe_str
 from .runner_options import OptionsError, add_render_options, check_suffix, output_paths, render_kwargs
 from .window_options import DEFAULT_CHECK_STEPS, WindowOptionsError, add_window_options, window_kwargs
 from .terminal import (
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
     from .analysis.findings import Finding
     from .model import Trace
     from .ranks import Rank
+    from .suppress import Suppressed
     from .tracer.runner import HardExitHandler, ProgramRun
 
 __all__ = ["COMMANDS", "EXIT_FINDINGS", "EXIT_INTERNAL", "EXIT_OK", "EXIT_USAGE", "build_parser", "main"]
@@ -95,6 +97,7 @@ def _add_render_arguments(parser: argparse.ArgumentParser) -> None:
     _add_script(parser)
     add_render_options(parser, many_outputs=True)
     add_window_options(parser)
+    add_config_options(parser)
 
 
 def _add_check_arguments(parser: argparse.ArgumentParser) -> None:
@@ -110,6 +113,7 @@ def _add_check_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="short for --format json")
     parser.add_argument("--strict", action="store_true", help="exit 1 on warnings too, not only on errors")
     add_window_options(parser, default=DEFAULT_CHECK_STEPS)
+    add_config_options(parser)
 
 
 _RENDER_EPILOG = """\
@@ -233,7 +237,7 @@ def main(argv: list[str] | None = None, *, prog: str = "gradviz") -> int:
     options.script_args = script_args
     try:
         return COMMANDS[options.command].run(options)
-    except (UsageError, OptionsError, ScriptError, WindowOptionsError) as exc:
+    except (UsageError, OptionsError, ScriptError, WindowOptionsError, ConfigError) as exc:
         _error(safe_str(exc))
         return EXIT_USAGE
     except KeyboardInterrupt:
@@ -302,6 +306,7 @@ def run_render(options: argparse.Namespace) -> int:
     program = program_of(options.script, options.module, options.script_args)
     rank = current_rank()
     outs = output_paths(options, program.stem, rank=rank.rank if rank else None)
+    outs = _configure(options, program, outs)
     for out in outs:  # before anything runs: a long training run must not end in "cannot write"
         _check_writable(out)
         check_suffix(out, shown=_shown(out))
@@ -330,6 +335,7 @@ def _finish_render(
 ) -> int:
     prepare_streams()
     findings, analysis_error = _diagnose(trace, progress)
+    findings, suppressed = _accept(findings, options)
     _warn_if_empty(trace, program)
     written: list[Path] = []
     problems: list[UsageError] = []
@@ -353,11 +359,12 @@ def _finish_render(
         if rank is None:  # under torchrun, rank 0 prints the findings of all ranks at once
             for finding in findings:
                 _print_summary(console, finding)
+            _print_suppressed(console, suppressed, options, count=True)
     report_program_error(run, trace)
     status = exit_status(trace)
     if rank is not None:
         _merge_ranks(rank, trace, findings, written, started, quiet=options.quiet, json_document=None,
-                     full_report=False)
+                     full_report=False, suppressed=suppressed, options=options)
     for problem in problems:
         _error(safe_str(problem))
     if problems:
@@ -396,7 +403,7 @@ def _print_summary(console: Console, finding: Finding, ranks: str = "") -> None:
     text.append(finding.kind.value, style="bold")
     if ranks:
         text.append(f"  ({ranks})")
-    text.append(f": {_first_sentence(finding.message)}")
+    text.append(for_terminal(f": {_first_sentence(finding.message)}"))
     console.print(text)
 
 
@@ -405,6 +412,7 @@ def run_check(options: argparse.Namespace) -> int:
     from .ranks import current_rank
 
     program = _program(options)
+    _configure(options, program, [])
     window = _window_of(options, program)
     rank = current_rank()
     options.json = options.json or options.format == "json"  # --json: the short form of --format json
@@ -434,6 +442,7 @@ def _finish_check(
 ) -> int:
     prepare_streams()
     findings, analysis_error = _diagnose(trace, progress)
+    findings, suppressed = _accept(findings, options)
     _warn_if_empty(trace, program)
     exception = _script_exception(trace)
     document: dict[str, Any] | None = None
@@ -442,8 +451,10 @@ def _finish_check(
             "gradviz": __version__,
             "script": program.target if program.kind != "module" else trace.script,
             "exception": exception,
-            "findings": [f.to_dict() for f in findings],
+            "findings": [finding_dict(f) for f in findings],
         }
+        if suppressed:
+            document["suppressed"] = [{**finding_dict(s.finding), "suppressed_by": s.reason} for s in suppressed]
         if program.kind == "module":
             document["module"] = program.target
         if trace.window is not None and trace.window.closed:  # only part of the run was traced: say which
@@ -455,12 +466,13 @@ def _finish_check(
     elif options.format in ("sarif", "github"):
         pass  # written below, once the exit status (which SARIF records) is known
     elif rank is None:
-        _print_report(findings, program, trace, quiet=options.quiet)
+        _print_report(findings, program, trace, quiet=options.quiet, suppressed=suppressed)
+        _print_suppressed(_stdout_console(), suppressed, options)
     elif not options.quiet:  # under torchrun, rank 0 prints the findings of all ranks at once
-        _stdout_console().print(_tally_line(findings, program, trace), highlight=False, markup=False)
+        _stdout_console().print(_tally_line(findings, program, trace, suppressed=suppressed), highlight=False, markup=False)
     if analysis_error is not None:
         if options.format in ("sarif", "github") and (rank is None or rank.rank == 0):
-            _print_ci_output(options.format, findings, trace, EXIT_INTERNAL, analysis_error)
+            _print_ci_output(options.format, findings, trace, EXIT_INTERNAL, analysis_error, suppressed=suppressed)
         return _internal_error(analysis_error)
     if options.format == "text":
         report_program_error(run, trace)
@@ -473,23 +485,29 @@ def _finish_check(
     if rank is not None:
         merged = _merge_ranks(
             rank, trace, findings, [], started, quiet=options.quiet, json_document=document,
-            strict=options.strict, full_report=True,
+            strict=options.strict, full_report=True, suppressed=suppressed, options=options,
         )
-        failing = failing or merged
+        failing = failing or merged.failing
     if failing:
         status = EXIT_FINDINGS if hard_exit is not None else max(status, EXIT_FINDINGS)
-    if options.format in ("sarif", "github") and (rank is None or rank.rank == 0):
-        _print_ci_output(options.format, findings, trace, status, None)
+    if options.format in ("sarif", "github") and rank is None:
+        _print_ci_output(options.format, findings, trace, status, None, suppressed=suppressed)
+    elif options.format in ("sarif", "github") and rank is not None and rank.rank == 0:
+        _print_ci_merged(options.format, merged, trace, status)
     return status
 
 
-def _print_ci_output(format: str, findings: list[Finding], trace: Trace, status: int, problem: Exception | None) -> None:
+def _print_ci_output(
+    format: str, findings: list[Finding], trace: Trace, status: int, problem: Exception | None, *,
+    suppressed: list[Suppressed] | None = None,
+) -> None:
     """`--format sarif` (one SARIF 2.1.0 log) or `--format github` (one workflow command per finding) on stdout."""
     from . import formats
 
     if format == "sarif":
         internal = f"{type(problem).__name__}: {safe_str(problem)}" if problem is not None else None
-        document = formats.sarif_document(findings, trace, version=__version__, exit_code=status, internal_error=internal)
+        document = formats.sarif_document(findings, trace, version=__version__, exit_code=status, internal_error=internal,
+                                          suppressed=suppressed or [])
         text = formats.dumps(document)
     else:
         text = "".join(line + "\n" for line in formats.github_commands(findings, trace))
@@ -514,18 +532,23 @@ def _script_exception(trace: Trace) -> dict[str, Any] | None:
     return {"type": trace.exception.type, "message": trace.exception.message, "line": location.line if location else None}
 
 
-def _print_report(findings: list[Finding], program: Program, trace: Trace, *, quiet: bool, ranks: dict[int, str] | None = None) -> None:
+def _print_report(
+    findings: list[Finding], program: Program, trace: Trace, *, quiet: bool, ranks: dict[int, str] | None = None,
+    suppressed: list[Suppressed] | None = None,
+) -> None:
     console = _stdout_console()
     print_findings(console, findings, labels=ranks)
     if not quiet and ranks is None:
-        console.print(_tally_line(findings, program, trace), highlight=False, markup=False)
+        console.print(_tally_line(findings, program, trace, suppressed=suppressed), highlight=False, markup=False)
 
 
-def _tally_line(findings: list[Finding], program: Program, trace: Trace) -> Any:
+def _tally_line(findings: list[Finding], program: Program, trace: Trace, *, suppressed: list[Suppressed] | None = None) -> Any:
     from rich.text import Text
 
     counts = {level: sum(f.severity.value == level for f in findings) for level in ("error", "warning", "info")}
     tally = ", ".join(_plural(counts[level], level) for level in ("error", "warning", "info"))
+    if suppressed:
+        tally += f", {len(suppressed)} suppressed"
     record = trace.exception
     status = exit_status(trace)
     if record is None or status == 0:
@@ -542,7 +565,8 @@ def _tally_line(findings: list[Finding], program: Program, trace: Trace) -> Any:
     window = f" ({trace.window.describe()})" if trace.window is not None and trace.window.closed else ""
     if findings or ending:
         return Text(f"{rank_prefix()}{name}: {tally}{ending}{window}")
-    return Text(f"{rank_prefix()}{name}: no problems found{window}", style="green")
+    accepted = f" ({len(suppressed)} suppressed)" if suppressed else ""
+    return Text(f"{rank_prefix()}{name}: no problems found{accepted}{window}", style="green")
 
 
 def _window_dict(trace: Trace) -> dict[str, Any]:
@@ -555,6 +579,15 @@ _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
 
 # ---------------------------------------------------------------------------------------------- torchrun ranks
+@dataclass
+class _Merged:
+    """What rank 0 gathered: every rank's result, the ranks that did not report, the merged findings."""
+
+    results: list[dict[str, Any]]
+    missing: list[int]
+    failing: bool = False
+
+
 def _merge_ranks(
     rank: Rank,
     trace: Trace,
@@ -566,26 +599,67 @@ def _merge_ranks(
     json_document: dict[str, Any] | None,
     strict: bool = False,
     full_report: bool,
-) -> bool:
+    suppressed: list[Suppressed] | None = None,
+    options: argparse.Namespace | None = None,
+) -> _Merged:
     """Every rank leaves its result for rank 0, which prints one summary of all ranks (one JSON document with
-    --json). True on rank 0 when another rank has a finding that fails the check."""
+    --json, one SARIF log, the workflow commands of every rank). A rank that rank 0 stopped waiting for
+    (GRADVIZ_RANK_TIMEOUT) prints its own findings when it ends."""
     from .ranks import gather, publish, release
 
-    own = {
+    format = getattr(options, "format", "text") if options is not None else "text"
+    own: dict[str, Any] = {
         "findings": [f.to_dict() for f in findings],
+        "suppressed": [s.to_dict() for s in suppressed or []],
         "exception": _script_exception(trace),
+        "exception_file": _exception_file(trace),
         "exit_status": exit_status(trace),
         "written": [str(p) for p in written],
     }
+    if format == "sarif":  # each rank makes its own results: the related locations need its trace
+        from .sarif import sarif_results, script_notifications
+
+        own["sarif_results"] = sarif_results(findings, trace, suppressed=suppressed or [])
+        own["sarif_notifications"] = script_notifications(trace, who=f"rank {rank.rank}")
     if rank.rank != 0:
-        publish(rank, own)
-        return False
+        if not publish(rank, own, since=started):
+            _print_late_rank(rank, trace, findings, suppressed or [], format=format, full_report=full_report)
+        return _Merged([], [])
     results, missing = gather(rank, own, since=started)
     try:
-        return _print_merged(rank, results, missing, trace, quiet=quiet, json_document=json_document, strict=strict,
-                             full_report=full_report)
+        merged = _Merged(results, missing)
+        merged.failing = _print_merged(rank, results, missing, trace, quiet=quiet, json_document=json_document,
+                                       strict=strict, full_report=full_report, machine=format in ("sarif", "github"))
+        return merged
     finally:
-        release(rank)
+        release(rank, [r["rank"] for r in results])
+
+
+def _print_late_rank(
+    rank: Rank, trace: Trace, findings: list[Finding], suppressed: list[Suppressed], *, format: str, full_report: bool
+) -> None:
+    """Rank 0 printed its summary without this rank: this rank's findings, printed by itself (on stdout as workflow
+    commands or text; on stderr when stdout holds rank 0's JSON or SARIF document)."""
+    from . import formats
+    from .ranks import timeout_seconds
+
+    _error(f"rank 0 stopped waiting for this rank after {timeout_seconds():g} s (GRADVIZ_RANK_TIMEOUT): "
+           f"its findings follow here")
+    if format == "github":
+        text = "".join(line + "\n" for line in formats.github_commands(
+            findings, trace, labels={i: f"rank {rank.rank}" for i in range(len(findings))}, who=f"rank {rank.rank}"))
+        with contextlib.suppress(Exception):
+            sys.stdout.write(text)
+            sys.stdout.flush()
+        return
+    console = _stdout_console(sys.stderr if format in ("json", "sarif") else None)
+    if full_report:
+        print_findings(console, findings, labels={i: f"rank {rank.rank}" for i in range(len(findings))})
+    else:
+        for finding in findings:
+            _print_summary(console, finding, f"rank {rank.rank}")
+    program = Program("script", trace.script or "?")
+    console.print(_tally_line(findings, program, trace, suppressed=suppressed), highlight=False, markup=False)
 
 
 def _print_merged(
@@ -598,25 +672,43 @@ def _print_merged(
     json_document: dict[str, Any] | None,
     strict: bool,
     full_report: bool,
+    machine: bool = False,
 ) -> bool:
     from .analysis.findings import Finding as FindingRecord
+    from .ranks import timeout_seconds
 
-    merged: dict[tuple[Any, ...], tuple[dict[str, Any], list[int]]] = {}
-    for result in results:
-        for data in result.get("findings", []):
-            key = (data.get("kind"), data.get("file"), data.get("line"), data.get("parameter"))
-            merged.setdefault(key, (data, []))[1].append(result["rank"])
+    merged = _merged_findings(results)
     failing = any(
         data.get("severity") == "error" or (strict and data.get("severity") == "warning") for data, _ in merged.values()
     )
+    absent = ""
+    if missing:
+        absent = (f"no result from rank{'s' if len(missing) > 1 else ''} " + ", ".join(map(str, missing))
+                  + f" after {timeout_seconds():g} s (GRADVIZ_RANK_TIMEOUT): crashed, or still running; a late rank "
+                  "prints its own findings when it ends")
+        _error(absent)
     if json_document is not None:
+        from .formats import finding_dict
+
         document = dict(json_document)
         document["world_size"] = rank.world_size
         document["ranks"] = [
             {"rank": r["rank"], "exception": r.get("exception"), "exit_status": r.get("exit_status")} for r in results
         ] + [{"rank": r, "missing": True} for r in missing]
-        document["findings"] = [{**data, "ranks": ranks} for data, ranks in merged.values()]
+        document["findings"] = [
+            {**finding_dict(FindingRecord.from_dict(data)), "ranks": ranks} for data, ranks in merged.values()
+        ]
+        suppressed = _merged_findings(results, key="suppressed")
+        if suppressed:
+            document["suppressed"] = [
+                {**finding_dict(FindingRecord.from_dict(data)), "suppressed_by": data.get("suppressed_by"), "ranks": ranks}
+                for data, ranks in suppressed.values()
+            ]
+        else:
+            document.pop("suppressed", None)
         _print_json(document)
+        return failing
+    if machine:  # the SARIF log or the workflow commands are printed by the caller, once the status is known
         return failing
     if quiet and not merged and not missing:
         return failing
@@ -624,12 +716,16 @@ def _print_merged(
     per_rank = "; ".join(
         f"rank {r['rank']}: " + ", ".join(
             _plural(sum(f.get("severity") == level for f in r.get("findings", [])), level) for level in ("error", "warning", "info")
-        ) + (f", exited {r['exit_status']}" if r.get("exit_status") else "")
+        ) + (f", {len(r['suppressed'])} suppressed" if r.get("suppressed") else "")
+        + (f", exited {r['exit_status']}" if r.get("exit_status") else "")
         for r in results
     )
-    console.print(f"gradviz: all {rank.world_size} ranks: {per_rank}", highlight=False, markup=False)
     if missing:
-        _error("no result from rank(s) " + ", ".join(map(str, missing)) + " (crashed, or still running after the timeout)")
+        head = f"gradviz: {len(results)} of {rank.world_size} ranks reported: {per_rank}; " + "; ".join(
+            f"rank {r}: no result" for r in missing)
+    else:
+        head = f"gradviz: all {rank.world_size} ranks: {per_rank}"
+    console.print(for_terminal(head), highlight=False, markup=False)
     merged_findings = [FindingRecord.from_dict(data) for data, _ in merged.values()]
     labels = {i: ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(map(str, ranks)) for i, (_, ranks) in enumerate(merged.values())}
     if full_report:
@@ -638,6 +734,94 @@ def _print_merged(
         for i, finding in enumerate(merged_findings):
             _print_summary(console, finding, labels[i])
     return failing
+
+
+def _merged_findings(results: list[dict[str, Any]], *, key: str = "findings") -> dict[tuple[Any, ...], tuple[dict[str, Any], list[int]]]:
+    """The same finding on several ranks once, with the ranks that have it."""
+    merged: dict[tuple[Any, ...], tuple[dict[str, Any], list[int]]] = {}
+    for result in results:
+        for data in result.get(key, []):
+            identity = (data.get("kind"), data.get("file"), data.get("line"), data.get("parameter"))
+            merged.setdefault(identity, (data, []))[1].append(result["rank"])
+    return merged
+
+
+def _exception_file(trace: Trace) -> str | None:
+    location = trace.exception.location if trace.exception is not None else None
+    return location.file if location is not None else None
+
+
+def _print_ci_merged(format: str, merged: _Merged, trace: Trace, status: int) -> None:
+    """Rank 0 under torchrun: one SARIF log of every rank's results, or every rank's workflow commands; a rank that
+    did not report is said by name."""
+    from . import formats
+    from .analysis.findings import Finding as FindingRecord
+    from .ranks import timeout_seconds
+    from .sarif import merge_results
+
+    absent = [
+        f"gradviz: no result from rank {r} after {timeout_seconds():g} s (GRADVIZ_RANK_TIMEOUT): its findings are not "
+        "in this log; it prints them itself when it ends"
+        for r in merged.missing
+    ]
+    if format == "sarif":
+        results = merge_results([(r["rank"], r.get("sarif_results", [])) for r in merged.results])
+        notifications = [n for r in merged.results for n in r.get("sarif_notifications", [])]
+        notifications += [{"level": "warning", "message": {"text": text}} for text in absent]
+        document = formats.sarif_document([], trace, version=__version__, exit_code=status, results=results,
+                                          notifications=notifications)
+        text = formats.dumps(document)
+    else:
+        found = _merged_findings(merged.results)
+        findings = [FindingRecord.from_dict(data) for data, _ in found.values()]
+        labels = {i: ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(map(str, ranks))
+                  for i, (_, ranks) in enumerate(found.values())}
+        lines = formats.github_commands(findings, None, labels=labels)
+        for r in merged.results:
+            raised = r.get("exception")
+            if raised and r.get("exit_status"):
+                lines.append(formats.script_error_command(raised["type"], raised.get("message") or "", r.get("exception_file"),
+                                                          raised.get("line"), who=f"rank {r['rank']}"))
+        lines += [formats.github_notice("warning", text) for text in absent]
+        text = "".join(line + "\n" for line in lines)
+    with contextlib.suppress(Exception):
+        sys.stdout.write(text)
+        sys.stdout.flush()
+
+
+# ---------------------------------------------------------------------------------------------- config, suppression
+def _configure(options: argparse.Namespace, program: Program, outs: list[Path]) -> list[Path]:
+    """[tool.gradviz] for the program (found from its folder upwards) merged into the options; the outputs moved
+    into its output-dir when no -o was given."""
+    from .config import apply_config
+
+    start = Path(program.target).parent if program.kind in ("script", "trace") else Path.cwd()
+    config = apply_config(options, start)
+    options.gradviz_config = config
+    if config.output_dir is None or getattr(options, "output", None):
+        return outs
+    try:
+        config.output_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create {_shown(config.output_dir)} ({config.source}: output-dir): "
+                         f"{exc.strerror or exc}") from None
+    return [config.output_dir / out.name for out in outs]
+
+
+def _accept(findings: list[Finding], options: argparse.Namespace) -> tuple[list[Finding], list[Suppressed]]:
+    from .config import Config, accepted
+
+    return accepted(findings, options=options, config=getattr(options, "gradviz_config", None) or Config())
+
+
+def _print_suppressed(console: Console, suppressed: list[Suppressed], options: argparse.Namespace, *, count: bool = False) -> None:
+    """--show-suppressed: the accepted findings; `count` (render, which prints no tally): else how many."""
+    from .formats import print_suppressed
+
+    if getattr(options, "show_suppressed", False) and suppressed:
+        print_suppressed(console, suppressed)
+    elif count and suppressed:
+        console.print(f"gradviz: {len(suppressed)} suppressed (--show-suppressed lists them)", highlight=False, markup=False)
 
 
 # ---------------------------------------------------------------------------------------------- helpers

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from types import SimpleNamespace
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,7 +15,9 @@ import pytest
 # project where gradviz is installed, and without --gradviz or a marked test it must cost nothing.
 if TYPE_CHECKING:
     from .analysis.findings import Finding
+    from .config import Config
     from .model import Trace
+    from .suppress import Suppressed
     from .tracer import trace as Tracer
 
 MARKER = "gradviz"
@@ -27,16 +30,19 @@ class _Settings:
 
     check: bool  # fail the test on findings (--gradviz or the marker); the fixture alone only records
     strict: bool  # warnings fail too
-    allow: frozenset[str] = frozenset()  # finding kinds that never fail this test
+    allow: frozenset[str] = frozenset()  # finding kinds that never fail this test (the marker's allow=)
+    config: Config | None = None  # [tool.gradviz] above the test file: its allow, its strict
     tracer: Tracer | None = None
     trace: Trace | None = None
     findings: list[Finding] = field(default_factory=list)
+    suppressed: list[Suppressed] = field(default_factory=list)  # accepted: allow=, [tool.gradviz], ignore comments
     problem: str | None = None  # gradviz's own failure while analysing: reported, never fails the test
     failed_by_findings: bool = False
 
 
 _SETTINGS = pytest.StashKey[_Settings]()
 _EVERY_TEST = pytest.StashKey[tuple[bool, bool]]()  # (--gradviz or --gradviz-strict, --gradviz-strict), read once
+_CONFIGS = pytest.StashKey[dict[Path, Any]]()  # [tool.gradviz] per test file's folder, read once
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -62,6 +68,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     strict = bool(config.getoption("gradviz_strict"))
     config.stash[_EVERY_TEST] = (strict or bool(config.getoption("gradviz")), strict)
+    config.stash[_CONFIGS] = {}
+    config.pluginmanager.register(_SuppressedCounter(), "gradviz-suppressed")
     config.addinivalue_line(
         "markers",
         f"{MARKER}(strict=False, allow=()): trace this test with gradviz and fail it on error findings "
@@ -76,10 +84,29 @@ def _settings_for(item: pytest.Item) -> _Settings | None:
     marker = item.get_closest_marker(MARKER)
     if not (everything or marker is not None or FIXTURE in getattr(item, "fixturenames", ())):
         return None
+    project = _project_config(item)
+    strict = strict or project.strict
     allow: frozenset[str] = frozenset()
     if marker is not None:
         strict, allow = _marker_options(marker, strict)
-    return _Settings(check=everything or marker is not None, strict=strict, allow=allow)
+    return _Settings(check=everything or marker is not None, strict=strict, allow=allow, config=project)
+
+
+def _project_config(item: pytest.Item) -> Config:
+    """`[tool.gradviz]` from the test file's folder upwards (as `gradviz check` finds it from the script's)."""
+    from .config import ConfigError, load_config
+
+    folder = Path(str(getattr(item, "path", item.config.rootpath))).parent
+    cache = item.config.stash[_CONFIGS]
+    if folder not in cache:
+        try:
+            cache[folder] = load_config(folder)
+        except ConfigError as exc:
+            cache[folder] = exc
+    found = cache[folder]
+    if isinstance(found, Exception):
+        raise _MarkerError(str(found))
+    return found
 
 
 def _marker_options(marker: pytest.Mark, strict: bool) -> tuple[bool, frozenset[str]]:
@@ -178,8 +205,13 @@ def _analyse(settings: _Settings) -> None:
     from .analysis import diagnose
 
     try:
+        from .config import Config, accepted
+
         found = diagnose(settings.trace) if settings.trace is not None else []
-        settings.findings = [f for f in found if f.kind.value not in settings.allow]
+        marker = SimpleNamespace(allow=sorted(settings.allow))  # the marker's allow= counts as --allow does
+        settings.findings, settings.suppressed = accepted(
+            found, options=marker, config=settings.config or Config(), allowed_by="allow="
+        )
     except Exception as exc:  # a bug in gradviz must not decide the user's test
         settings.problem = f"gradviz could not analyse this test (a bug in gradviz): {type(exc).__name__}: {exc}"
 
@@ -203,6 +235,8 @@ def _failure_text(failing: list[Finding], settings: _Settings) -> str:
     why = f"the test itself passed; its run has {counted}"
     if settings.strict and warnings:
         why += " (strict: warnings fail too)"
+    if settings.suppressed:
+        why += f"; {len(settings.suppressed)} suppressed"
     return f"{head}\n{why}:\n\n{findings_text(failing).rstrip()}\n"
 
 
@@ -226,6 +260,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         report.sections.append(("gradviz findings", findings_text(settings.findings).rstrip() + "\n"))
     if settings.problem:
         report.sections.append(("gradviz", settings.problem))
+    if settings.suppressed:
+        report.user_properties.append(("gradviz_suppressed", len(settings.suppressed)))
+        report.sections.append(("gradviz suppressed", _suppressed_text(settings.suppressed)))
     folder = item.config.getoption("gradviz_report")
     if report.failed and folder:
         report.sections.append(("gradviz report", _write_report(item, settings.trace, settings.findings, folder)))
@@ -279,3 +316,26 @@ def _relative(path: Path, start: Path) -> str:
         return str(path.relative_to(start))
     except ValueError:
         return str(path)
+
+
+def _suppressed_text(suppressed: list[Suppressed]) -> str:
+    from .formats import where
+
+    return "".join(f"{where(s.finding.file, s.finding.line)}  {s.finding.kind.value}  by {s.reason}\n" for s in suppressed)
+
+
+class _SuppressedCounter:
+    """Counts accepted findings over the session for the terminal summary; on the controller too under pytest-xdist
+    (user_properties travel with each report)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.count += sum(value for name, value in report.user_properties if name == "gradviz_suppressed")
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.count:
+            terminalreporter.write_line(
+                f"gradviz: {self.count} suppressed (allow=, [tool.gradviz] allow, # gradviz: ignore comments)"
+            )

@@ -51,18 +51,44 @@ def _timeout() -> float:
         return DEFAULT_TIMEOUT
 
 
-def publish(rank: Rank, result: dict[str, Any], *, timeout: float | None = None) -> None:
+def publish(rank: Rank, result: dict[str, Any], *, since: float, timeout: float | None = None) -> bool:
     """Leave this rank's result (findings, exception, files written) for rank 0, then wait until rank 0 has taken
-    it: torchrun stops every rank as soon as one exits with an error, which would cut rank 0's summary short."""
+    it: torchrun stops every rank as soon as one exits with an error, which would cut rank 0's summary short.
+    False when rank 0 did not take it (it stopped waiting after GRADVIZ_RANK_TIMEOUT, or never came): this rank
+    must then print its own findings. `since`: this process's start (an older job's marks are not read)."""
     folder = _job_folder()
+    if _left_out(folder, rank, since):
+        return False
     folder.mkdir(parents=True, exist_ok=True)
     final = folder / f"rank{rank.rank}.json"
     partial = folder / f".rank{rank.rank}.{os.getpid()}.tmp"
     partial.write_text(json.dumps({"rank": rank.rank, "pid": os.getpid(), **result}, ensure_ascii=True), encoding="utf-8")
     os.replace(partial, final)  # whole or not at all: rank 0 never reads half a file
     deadline = time.monotonic() + (_timeout() if timeout is None else timeout)
-    while final.exists() and time.monotonic() < deadline:
+    while time.monotonic() < deadline:
+        if not final.exists():
+            return True
+        if _left_out(folder, rank, since):
+            break
         time.sleep(0.05)
+    with contextlib.suppress(OSError):
+        final.unlink()
+    return False
+
+
+def _left_out(folder: Path, rank: Rank, since: float) -> bool:
+    """Whether rank 0 of this job has printed its summary without this rank."""
+    done = folder / _DONE
+    try:
+        if done.stat().st_mtime < since - 1:
+            return False
+        taken = json.loads(done.read_text(encoding="utf-8")).get("taken", [])
+    except (OSError, ValueError, AttributeError):
+        return False
+    return rank.rank not in taken
+
+
+_DONE = "done.json"
 
 
 def gather(rank: Rank, own: dict[str, Any], *, since: float, timeout: float | None = None) -> tuple[list[dict[str, Any]], list[int]]:
@@ -91,12 +117,27 @@ def gather(rank: Rank, own: dict[str, Any], *, since: float, timeout: float | No
     return [results[r] for r in sorted(results)], missing
 
 
-def release(rank: Rank) -> None:
-    """On rank 0, once the summary is printed: let the other ranks end (they wait for their file to go)."""
+def release(rank: Rank, taken: list[int]) -> None:
+    """On rank 0, once the summary is printed: say which ranks it holds (a late rank then prints its own findings),
+    and let the ranks it took end (they wait for their file to go)."""
     folder = _job_folder()
-    for other in range(rank.world_size):
+    missing = [r for r in range(rank.world_size) if r not in taken]
+    if missing:
+        with contextlib.suppress(OSError):
+            folder.mkdir(parents=True, exist_ok=True)
+            partial = folder / f".done.{os.getpid()}.tmp"
+            partial.write_text(json.dumps({"taken": sorted(taken)}), encoding="utf-8")
+            os.replace(partial, folder / _DONE)
+    for other in taken:
         with contextlib.suppress(OSError):
             (folder / f"rank{other}.json").unlink()
-    with contextlib.suppress(OSError):
-        folder.rmdir()
+    if not missing:
+        with contextlib.suppress(OSError):
+            (folder / _DONE).unlink()
+        with contextlib.suppress(OSError):
+            folder.rmdir()
 
+
+def timeout_seconds() -> float:
+    """GRADVIZ_RANK_TIMEOUT, or the default: how long rank 0 waits (messages name it)."""
+    return _timeout()

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from .text import clean, safe_str, type_name
+from .text import for_terminal, safe_str, type_name
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -36,7 +36,7 @@ def write_line(stream: TextIO | None, text: str) -> None:
     if stream is None:
         return
     with contextlib.suppress(Exception):
-        stream.write(clean(text) + "\n")
+        stream.write(for_terminal(text) + "\n")
         stream.flush()
 
 
@@ -130,8 +130,9 @@ def stdout_console(file: TextIO | None = None) -> Console:
 
 
 def shown(path: str | os.PathLike[str]) -> str:
-    """A path relative to the current folder when it is inside it, else absolute; undecodable bytes escaped."""
+    """A path relative to the current folder when it is inside it, else absolute; undecodable bytes and control
+    characters escaped (for_terminal)."""
     path = Path(path)
     with contextlib.suppress(ValueError, OSError):
-        return clean(str(path.absolute().relative_to(Path.cwd())))
-    return clean(str(path))
+        return for_terminal(str(path.absolute().relative_to(Path.cwd())))
+    return for_terminal(str(path))

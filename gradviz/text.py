@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
-__all__ = ["clean", "safe_repr", "safe_str", "type_name"]
+__all__ = ["clean", "for_terminal", "safe_repr", "safe_str", "type_name"]
+
+# C0 and C1 control characters but tab and newline, DEL, lone surrogates: never written raw to a terminal or a log
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+# what a CI runner reads as a command: `::error ...::` at a line's start (after blanks), `##[` anywhere
+_COMMAND = re.compile(r"^([ \t]*):(?=:)|(#)(?=#\[)", re.M)
 
 
 def clean(text: str) -> str:
@@ -17,6 +23,21 @@ def clean(text: str) -> str:
     except UnicodeEncodeError:
         return text.encode("utf-8", "backslashreplace").decode("utf-8")
     return text
+
+
+def for_terminal(text: str) -> str:
+    """`text` as it may reach a terminal or a CI log: control characters (ESC...) as `\\x1b`, an undecodable file
+    name's bytes as `\\xfe` (surrogate escapes), and what GitHub Actions would run as a workflow command (`::error`
+    at a line's start, `##[`) with its first character written `\\x3a` / `\\x23`. Tabs and newlines stay."""
+    text = _UNSAFE.sub(_escape_character, text)
+    return _COMMAND.sub(lambda m: m.group(1) + "\\x3a" if m.group(2) is None else "\\x23", text)
+
+
+def _escape_character(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if 0xDC80 <= code <= 0xDCFF:  # os.fsdecode's stand-in for an undecodable byte: show the byte
+        return f"\\x{code - 0xDC00:02x}"
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
 
 
 def safe_str(obj: Any) -> str:

@@ -56,7 +56,9 @@ def test_sarif_of_the_data_example_validates_and_points_at_the_write_the_save_an
     assert rules["dead_parameter"]["defaultConfiguration"] == {"level": "warning"}
     assert rules["cut_edge"]["defaultConfiguration"] == {"level": "note"}
     assert rule["fullDescription"]["text"].startswith("A saved tensor's bytes changed through an alias with its own")
-    assert "Fix: Use `.detach()` (so PyTorch catches it) and `.clone()`" in rule["help"]["text"]
+    # SARIF's text is plain: no Markdown backticks (the markdown field keeps them)
+    assert "Fix: Use .detach() (so PyTorch catches it) and .clone()" in rule["help"]["text"]
+    assert "**Fix:** Use `.detach()` (so PyTorch catches it) and `.clone()`" in rule["help"]["markdown"]
     assert run["originalUriBaseIds"]["%SRCROOT%"]["uri"] == tmp_path.resolve().as_uri() + "/"
     assert run["invocations"] == [{"executionSuccessful": True, "exitCode": 1}]
 
@@ -64,8 +66,14 @@ def test_sarif_of_the_data_example_validates_and_points_at_the_write_the_save_an
     assert found["ruleId"] == "silently_corrupted_saved_tensor"
     assert driver["rules"][found["ruleIndex"]]["id"] == found["ruleId"]
     assert found["level"] == "error"
-    assert found["message"]["text"].startswith("`out`, saved by TanhBackward0 for backward at v0, had its bytes changed")
-    assert "\nFix: " in found["message"]["text"]
+    text, markdown = found["message"]["text"], found["message"]["markdown"]
+    assert text.startswith("out, saved by TanhBackward0 for backward at v0, had its bytes changed") and "`" not in text
+    assert markdown.startswith("`out`, saved by TanhBackward0 for backward at v0, had its bytes changed")
+    assert "\nFix: " in text and "\n\n**Fix:** " in markdown
+    # the message links its related locations by id, so code scanning shows the save and the backward lines
+    assert "([saved for backward by TanhBackward0 here](1), [backward here](2))" in text
+    assert "([saved for backward by TanhBackward0 here](1), [backward here](2))" in markdown
+    assert set(found["partialFingerprints"]) == {"gradviz/v1"}
     (location,) = found["locations"]
     physical = location["physicalLocation"]
     assert physical["artifactLocation"] == {"uri": "src/plot_02_data_silent.py", "uriBaseId": "%SRCROOT%"}
@@ -76,7 +84,7 @@ def test_sarif_of_the_data_example_validates_and_points_at_the_write_the_save_an
         (line_of(DATA, "out = a.tanh()"), "saved for backward by TanhBackward0 here"),
         (line_of(DATA, "out.sum().backward()"), "backward here"),
     }
-    assert [r["id"] for r in found["relatedLocations"]] == [0, 1]
+    assert [r["id"] for r in found["relatedLocations"]] == [1, 2]
 
 
 def test_sarif_levels_follow_severity_and_the_scripts_error_is_a_notification(python_m_gradviz, tmp_path):
@@ -187,3 +195,97 @@ def test_sarif_of_an_incomplete_analysis_says_execution_failed():
         {"level": "error", "message": {"text": "internal error in gradviz: KeyError: 't9'"}}
     ]
     assert document["runs"][0]["results"] == []
+
+
+def _lines_github_would_run(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.lstrip().startswith("::") or "##[" in line]
+
+
+def test_text_output_of_a_saved_trace_escapes_control_characters_and_workflow_commands(python_m_gradviz, tmp_path):
+    shutil.copy(DATA, tmp_path / "data.py")
+    recorded = python_m_gradviz("render", "data.py", "-q", "-o", "run.json")
+    assert recorded.returncode == 0, recorded.stderr
+    # a trace whose file name and source line carry an escape sequence and workflow commands, as a hostile or
+    # merely odd repository could
+    text = (tmp_path / "run.json").read_text(encoding="utf-8")
+    text = text.replace("c.zero_()", "\\u001b[2J\\n::error file=x.py::owned ##[error]c.zero_()")
+    text = text.replace("data.py", "::warning::data\\u001b]0;title\\u0007.py")
+    (tmp_path / "odd.json").write_text(text, encoding="utf-8")
+
+    check = python_m_gradviz("check", "odd.json")
+    render = python_m_gradviz("render", "odd.json", "-o", "odd.dot")
+
+    for result in (check, render):
+        assert "\x1b" not in result.stdout + result.stderr and "\x07" not in result.stdout + result.stderr
+        assert _lines_github_would_run(result.stdout) == [] and _lines_github_would_run(result.stderr) == []
+    assert check.returncode == 1 and render.returncode == 0
+    write_line = line_of(DATA, "c.zero_()")
+    assert f"error  \\x3a:warning::data\\x1b]0;title\\x07.py:{write_line}  silently_corrupted_saved_tensor" in check.stdout
+    assert f"  {write_line:>5} | \\x1b[2J" in check.stdout
+    assert "\\x3a:error file=x.py::owned \\x23#[error]c.zero_()" in check.stdout
+    assert f"error   \\x3a:warning::data\\x1b]0;title\\x07.py:{write_line}  silently_corrupted_saved_tensor" in render.stdout
+
+
+def test_a_file_name_that_is_not_utf8_in_sarif_github_json_and_text(python_m_gradviz, tmp_path):
+    (tmp_path / "src").mkdir()
+    name = b"bug\xfe.py"
+    with open(bytes(tmp_path / "src") + b"/" + name, "wb") as file:
+        file.write(DATA.read_bytes())
+    script = "src/" + name.decode("utf-8", "surrogateescape")
+
+    sarif = python_m_gradviz("check", script, "--format", "sarif")
+    github = python_m_gradviz("check", script, "--format", "github")
+    text = python_m_gradviz("check", script)
+
+    assert sarif.returncode == 1, sarif.stderr  # not 3: the log is written
+    log = json.loads(sarif.stdout)
+    validate(log)
+    (found,) = log["runs"][0]["results"]
+    # percent-encoded byte for byte: the URI still names the file on disk
+    assert found["locations"][0]["physicalLocation"]["artifactLocation"] == {"uri": "src/bug%FE.py", "uriBaseId": "%SRCROOT%"}
+    assert github.stdout.startswith("::error file=src/bug\\xfe.py,line=24,title=silently_corrupted_saved_tensor::")
+    assert "\udcfe" not in github.stdout + text.stdout
+    assert "error  src/bug\\xfe.py:24  silently_corrupted_saved_tensor" in text.stdout
+
+
+def test_paths_are_relative_to_the_git_root_in_sarif_github_and_json(python_m_gradviz, tmp_path):
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)  # what marks a work tree's root
+    (repo / "build").mkdir()
+    copy_example(DATA, repo)
+
+    sarif = python_m_gradviz("check", "../src/plot_02_data_silent.py", "--format", "sarif", cwd=repo / "build")
+    github = python_m_gradviz("check", "../src/plot_02_data_silent.py", "--format", "github", cwd=repo / "build")
+    as_json = python_m_gradviz("check", "../src/plot_02_data_silent.py", "--json", cwd=repo / "build")
+
+    run = json.loads(sarif.stdout)["runs"][0]
+    assert run["originalUriBaseIds"]["%SRCROOT%"]["uri"] == repo.resolve().as_uri() + "/"
+    (found,) = run["results"]
+    assert found["locations"][0]["physicalLocation"]["artifactLocation"] == {
+        "uri": "src/plot_02_data_silent.py", "uriBaseId": "%SRCROOT%"
+    }
+    assert all(r["physicalLocation"]["artifactLocation"]["uri"] == "src/plot_02_data_silent.py"
+               for r in found["relatedLocations"])
+    assert github.stdout.startswith("::error file=src/plot_02_data_silent.py,line=24,")
+    assert json.loads(as_json.stdout)["findings"][0]["file"] == "src/plot_02_data_silent.py"
+
+
+def test_fingerprints_follow_the_code_not_the_line_number(tmp_path):
+    trace = Trace()
+    first = Finding(FindingKind.CUT_EDGE, str(tmp_path / "a.py"), 7, "m", "f", code="h = h.detach()")
+    moved = Finding(FindingKind.CUT_EDGE, str(tmp_path / "a.py"), 9, "m", "f", code="  h = h.detach()  ")
+    other = Finding(FindingKind.CUT_EDGE, str(tmp_path / "a.py"), 7, "m", "f", code="z = z.detach()")
+
+    prints = [formats.sarif_document([f], trace, version="0.1.0")["runs"][0]["results"][0]["partialFingerprints"]
+              for f in (first, moved, other)]
+    assert prints[0] == prints[1] != prints[2]
+    assert re.fullmatch(r"[0-9a-f]{32}:1", prints[0]["gradviz/v1"])
+
+
+def test_sarif_text_escapes_brackets_so_only_the_links_are_links():
+    trace = Trace()
+    finding = Finding(FindingKind.CUT_EDGE, "/x/a.py", 3, "`h[0]` is cut", "keep [it]")
+    result = formats.sarif_document([finding], trace, version="0.1.0")["runs"][0]["results"][0]
+
+    assert result["message"]["text"] == "h\\[0\\] is cut\nFix: keep \\[it\\]"
+    assert result["message"]["markdown"] == "`h[0]` is cut\n\n**Fix:** keep [it]"

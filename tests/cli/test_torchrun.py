@@ -39,9 +39,9 @@ dist.destroy_process_group()
 """
 
 
-def _torchrun(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def _torchrun(tmp_path: Path, *args: str, timeout: str = "60") -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "GRADVIZ_DEBUG")}
-    env.update(GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1", GRADVIZ_RANK_TIMEOUT="60")
+    env.update(GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1", GRADVIZ_RANK_TIMEOUT=timeout)
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
                "--local-addr", "127.0.0.1", "-m", "gradviz", *args]
     return subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180)
@@ -77,3 +77,71 @@ def test_check_json_under_torchrun_is_one_document_with_every_rank(tmp_path):
                                  {"rank": 1, "exception": None, "exit_status": 0}]
     assert [(f["kind"], f["line"], f["ranks"]) for f in document["findings"]] == [("silently_corrupted_saved_tensor", 14, [1])]
     assert "rank 0 trained" in result.stderr and "rank 1 trained" in result.stderr
+
+
+def test_check_sarif_under_torchrun_is_one_log_with_every_ranks_results(tmp_path):
+    from .test_formats import validate
+
+    write(tmp_path, "ddp_train.py", DDP_TRAIN)
+    result = _torchrun(tmp_path, "check", "ddp_train.py", "--format", "sarif")
+
+    assert result.returncode == 1, result.stderr  # rank 1's error finding fails the check
+    log = json.loads(result.stdout)  # one document on stdout: no summary, no second rank's log
+    validate(log)
+    (found,) = log["runs"][0]["results"]
+    assert (found["ruleId"], found["level"], found["properties"]["ranks"]) == ("silently_corrupted_saved_tensor", "error", [1])
+    physical = found["locations"][0]["physicalLocation"]
+    assert physical["artifactLocation"]["uri"] == "ddp_train.py" and physical["region"]["startLine"] == 14
+    assert "[backward here](" in found["message"]["text"]  # rank 1's own related locations came along
+    assert log["runs"][0]["invocations"] == [{"executionSuccessful": True, "exitCode": 1}]
+
+
+def test_check_github_under_torchrun_prints_every_ranks_workflow_commands(tmp_path):
+    write(tmp_path, "ddp_train.py", DDP_TRAIN)
+    result = _torchrun(tmp_path, "check", "ddp_train.py", "--format", "github")
+
+    assert result.returncode == 1, result.stderr
+    (command,) = result.stdout.splitlines()  # only workflow commands on stdout: the programs' prints went to stderr
+    assert command.startswith(
+        "::error file=ddp_train.py,line=14,title=silently_corrupted_saved_tensor (rank 1)::`out`, saved by TanhBackward0"
+    )
+    assert "rank 1 trained" in result.stderr
+
+
+def test_a_rank_later_than_the_timeout_is_named_and_prints_its_own_findings(tmp_path):
+    late = DDP_TRAIN + "if rank == 1:\n    import time\n    time.sleep(12)  # long after rank 0 stopped waiting\n"
+    write(tmp_path, "ddp_train.py", late)
+    result = _torchrun(tmp_path, "check", "ddp_train.py", timeout="3")
+
+    assert result.returncode == 1, result.stdout + result.stderr  # rank 1's error still fails the job
+    lines = result.stdout.splitlines()
+    # rank 0 does not claim "all 2 ranks": it names the one that did not report
+    assert "gradviz: 1 of 2 ranks reported: rank 0: 0 errors, 0 warnings, 0 info; rank 1: no result" in lines
+    assert ("[rank 0] gradviz: no result from rank 1 after 3 s (GRADVIZ_RANK_TIMEOUT): crashed, or still running; "
+            "a late rank prints its own findings when it ends") in result.stderr.splitlines()
+    # rank 1 prints its findings itself, when it ends
+    assert ("[rank 1] gradviz: rank 0 stopped waiting for this rank after 3 s (GRADVIZ_RANK_TIMEOUT): "
+            "its findings follow here") in result.stderr.splitlines()
+    assert "error  ddp_train.py:14  silently_corrupted_saved_tensor  [rank 1]" in lines
+    assert "[rank 1] ddp_train.py: 1 error, 0 warnings, 0 info" in lines
+    assert lines.index("gradviz: 1 of 2 ranks reported: rank 0: 0 errors, 0 warnings, 0 info; rank 1: no result") < lines.index(
+        "error  ddp_train.py:14  silently_corrupted_saved_tensor  [rank 1]"
+    )
+
+
+def test_a_late_rank_under_sarif_is_a_notification_and_its_findings_go_to_stderr(tmp_path):
+    from .test_formats import validate
+
+    late = DDP_TRAIN + "if rank == 1:\n    import time\n    time.sleep(12)  # long after rank 0 stopped waiting\n"
+    write(tmp_path, "ddp_train.py", late)
+    result = _torchrun(tmp_path, "check", "ddp_train.py", "--format", "sarif", timeout="3")
+
+    assert result.returncode == 1, result.stdout + result.stderr
+    log = json.loads(result.stdout)  # still one document: the late rank writes elsewhere
+    validate(log)
+    run = log["runs"][0]
+    assert run["results"] == []  # rank 0 had nothing, and rank 1's result never reached it
+    (notice,) = run["invocations"][0]["toolExecutionNotifications"]
+    assert notice["level"] == "warning"
+    assert notice["message"]["text"].startswith("gradviz: no result from rank 1 after 3 s (GRADVIZ_RANK_TIMEOUT)")
+    assert "error  ddp_train.py:14  silently_corrupted_saved_tensor  [rank 1]" in result.stderr.splitlines()

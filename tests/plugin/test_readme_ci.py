@@ -58,3 +58,55 @@ def test_the_workflows_check_writes_a_sarif_log_the_upload_step_reads(tmp_path):
     assert found["ruleId"] == "silently_corrupted_saved_tensor"
     assert found["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == "train.py"
     assert "if: ${{ !cancelled() }}" in workflow
+
+
+def test_every_install_line_installs_our_distribution_never_the_other_gradviz():
+    installs = [line for line in README.splitlines() if line.strip().startswith(("pip install", "- run: pip install"))]
+    assert installs  # the Install section and the workflow
+    for line in installs:
+        packages = [word.strip("\"'") for command in line.split("&&") if "pip install" in command
+                    for word in command.split("pip install", 1)[1].split("#")[0].split() if not word.startswith("-")]
+        packages = [p for p in packages if not p.startswith("https://")]
+        assert all(p.startswith(("torch-gradviz", "torch==")) or p == "pytest" for p in packages), line
+        assert "torch-gradviz" in line or "torch==2.13.0" in line, line
+
+
+@pytest.mark.slow
+def test_the_workflow_runs_as_written_in_a_fresh_environment(tmp_path):
+    """Every `run:` step of the README's workflow, in order, in a fresh virtual environment: torch 2.13.0 CPU first,
+    then torch-gradviz from the wheel `python -m build` makes (pip's index switched off: no network), then the
+    checks, with the README's own pytest example as the project's test."""
+    from .wheel_env import build, clean_env, fresh_venv, source_copy
+
+    _, wheel = build(source_copy(tmp_path / "src"), tmp_path / "dist")
+    python = fresh_venv(tmp_path / "venv")
+    project = tmp_path / "project"
+    project.mkdir()
+    shutil.copy(ROOT / "gallery" / "plot_02_data_silent.py", project / "train.py")
+    example = re.search(r"```python\n(.*?)```", SECTION, re.S).group(1)  # type: ignore[union-attr]
+    (project / "test_train.py").write_text(example, encoding="utf-8")
+    workflow = re.search(r"```yaml\n(.*?)```", SECTION, re.S).group(1)  # type: ignore[union-attr]
+    steps = re.findall(r"^\s+- run: (.*)$", workflow, re.M)
+    assert steps[0] == ("pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu "
+                        "&& pip install torch-gradviz pytest")
+    # the runner's shell: the environment's scripts first on PATH, as setup-python arranges
+    env = clean_env(PATH=f"{python.parent}{os.pathsep}{os.environ.get('PATH', '')}", PIP_NO_INDEX="1",
+                    PIP_FIND_LINKS=str(wheel.parent), PIP_DISABLE_PIP_VERSION_CHECK="1")
+
+    outcomes = []
+    for step in steps:
+        result = subprocess.run(["bash", "-e", "-c", step], cwd=project, env=env, capture_output=True, text=True, timeout=600)
+        outcomes.append((step, result))
+    statuses = [result.returncode for _, result in outcomes]
+
+    install, tests, check = (result for _, result in outcomes)
+    assert "Successfully installed torch-gradviz-0.1.0" in install.stdout, install.stdout + install.stderr
+    assert tests.returncode == 0 and "1 passed" in tests.stdout, tests.stdout + tests.stderr
+    assert statuses == [0, 0, 1]  # the check step fails on train.py's error finding; the upload still runs
+    log = json.loads((project / "gradviz.sarif").read_text(encoding="utf-8"))
+    (found,) = log["runs"][0]["results"]
+    assert found["ruleId"] == "silently_corrupted_saved_tensor"
+    assert found["locations"][0]["physicalLocation"]["artifactLocation"] == {"uri": "train.py", "uriBaseId": "%SRCROOT%"}
+    where = subprocess.run([str(python), "-c", "import gradviz; print(gradviz.__file__)"], cwd=project, env=env,
+                           capture_output=True, text=True, check=True).stdout.strip()
+    assert Path(where).is_relative_to(tmp_path / "venv")  # the workflow ran the installed wheel, not the tree

@@ -1,0 +1,48 @@
+"""Paths as CI tools want them: relative to the repository's root (the git root above the current folder, else the
+current folder), with undecodable file names kept exact in URIs and readable in text."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from urllib.parse import quote
+
+__all__ = ["source_root", "relative", "uri_of"]
+
+
+def source_root(start: Path | None = None) -> Path:
+    """The git work tree holding `start` (default: the current folder), else `start` itself: where code scanning
+    and pull-request annotations resolve a relative path."""
+    here = (start or Path.cwd()).absolute()
+    for folder in (here, *here.parents):
+        if (folder / ".git").exists():  # a folder, or a file in a worktree or submodule
+            return folder
+    return here
+
+
+def relative(file: str, *, root: Path | None = None) -> str:
+    """`file` relative to the root (POSIX separators) when it lies inside it, else absolute as given."""
+    root = root or source_root()
+    path = Path(file)
+    if not path.is_absolute():
+        path = Path.cwd() / path
+    try:
+        return Path(os.path.normpath(path)).relative_to(root).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def uri_of(file: str, *, root: Path | None = None) -> tuple[str, bool]:
+    """(a URI reference for `file`, whether it is relative to the root). An undecodable name's bytes are
+    percent-encoded as they are on disk (`bug%FE.py`), so the URI still names that file."""
+    root = root or source_root()
+    shown = relative(file, root=root)
+    encoded = quote(os.fsencode(shown), safe="/")
+    if Path(shown).is_absolute():
+        return "file://" + encoded, False
+    return encoded, True
+
+
+def root_uri(root: Path | None = None) -> str:
+    """The root as a `file:` URI ending in `/` (SARIF's `%SRCROOT%`)."""
+    return "file://" + quote(os.fsencode(str(root or source_root())), safe="/") + "/"
