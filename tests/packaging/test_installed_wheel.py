@@ -79,14 +79,17 @@ def test_the_sdist_and_wheel_are_named_torch_gradviz_and_carry_the_package_data_
         names = set(wheel.namelist())
         metadata = wheel.read("torch_gradviz-0.1.0.dist-info/METADATA").decode()
         entry_points = wheel.read("torch_gradviz-0.1.0.dist-info/entry_points.txt").decode()
-    assert {"gradviz/py.typed", "gradviz/render/report.js", "gradviz/render/report.css", "gradviz/cli.py"} <= names
+    assert {
+        "gradviz/py.typed", "gradviz/explorer/assets/explorer.js", "gradviz/explorer/assets/explorer.css",
+        "gradviz/explorer/assets/vendor/dagre.min.js", "gradviz/explorer/assets/vendor/LICENSE-dagre.txt", "gradviz/cli.py",
+    } <= names
     assert not any(name.startswith("tests/") for name in names)
     assert f"\nName: {DISTRIBUTION}\n" in metadata
     assert "[console_scripts]\ngradviz = gradviz.cli:main" in entry_points
     assert "[pytest11]\ngradviz = gradviz.pytest_plugin" in entry_points
     with tarfile.open(installed["sdist"]) as sdist:
         members = {Path(name).relative_to("torch_gradviz-0.1.0").as_posix() for name in sdist.getnames() if "/" in name}
-    assert {"pyproject.toml", "README.md", "gradviz/render/report.js", "gradviz/__init__.py"} <= members
+    assert {"pyproject.toml", "README.md", "gradviz/explorer/assets/vendor/dagre.min.js", "gradviz/__init__.py"} <= members
 
 
 def test_gradviz_is_imported_from_the_fresh_environment(installed):
@@ -109,8 +112,8 @@ def test_render_and_check_sarif_from_the_console_script(installed):
     assert render.returncode == 0, render.stderr
     assert "TanhBackward0" in (installed["work"] / "bug.svg").read_text(encoding="utf-8")
     page = (installed["work"] / "bug.html").read_text(encoding="utf-8")
-    report_js = (ROOT / "gradviz" / "render" / "report.js").read_text(encoding="utf-8").strip().splitlines()
-    assert report_js[len(report_js) // 2].strip() in page  # the package data reached the page
+    explorer_js = (ROOT / "gradviz" / "explorer" / "assets" / "explorer.js").read_text(encoding="utf-8").strip().splitlines()
+    assert explorer_js[len(explorer_js) // 2].strip() in page  # the package data reached the page
     assert check.returncode == 1, check.stderr
     (result,) = json.loads(check.stdout)["runs"][0]["results"]
     assert (result["ruleId"], result["locations"][0]["physicalLocation"]["region"]["startLine"]) == (
