@@ -242,6 +242,14 @@ def dead_parameter_findings(ctx: Context, found: list[Cut]) -> list[Finding]:
             op, file, line = step
             code = _code(trace, file, line)
             reason = f"its value reaches the loss only through `{op}` at line {line}, computed without gradient tracking"
+            if _REENTRANT_CHECKPOINT.search(code):
+                # the reentrant checkpoint runs its function under no_grad and backpropagates through the
+                # recomputation only from inputs that require grad: PyTorch warns and gives it none
+                reason += (
+                    " inside `checkpoint`, whose inputs do not require grad (PyTorch: \"None of the inputs have "
+                    "requires_grad=True. Gradients will be None\"); with `use_reentrant=True` the checkpointed "
+                    "block gets gradients only through inputs that require grad"
+                )
             events, nodes = [backward.seq], []
         findings.append(
             Finding(
@@ -261,6 +269,9 @@ def dead_parameter_findings(ctx: Context, found: list[Cut]) -> list[Finding]:
             )
         )
     return findings
+
+
+_REENTRANT_CHECKPOINT = re.compile(r"\bcheckpoint\w*\(")
 
 
 def _explaining_cuts(ctx: Context, leaves: set[str], found: list[Cut]) -> dict[str, Cut]:

@@ -47,6 +47,38 @@ class GraphRecording:
         leaves = [variable for variable in (nodes[n].variable for n in ordered) if variable is not None]
         return ordered, leaves
 
+    # ------------------------------------------------------------------ backwards nested in a backward
+    def _nested_watch(self, reached: list[str]) -> dict[str, tuple[int, int | None] | None] | None:
+        """The `.grad` of every live leaf that requires grad, when the backward will run a Python-defined node.
+
+        Such a node's backward may call backward itself (`checkpoint(..., use_reentrant=True)` recomputes its
+        block and backpropagates through it there): the leaves that inner backward reaches are no edge of the
+        outer graph, but get their gradient from the outer call. The recorder's mode is off while the outer call
+        runs, so the inner one is seen by its effect: the `.grad` fields it wrote.
+        """
+        nodes = self.trace.nodes
+        if not any(nodes[n].name.endswith("Backward") for n in reached):  # built-in nodes end in a digit
+            return None
+        watched: dict[str, tuple[int, int | None] | None] = {}
+        for tid, live in self._by_tid.items():  # type: ignore[attr-defined]
+            t = live()
+            if t is None or not t.requires_grad or t.grad_fn is not None:
+                continue
+            g = t.grad
+            watched[tid] = None if g is None else (id(g), g._version)
+        return watched
+
+    def _nested_reached(self, watched: dict[str, tuple[int, int | None] | None]) -> list[str]:
+        """The watched leaves whose `.grad` the backward wrote (a new tensor, or an in-place accumulation)."""
+        reached = []
+        for tid, before in watched.items():
+            live = self._by_tid.get(tid)  # type: ignore[attr-defined]
+            t = live() if live is not None else None
+            g = t.grad if t is not None else None
+            if g is not None and (before is None or before != (id(g), g._version)):
+                reached.append(tid)
+        return reached
+
     # ------------------------------------------------------------------ autograd nodes
     def _node_key(self, fn: Any) -> Any:
         """A node's identity while it lives, read without touching it.

@@ -765,6 +765,7 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
                     "retain_graph": bool(retain if retain is not None else create),
                 }
                 event = self._event(EventKind.BACKWARD, file, line, tensor=root_ids[0] if root_ids else None, op=data["api"], data=data)
+                nested = self._nested_watch(reached_nodes) if not is_grad else None
         except Exception as exc:
             self._internal(exc)
             return _call(_caller(3), func, args, kwargs)
@@ -777,6 +778,12 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
         event.data["outcome"] = "ok"
         try:
             with _quiet():
+                if nested:  # leaves a backward nested in this one reached (a reentrant checkpoint's recompute)
+                    known = set(event.data["reached_leaves"])
+                    extra = [t for t in self._nested_reached(nested) if t not in known and (inputs is None or t in inputs)]
+                    if extra:
+                        event.data["reached_leaves"] += extra
+                        event.data["nested_leaves"] = extra
                 self._fresh_grads = {}
                 for tid in event.data["reached_leaves"]:
                     live = self._by_tid.get(tid)
