@@ -373,14 +373,15 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
             storage = t.untyped_storage()
             # a nested tensor's buffer is not one strided tensor's memory: no byte range to give it
             skey: int | None = None if nested else storage._cdata
-        except (RuntimeError, NotImplementedError, TypeError):  # sparse, nested, functional wrappers
+            # a wrapper subclass (DTensor) has a placeholder storage without memory: its data lives in inner tensors
+            ptr = storage.data_ptr() if skey is not None and skey not in self._storage_ids and device_name != "meta" else 0
+        except (RuntimeError, NotImplementedError, TypeError):  # sparse, nested, functional and subclass wrappers
             skey = None
         if skey is not None:
             sid = self._storage_ids.get(skey)
             if sid is None:
                 sid = f"s{len(trace.storages)}"
                 self._storage_ids[skey] = sid
-                ptr = storage.data_ptr() if device_name != "meta" else 0
                 trace.storages[sid] = StorageRecord(sid, device_name, storage.nbytes(), ptr, dtype)
             item = t.element_size()
             offset = t.storage_offset()
