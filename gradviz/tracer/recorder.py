@@ -765,6 +765,8 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
                     "inputs": inputs,
                     "retain_graph": bool(retain if retain is not None else create),
                 }
+                if create:  # a higher-order gradient: part of computing a loss, not a training step's backward
+                    data["create_graph"] = True
                 event = self._event(EventKind.BACKWARD, file, line, tensor=root_ids[0] if root_ids else None, op=data["api"], data=data)
                 nested = self._nested_watch(reached_nodes) if not is_grad else None
         except Exception as exc:
