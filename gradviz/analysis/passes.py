@@ -631,8 +631,8 @@ def update_without_gradient_findings(ctx: Context) -> list[Finding]:
         previous_step[optimizer] = event.seq
         got = {leaf for backward in ctx.backwards[since:before] for leaf in backward.data.get("reached_leaves", [])}
         for tid in event.data.get("changed", []):
-            if tid in got:
-                continue
+            if tid in got or event.data.get("grads", {}).get(tid) == "written":
+                continue  # (a gradient the program wrote into `.grad` itself is a gradient too)
             file, line, code = ctx.where(event)
             grad = event.data.get("grads", {}).get(tid)
             held = {

@@ -11,6 +11,7 @@ import torch
 
 from ..model import EventKind, VersionChange
 from . import source
+from .nodes import _grad_key
 from .tensors import _version, local_parts as _local
 
 # Hooks run outside the recorder's own __torch_function__, where the mode is still active: every tensor attribute
@@ -125,7 +126,11 @@ class HookRecording:
         if live is not None and self._fresh_grads.get(live.tid) == (id(g), _version(g)):
             # the latest backward wrote this .grad and nothing touched it since: no need to read it
             return "fresh"
-        return "zero" if not any(bool(part.any()) for part in _local(g)) else "nonzero"
+        if not any(bool(part.any()) for part in _local(g)):
+            return "zero"
+        # a gradient no traced backward wrote: the one the previous step saw (stale), or one the program put there
+        # since (`p.grad = g` from torch.func.grad, a hand-made gradient); before any step, nothing is stale yet
+        return "nonzero" if live is not None and self._stepped_grads.get(live.tid) == _grad_key(g) else "written"
 
     def _traced_closure(self, optimizer: Any, args: Any, kwargs: Any) -> tuple[Any, Any] | None:
         """The step's closure, wrapped so that what it does (zero_grad, forward, backward) is recorded."""
@@ -218,6 +223,9 @@ class HookRecording:
                 if moved:
                     changed.append(tid)
                 grads[tid] = grad
+                g = p.grad
+                if g is not None:
+                    self._stepped_grads[tid] = _grad_key(g)
                 versions.append(VersionChange(tid, before, after))
                 live = self._live.get(id(p))
                 if live is not None:

@@ -101,6 +101,7 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
         self._thread = threading.get_ident()  # the thread tracing (the mode is per thread; hooks are global)
         self._optimizer_ids: dict[int, str] = {}  # id(optimizer) -> o0, o1, ... in order of first step
         self._fresh_grads: dict[str, tuple[int, int | None]] = {}  # leaf -> its .grad right after the last backward
+        self._stepped_grads: dict[str, Any] = {}  # parameter -> its .grad as the latest step left it (hooks.py)
         self._by_tid: dict[str, _Live] = {}
         self._seq = itertools.count()
         self._live: dict[int, _Live] = {}  # id(tensor) -> live entry
@@ -195,6 +196,7 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
         self._live.clear()
         self._by_tid.clear()
         self._fresh_grads.clear()
+        self._stepped_grads.clear()
         self._by_storage.clear()
         self._steps.clear()  # a step that raised and was never closed: let go of its parameters
         self._qualify_parameter_names()
