@@ -140,6 +140,25 @@ SETUPS = {
             opt.zero_grad(); loss.backward(); opt.step()
     """,
 }
+# a HuggingFace model built from its config (no download), trained with gradient checkpointing
+HF_GPT2 = """
+        import torch
+        from transformers import GPT2Config, GPT2LMHeadModel
+        torch.manual_seed(0)
+        config = GPT2Config(n_layer=2, n_head=2, n_embd=16, vocab_size=50, n_positions=16)
+        model = GPT2LMHeadModel(config)
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": REENTRANT})
+        model.train()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        for step in range(STEPS):
+            ids = torch.randint(0, 50, (2, 8))
+            loss = model(input_ids=ids, labels=ids).loss
+            opt.zero_grad(); loss.backward(); opt.step()
+"""
+HF_SETUPS = {
+    "hf_gpt2_checkpointing_reentrant": HF_GPT2.replace("REENTRANT", "True"),
+    "hf_gpt2_checkpointing_non_reentrant": HF_GPT2.replace("REENTRANT", "False"),
+}
 
 
 def _program(tmp: Path, name: str, source: str, steps: int) -> Path:
@@ -161,9 +180,11 @@ def judge(tmp: Path, name: str, source: str, steps: int = 2) -> tuple[list, pyto
     return findings, truth
 
 
-@pytest.mark.parametrize("name", sorted(SETUPS))
+@pytest.mark.parametrize(
+    "name", [*sorted(SETUPS), *(pytest.param(name, marks=pytest.mark.slow) for name in sorted(HF_SETUPS))]
+)
 def test_correct_setup_has_no_warning(name: str, tmp_path: Path) -> None:
-    findings, truth = judge(tmp_path, name, SETUPS[name])
+    findings, truth = judge(tmp_path, name, {**SETUPS, **HF_SETUPS}[name])
     assert truth.error is None, truth.error
     # every parameter the optimizers hold got a non-zero gradient before some step (the programs are correct) ...
     assert truth.steps and all(step.with_grad for step in truth.steps)
