@@ -482,7 +482,8 @@ def _saved_write_finding(
         via = f"{ctx.name(tensor.id)} itself"
     call = write.event.data.get("module_call")
     # the write happened inside a module: name it as the program built it (`nn.ReLU(inplace=True)`)
-    by = f" by `{call}` (module `{write.event.data.get('module')}`)" if call and not by_step else ""
+    # (where, not who: a write in a model's own forward is the model's code at that line, not "by `Model()`")
+    by = f" inside `{write.event.data.get('module')}.forward` (`{call}`)" if call and not by_step else ""
     what = f"{ctx.name(tensor.id)}, saved by {node.name} for backward"
     if shares:
         if backward is not None and backward.data.get("outcome") == "error":
