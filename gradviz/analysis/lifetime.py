@@ -178,7 +178,9 @@ class KeptAlive:
 def kept_alive(trace: Trace, life: Lifetimes) -> list[KeptAlive]:
     nodes = trace.nodes
     reached: set[str] = set()
-    for event in trace.events_of(EventKind.BACKWARD):
+    # (a gradient taken with create_graph=True runs through a graph without ending a step: not a backward here)
+    step_backwards = [e for e in trace.events_of(EventKind.BACKWARD) if not e.data.get("create_graph")]
+    for event in step_backwards:
         reached.update(event.data.get("reached_nodes", []))
     seen: set[str] = set()
     groups: dict[tuple[str | None, int | None], KeptAlive] = {}
@@ -219,7 +221,7 @@ def kept_alive(trace: Trace, life: Lifetimes) -> list[KeptAlive]:
         if len(episodes) < 2 and not (never_backwarded and executions >= 2) and not (
             executions >= 2 and any(
                 roots.intersection(event.data.get("reached_nodes", [])) and _in_loop_of(trace, file, line, event)
-                for event in trace.events_of(EventKind.BACKWARD)
+                for event in step_backwards
             )
         ):
             continue  # kept for one later backward (losses summed before one backward)
