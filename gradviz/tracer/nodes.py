@@ -67,9 +67,12 @@ class GraphRecording:
         watched: dict[str, tuple[int, tuple[int, ...]] | None] = {}
         for tid, live in self._by_tid.items():  # type: ignore[attr-defined]
             t = live()
-            if t is None or not t.requires_grad or t.grad_fn is not None:
+            try:
+                if t is None or not t.requires_grad or t.grad_fn is not None:
+                    continue
+                g = t.grad
+            except RuntimeError:  # a no_grad view whose base was later written in place has no readable grad_fn
                 continue
-            g = t.grad
             watched[tid] = None if g is None else _grad_key(g)
         return watched
 
