@@ -61,6 +61,7 @@ _EVENT_DATA: dict[EventKind, dict[str, str]] = {
     EventKind.BACKWARD: {
         "api": "str", "roots": "[tensor]", "reached_nodes": "[node]", "reached_leaves": "[tensor]",
         "inputs": "[tensor]?", "retain_graph": "bool", "outcome": "outcome", "error": "error",
+        "create_graph": "bool", "nested_leaves": "[tensor]",
     },  # fmt: skip
     EventKind.OPTIMIZER_STEP: {
         "optimizer": "str", "optimizer_id": "str", "changed": "[tensor]", "grads": "grads", "outcome": "outcome",
@@ -71,7 +72,7 @@ _EVENT_DATA: dict[EventKind, dict[str, str]] = {
 _NEEDS_TENSOR = {EventKind.DATA_GET, EventKind.DETACH, EventKind.DATA_SET, EventKind.DETACH_, EventKind.REQUIRES_GRAD_,
                  EventKind.INPLACE_WRITE}  # fmt: skip
 _NEEDS_RESULT = {EventKind.DATA_GET, EventKind.DETACH}
-_GRADS = {"fresh", "none", "zero", "nonzero"}
+_GRADS = {"fresh", "written", "none", "zero", "nonzero"}
 
 
 def check_event_data(trace: Trace) -> None:

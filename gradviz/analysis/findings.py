@@ -64,9 +64,13 @@ class Finding:
     count: int = 1  # how many times the program did this at this line (loops)
     # an error predicted for a backward the program never reached is a warning ("will raise if ...")
     predicted: bool = False
+    # a prediction about a backward the program's own code does not run (a value it never backpropagates): info
+    note: bool = False
 
     @property
     def severity(self) -> Severity:
+        if self.note:
+            return Severity.INFO
         if self.predicted and self.kind.severity is Severity.ERROR:
             return Severity.WARNING
         return self.kind.severity
@@ -95,6 +99,8 @@ class Finding:
         )
         if self.predicted:
             out["predicted"] = True
+        if self.note:
+            out["note"] = True
         return out
 
     @classmethod
@@ -113,4 +119,5 @@ class Finding:
             affected_backward=data.get("affected_backward"),
             count=int(data.get("count", 1)),
             predicted=bool(data.get("predicted", False)),
+            note=bool(data.get("note", False)),
         )

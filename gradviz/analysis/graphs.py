@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import networkx as nx
 
-from ..model import Event, EventKind, Trace
+from ..model import Event, EventKind, TensorRecord, Trace
 
 ALIAS_EVENTS = (EventKind.DATA_GET, EventKind.DETACH)
 
@@ -37,6 +37,41 @@ def dataflow_graph(trace: Trace) -> nx.MultiDiGraph:
         if event.kind in ALIAS_EVENTS and event.tensor and event.result:
             graph.add_edge(event.tensor, event.result, seq=event.seq, op=event.kind.value, alias=True)
     return graph
+
+
+def rewrapped(trace: Trace) -> list[tuple[TensorRecord, str]]:
+    """(tensor, the live tensor whose memory it wraps) for tensors that appeared from outside torch on the memory
+    of another: `torch.from_numpy(t.numpy())`, `Variable(t.data)`. A new storage object over the same bytes: their
+    values are that tensor's values."""
+    by_ptr: dict[tuple[int, str], list[str]] = {}
+    for storage in trace.storages.values():
+        if storage.data_ptr:
+            by_ptr.setdefault((storage.data_ptr, storage.device), []).append(storage.id)
+    shared = {sid: sids for sids in by_ptr.values() if len(sids) > 1 for sid in sids}
+    if not shared:
+        return []
+    in_storage: dict[str, list[TensorRecord]] = defaultdict(list)
+    for tensor in trace.tensors.values():
+        if tensor.storage in shared:
+            in_storage[tensor.storage].append(tensor)
+    found = []
+    for sid, sids in shared.items():
+        for tensor in in_storage[sid]:
+            if tensor.origin != "input" or tensor.byte_range is None:
+                continue
+            # the latest tensor made before on the same bytes of a storage of the same size and dtype (the wrapper
+            # keeps the memory alive; the tensor objects it came from may be gone when the program first uses it)
+            size = (trace.storages[sid].nbytes, trace.storages[sid].dtype)
+            before = [
+                other for other_sid in sids
+                if other_sid != sid and (trace.storages[other_sid].nbytes, trace.storages[other_sid].dtype) == size
+                for other in in_storage[other_sid]
+                if other.seq < tensor.seq and other.byte_range is not None
+                and other.byte_range[0] < tensor.byte_range[1] and tensor.byte_range[0] < other.byte_range[1]
+            ]
+            if before:
+                found.append((tensor, max(before, key=lambda other: other.seq).id))
+    return found
 
 
 @dataclass
@@ -69,6 +104,7 @@ class Dataflow:
             for e in trace.events
             if e.kind in ALIAS_EVENTS and e.tensor and e.result
         ]
+        steps += [_Step(tensor.seq, [source], [tensor.id]) for tensor, source in rewrapped(trace)]
         steps.sort(key=lambda s: s.seq)
         flow.steps = steps
         for index, step in enumerate(steps):

@@ -150,8 +150,11 @@ def lifetimes(trace: Trace) -> Lifetimes:
         used.update(uses)
         op_seqs.append(op.seq)
         op_runs.append(run)
+    # steps are told apart by the backward calls that end them; a gradient taken with create_graph=True (MAML's
+    # inner step, a gradient penalty, a Hessian-vector product) is part of computing a loss, not one of them
+    steps = [e.seq for e in backwards if not e.data.get("create_graph")]
     return Lifetimes(
-        trace, [e.seq for e in backwards], death, freed_by_backward, saved_bytes, holders_at_end, intervals, op_seqs, op_runs
+        trace, steps, death, freed_by_backward, saved_bytes, holders_at_end, intervals, op_seqs, op_runs
     )
 
 
@@ -175,7 +178,9 @@ class KeptAlive:
 def kept_alive(trace: Trace, life: Lifetimes) -> list[KeptAlive]:
     nodes = trace.nodes
     reached: set[str] = set()
-    for event in trace.events_of(EventKind.BACKWARD):
+    # (a gradient taken with create_graph=True runs through a graph without ending a step: not a backward here)
+    step_backwards = [e for e in trace.events_of(EventKind.BACKWARD) if not e.data.get("create_graph")]
+    for event in step_backwards:
         reached.update(event.data.get("reached_nodes", []))
     seen: set[str] = set()
     groups: dict[tuple[str | None, int | None], KeptAlive] = {}
@@ -216,7 +221,7 @@ def kept_alive(trace: Trace, life: Lifetimes) -> list[KeptAlive]:
         if len(episodes) < 2 and not (never_backwarded and executions >= 2) and not (
             executions >= 2 and any(
                 roots.intersection(event.data.get("reached_nodes", [])) and _in_loop_of(trace, file, line, event)
-                for event in trace.events_of(EventKind.BACKWARD)
+                for event in step_backwards
             )
         ):
             continue  # kept for one later backward (losses summed before one backward)
@@ -649,10 +654,14 @@ def _freed_finding(
     freeing_line = freeing.location.line if freeing and freeing.location else None
     carrier = trace.tensors[carriers[old]] if old in carriers else None
     value = f"`{carrier.label}`" if carrier and (carrier.names or carrier.parameter) else "a value"
+    # built before the freeing, on a branch that backward passed by: the program reaches for it only by a backward
+    # of its own (a state carried into a new graph after the freeing is what its next step backpropagates)
+    side_branch = False
     if bridge is not None and nodes[bridge[0]].created is not None:
         where = nodes[bridge[0]].created
         file, line, code = where.file, where.line, where.code.strip()
         if freeing is not None and nodes[bridge[0]].seq < freeing.seq:
+            side_branch = True
             # built before the freeing, on a branch that backward did not run through (a stored loss whose hidden
             # state the next step's backward freed)
             how = (
@@ -668,14 +677,22 @@ def _freed_finding(
         loc = backward.location if backward else None
         file, line, code = (loc.file, loc.line, loc.code.strip()) if loc else (None, None, "")
         how = f"it runs again through the graph that the backward at line {freeing_line} already freed"
-    if predicted:
+    if predicted and side_branch:
+        then = (
+            "Note: the program does not backpropagate it, and need not; a backward of it would raise \"Trying to "
+            "backward through the graph a second time\"."
+        )
+    elif predicted:
         then = "No backward has run through it yet: calling backward will raise \"Trying to backward through the graph a second time\"."
     elif backward is not None and backward.data.get("outcome") == "error":
         then = f"The backward at line {backward.location.line if backward.location else '?'} raised \"Trying to backward through the graph a second time\"."
     else:
         then = f"The backward at line {backward.location.line if backward and backward.location else '?'} runs through freed buffers."
     fix = (
-        f"Detach the carried state where each chunk starts (`{carrier.label if carrier else 'hidden'} = "
+        "Nothing to do unless you mean to backpropagate it: then call that backward before the other one frees the "
+        "shared part, or pass `retain_graph=True` to the first."
+        if predicted and side_branch
+        else f"Detach the carried state where each chunk starts (`{carrier.label if carrier else 'hidden'} = "
         f"{carrier.label if carrier else 'hidden'}.detach()`, truncated backpropagation through time). "
         "`retain_graph=True` is almost never the fix: it keeps every earlier chunk's graph alive, backpropagates into "
         "all of them, and after `optimizer.step()` raises the in-place error instead."
@@ -692,6 +709,7 @@ def _freed_finding(
         events=[e for e in (freeing.seq if freeing else None, backward.seq if backward else None) if e is not None],
         affected_backward=backward.seq if backward else None,
         predicted=predicted,
+        note=predicted and side_branch,
     )
 
 

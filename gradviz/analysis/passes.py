@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import networkx as nx
 
-from ..model import Event, EventKind, NodeRecord, SavedTensorRecord, TensorRecord, Trace, VersionChange
+from ..model import Event, EventKind, Location, NodeRecord, SavedTensorRecord, TensorRecord, Trace, VersionChange
 from .findings import Finding, FindingKind
 from .graphs import Dataflow, autograd_graph, freed_at
 from .reach import first_backward_reached, first_source_reached
@@ -142,6 +142,8 @@ def cuts(ctx: Context) -> Iterator[Cut]:
                 continue
             if event.result is not None:
                 starts.append((event, event.result))
+    starts += _rewraps(ctx)
+    starts.sort(key=lambda start: start[0].seq)
     # one sweep for all of them: asking per cut walks everything downstream of it, quadratic over a run
     reached = first_backward_reached(ctx.flow, ctx.backwards, [(start, event.seq) for event, start in starts])
     for event, start in starts:
@@ -150,21 +152,61 @@ def cuts(ctx: Context) -> Iterator[Cut]:
             yield Cut(event, sorted(hit.roots), hit.backward)
 
 
+# calls that copy a tensor's values into a new tensor without its history (PyTorch warns "To copy construct from a
+# tensor, it is recommended to use sourceTensor.detach().clone()")
+_REWRAP_OPS = {"tensor": "torch.tensor", "Tensor.new_tensor": ".new_tensor", "autograd.Variable": "Variable"}
+
+
+def _rewraps(ctx: Context) -> list[tuple[Event, str]]:
+    """`torch.tensor(h)`, `h.new_tensor(h)`: a copy of a tensor that requires grad, as a cut of its own (an event
+    made for the finding: the tracer records it as an op)."""
+    trace = ctx.trace
+    found = []
+    for op in trace.ops:
+        if op.name not in _REWRAP_OPS or len(op.outputs) != 1 or trace.tensors[op.outputs[0]].requires_grad:
+            continue
+        source = next((t for t in op.inputs if trace.tensors[t].requires_grad or trace.tensors[t].grad_fn), None)
+        if source is None:
+            continue
+        location = Location(op.file, op.line, _code(trace, op.file, op.line)) if op.file and op.line else None
+        record = trace.tensors[source]
+        data = {"source_grad_fn": record.grad_fn, "source_requires_grad": True, "rewrap": _REWRAP_OPS[op.name]}
+        found.append((Event(op.seq, EventKind.DETACH, location, source, op.outputs[0], op.name, [], data), op.outputs[0]))
+    return found
+
+
+def _leaf_cut(ctx: Context, event: Event) -> bool:
+    """`p.data` of a leaf that requires grad, computed with out of place (`x @ self.weight.data`): the parameter's
+    own gradient path is cut. Written in place into something else (`ema.mul_(d).add_(p.data)`) it is a copy of
+    values under the program's control, not a path a gradient would take."""
+    if event.kind is not EventKind.DATA_GET or event.result is None:
+        return False
+    steps = ctx.flow.steps
+    for seq, index in ctx.flow.consumers.get(event.result, ()):
+        step = steps[index]
+        if seq > event.seq and step.alias_event is None and not set(step.inputs) & set(step.outputs):
+            return True
+    return False
+
+
 def cut_edge_findings(ctx: Context, found: list[Cut]) -> list[Finding]:
     findings = []
     for cut in found:
         event = cut.event
-        if event.data.get("source_grad_fn") is None:
-            # a leaf used without its gradient is not a cut edge of a graph; it shows up as a dead parameter
-            continue
+        if event.data.get("source_grad_fn") is None and not event.data.get("rewrap") and not _leaf_cut(ctx, event):
+            continue  # a leaf's `.detach()` (a state_dict copy, a frozen input): its dead parameters say it
         file, line, code = ctx.where(event)
         source = ctx.trace.tensors[event.tensor]  # type: ignore[index]
         node = event.data.get("source_grad_fn")
+        expression = event.data.get("expression", source.label)
         how = {
-            EventKind.DETACH: f"`{event.data.get('expression', source.label)}.detach()`",
-            EventKind.DATA_GET: f"`{event.data.get('expression', source.label)}.data`",
+            EventKind.DETACH: f"`{expression}.detach()`",
+            EventKind.DATA_GET: f"`{expression}.data`",
             EventKind.DETACH_: f"`{source.label}.detach_()`",
         }[event.kind]
+        rewrap = event.data.get("rewrap")
+        if rewrap is not None:
+            how = f"`{rewrap}(...)`, which copies the values without their history,"
         produced = f" (output of {ctx.node_name(node)})" if node else ""
         roots = ctx.names(cut.roots)
         message = (
@@ -172,7 +214,20 @@ def cut_edge_findings(ctx: Context, found: list[Cut]) -> list[Finding]:
             f"{roots}, but backward ({line_of(cut.backward)}) stops here, so nothing computed before it gets a "
             f"gradient through this path."
         )
-        if event.kind is EventKind.DATA_GET:
+        if node is None and rewrap is None:  # a leaf's own `.data`: the leaf is what loses its gradient
+            how = f"`.data` of {ctx.name(source.id)}"
+            message = (
+                f"{how} at line {line} uses its values without its gradient path: they flow on into {roots}, but "
+                f"backward ({line_of(cut.backward)}) gives {ctx.name(source.id)} no gradient through this use."
+            )
+        if rewrap is not None:
+            fix = (
+                f"To keep the gradient flowing use the tensor itself (or `{source.label}.clone()`); if cutting is "
+                f"intended, say so with `{source.label}.detach().clone()`, as PyTorch's own warning recommends."
+            )
+        elif event.kind is EventKind.DATA_GET and node is None:
+            fix = f"Use {ctx.name(source.id)} itself so it trains; `.detach()` if it must stay fixed here."
+        elif event.kind is EventKind.DATA_GET:
             fix = (
                 f"If cutting the graph is intended, write `{event.data.get('expression', source.label)}.detach()`: "
                 "it cuts the same way but shares the version counter, so PyTorch catches in-place writes. "
@@ -221,6 +276,9 @@ def dead_parameter_findings(ctx: Context, found: list[Cut]) -> list[Finding]:
     # where the program trains with optimizers, a leaf kept out of them and used under no_grad (a target network)
     # is frozen on purpose; a detach in the path is a cut worth reporting either way
     optimized = {tid for step in steps for tid in step.data.get("grads", {})} if steps else None
+    # a model none of whose parameters any optimizer holds (a distillation teacher, a target network) is frozen
+    # on purpose, whatever cuts its output: the cut is reported (info), its parameters are not dead
+    trained_models = {_model_of(trace.tensors[tid]) for tid in optimized} if optimized is not None else None
     reached = {leaf for event in ctx.backwards for leaf in event.data.get("reached_leaves", [])}
     # the first backward whose loss each leaf no backward reached flows into, all in one sweep
     unreached = sorted(leaves - reached)
@@ -231,6 +289,8 @@ def dead_parameter_findings(ctx: Context, found: list[Cut]) -> list[Finding]:
     for leaf, backward in sorted(participating.items(), key=lambda item: trace.tensors[item[0]].seq):
         record = trace.tensors[leaf]
         cut = explained.get(leaf)
+        if cut is not None and trained_models is not None and _model_of(record) not in trained_models:
+            continue
         if cut is not None:
             file, line, code = ctx.where(cut.event)
             reason = f"every path from it to the loss passes through the cut at line {line} (`{code}`)"
@@ -242,6 +302,14 @@ def dead_parameter_findings(ctx: Context, found: list[Cut]) -> list[Finding]:
             op, file, line = step
             code = _code(trace, file, line)
             reason = f"its value reaches the loss only through `{op}` at line {line}, computed without gradient tracking"
+            if _REENTRANT_CHECKPOINT.search(code):
+                # the reentrant checkpoint runs its function under no_grad and backpropagates through the
+                # recomputation only from inputs that require grad: PyTorch warns and gives it none
+                reason += (
+                    " inside `checkpoint`, whose inputs do not require grad (PyTorch: \"None of the inputs have "
+                    "requires_grad=True. Gradients will be None\"); with `use_reentrant=True` the checkpointed "
+                    "block gets gradients only through inputs that require grad"
+                )
             events, nodes = [backward.seq], []
         findings.append(
             Finding(
@@ -261,6 +329,14 @@ def dead_parameter_findings(ctx: Context, found: list[Cut]) -> list[Finding]:
             )
         )
     return findings
+
+
+_REENTRANT_CHECKPOINT = re.compile(r"\bcheckpoint\w*\(")
+
+
+def _model_of(record: TensorRecord) -> str | None:
+    """The model a parameter belongs to: the variable (or class) its qualified name starts with."""
+    return record.parameter.split(".", 1)[0] if record.parameter and "." in record.parameter else record.parameter
 
 
 def _explaining_cuts(ctx: Context, leaves: set[str], found: list[Cut]) -> dict[str, Cut]:
@@ -406,7 +482,8 @@ def _saved_write_finding(
         via = f"{ctx.name(tensor.id)} itself"
     call = write.event.data.get("module_call")
     # the write happened inside a module: name it as the program built it (`nn.ReLU(inplace=True)`)
-    by = f" by `{call}` (module `{write.event.data.get('module')}`)" if call and not by_step else ""
+    # (where, not who: a write in a model's own forward is the model's code at that line, not "by `Model()`")
+    by = f" inside `{write.event.data.get('module')}.forward` (`{call}`)" if call and not by_step else ""
     what = f"{ctx.name(tensor.id)}, saved by {node.name} for backward"
     if shares:
         if backward is not None and backward.data.get("outcome") == "error":
@@ -555,8 +632,8 @@ def update_without_gradient_findings(ctx: Context) -> list[Finding]:
         previous_step[optimizer] = event.seq
         got = {leaf for backward in ctx.backwards[since:before] for leaf in backward.data.get("reached_leaves", [])}
         for tid in event.data.get("changed", []):
-            if tid in got:
-                continue
+            if tid in got or event.data.get("grads", {}).get(tid) == "written":
+                continue  # (a gradient the program wrote into `.grad` itself is a gradient too)
             file, line, code = ctx.where(event)
             grad = event.data.get("grads", {}).get(tid)
             held = {

@@ -55,15 +55,17 @@ def manual_update_findings(trace: Trace, dead: set[str] = frozenset()) -> list[F
         if param is None:
             continue
         last = bisect.bisect_left(backward_seqs, event.seq)
+        # a parameter's life starts when it is made: backwards before it (an earlier model of a sweep) are not its
+        born = bisect.bisect_right(backward_seqs, trace.tensors[param].seq)
         done = updates.setdefault(param, [])
-        if not last:
+        if last <= born:
             done.append(event.seq)
-            continue  # initialisation: no backward yet
+            continue  # initialisation: no backward since the parameter was made
         # the gradients this update could use: every backward since the parameter's last update before the
         # latest backward (several writes after one backward are one update: `p.mul_(..)`, then `p.sub_(..)`)
         since = done[bisect.bisect_left(done, backward_seqs[last - 1]) - 1] if done and done[0] < backward_seqs[last - 1] else -1
         done.append(event.seq)
-        window = backwards[bisect.bisect_right(backward_seqs, since) : last]
+        window = backwards[max(born, bisect.bisect_right(backward_seqs, since)) : last]
         if any(param in e.data.get("reached_leaves", []) for e in window):
             continue  # it has a gradient: weight decay or clipping alongside a gradient step
         loc = event.location

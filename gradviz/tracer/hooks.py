@@ -11,7 +11,8 @@ import torch
 
 from ..model import EventKind, VersionChange
 from . import source
-from .tensors import _version
+from .nodes import _grad_key
+from .tensors import _version, local_parts as _local
 
 # Hooks run outside the recorder's own __torch_function__, where the mode is still active: every tensor attribute
 # our bookkeeping reads would otherwise go through it and any other mode (about a microsecond each, and seen by them)
@@ -111,7 +112,7 @@ class HookRecording:
                     grad = self._grad_state(p)
                     # a zero gradient moves the version but maybe not the values (momentum and weight decay can
                     # still move them, or not): keep a copy to compare
-                    copy = p.detach().clone() if grad == "zero" else None
+                    copy = _local_copy(p) if grad == "zero" else None
                     state.append([p, _version(p), grad, copy])
         except Exception as exc:
             self._internal(exc)
@@ -125,7 +126,11 @@ class HookRecording:
         if live is not None and self._fresh_grads.get(live.tid) == (id(g), _version(g)):
             # the latest backward wrote this .grad and nothing touched it since: no need to read it
             return "fresh"
-        return "zero" if not bool(g.any()) else "nonzero"
+        if not any(bool(part.any()) for part in _local(g)):
+            return "zero"
+        # a gradient no traced backward wrote: the one the previous step saw (stale), or one the program put there
+        # since (`p.grad = g` from torch.func.grad, a hand-made gradient); before any step, nothing is stale yet
+        return "nonzero" if live is not None and self._stepped_grads.get(live.tid) == _grad_key(g) else "written"
 
     def _traced_closure(self, optimizer: Any, args: Any, kwargs: Any) -> tuple[Any, Any] | None:
         """The step's closure, wrapped so that what it does (zero_grad, forward, backward) is recorded."""
@@ -170,7 +175,7 @@ class HookRecording:
                 p, before, _, copy = entry
                 entry[2] = grad = self._grad_state(p)
                 if copy is None and grad in ("none", "zero") and _version(p) == before:
-                    entry[3] = p.detach().clone()
+                    entry[3] = _local_copy(p)
         except Exception as exc:
             self._internal(exc)
 
@@ -214,10 +219,13 @@ class HookRecording:
             for p, before, grad, copy in step.state:
                 tid = self._tid(p)
                 after = _version(p)
-                moved = after != before and (copy is None or not torch.equal(copy, p))
+                moved = after != before and (copy is None or not _equal(copy, _local(p)))
                 if moved:
                     changed.append(tid)
                 grads[tid] = grad
+                g = p.grad
+                if g is not None:
+                    self._stepped_grads[tid] = _grad_key(g)
                 versions.append(VersionChange(tid, before, after))
                 live = self._live.get(id(p))
                 if live is not None:
@@ -234,6 +242,14 @@ class HookRecording:
             self._event(EventKind.OPTIMIZER_STEP, file, line, op=f"{step.name}.step", versions=versions, data=data)
         except Exception as exc:
             self._internal(exc)
+
+
+def _local_copy(p: torch.Tensor) -> list[torch.Tensor]:
+    return [part.detach().clone() for part in _local(p)]
+
+
+def _equal(copy: list[torch.Tensor], now: list[torch.Tensor]) -> bool:
+    return len(copy) == len(now) and all(torch.equal(a, b) for a, b in zip(copy, now))
 
 
 _RECORD_ENTER = torch.ops.profiler._record_function_enter_new

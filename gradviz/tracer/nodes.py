@@ -8,7 +8,12 @@ import torch
 
 from ..model import NodeRecord, SavedTensorRecord
 from . import chains
-from .tensors import _storage_key
+from .tensors import _storage_key, local_parts
+
+def _grad_key(g: torch.Tensor) -> tuple[int, tuple[int, ...]]:
+    """A `.grad` as it stands: which tensor, and how often it (or, for a DTensor, its local shard) was written."""
+    return id(g), (g._version, *(part._version for part in local_parts(g) if part is not g))
+
 
 _ACCUMULATE_GRAD = 2**64 - 1  # the sequence number autograd gives every AccumulateGrad node
 # what a node type saves and how it is called depend only on the type: learnt once per process
@@ -46,6 +51,41 @@ class GraphRecording:
         ordered = sorted(sorted(seen), key=len)
         leaves = [variable for variable in (nodes[n].variable for n in ordered) if variable is not None]
         return ordered, leaves
+
+    # ------------------------------------------------------------------ backwards nested in a backward
+    def _nested_watch(self, reached: list[str]) -> dict[str, tuple[int, tuple[int, ...]] | None] | None:
+        """The `.grad` of every live leaf that requires grad, when the backward will run a Python-defined node.
+
+        Such a node's backward may call backward itself (`checkpoint(..., use_reentrant=True)` recomputes its
+        block and backpropagates through it there): the leaves that inner backward reaches are no edge of the
+        outer graph, but get their gradient from the outer call. The recorder's mode is off while the outer call
+        runs, so the inner one is seen by its effect: the `.grad` fields it wrote.
+        """
+        nodes = self.trace.nodes
+        if not any(nodes[n].name.endswith("Backward") for n in reached):  # built-in nodes end in a digit
+            return None
+        watched: dict[str, tuple[int, tuple[int, ...]] | None] = {}
+        for tid, live in self._by_tid.items():  # type: ignore[attr-defined]
+            t = live()
+            try:
+                if t is None or not t.requires_grad or t.grad_fn is not None:
+                    continue
+                g = t.grad
+            except RuntimeError:  # a no_grad view whose base was later written in place has no readable grad_fn
+                continue
+            watched[tid] = None if g is None else _grad_key(g)
+        return watched
+
+    def _nested_reached(self, watched: dict[str, tuple[int, tuple[int, ...]] | None]) -> list[str]:
+        """The watched leaves whose `.grad` the backward wrote (a new tensor, or an in-place accumulation)."""
+        reached = []
+        for tid, before in watched.items():
+            live = self._by_tid.get(tid)  # type: ignore[attr-defined]
+            t = live() if live is not None else None
+            g = t.grad if t is not None else None
+            if g is not None and (before is None or before != _grad_key(g)):
+                reached.append(tid)
+        return reached
 
     # ------------------------------------------------------------------ autograd nodes
     def _node_key(self, fn: Any) -> Any:

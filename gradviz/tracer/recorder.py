@@ -132,6 +132,7 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
         self._thread = threading.get_ident()  # the thread tracing (the mode is per thread; hooks are global)
         self._optimizer_ids: dict[int, str] = {}  # id(optimizer) -> o0, o1, ... in order of first step
         self._fresh_grads: dict[str, tuple[int, int | None]] = {}  # leaf -> its .grad right after the last backward
+        self._stepped_grads: dict[str, Any] = {}  # parameter -> its .grad as the latest step left it (hooks.py)
         self._by_tid: dict[str, _Live] = {}
         self._seq = itertools.count()
         self._live: dict[int, _Live] = {}  # id(tensor) -> live entry
@@ -227,6 +228,7 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
         self._live.clear()
         self._by_tid.clear()
         self._fresh_grads.clear()
+        self._stepped_grads.clear()
         self._by_storage.clear()
         self._steps.clear()  # a step that raised and was never closed: let go of its parameters
         self._qualify_parameter_names()
@@ -427,14 +429,15 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
             storage = t.untyped_storage()
             # a nested tensor's buffer is not one strided tensor's memory: no byte range to give it
             skey: int | None = None if nested else storage._cdata
-        except (RuntimeError, NotImplementedError, TypeError):  # sparse, nested, functional wrappers
+            # a wrapper subclass (DTensor) has a placeholder storage without memory: its data lives in inner tensors
+            ptr = storage.data_ptr() if skey is not None and skey not in self._storage_ids and device_name != "meta" else 0
+        except (RuntimeError, NotImplementedError, TypeError):  # sparse, nested, functional and subclass wrappers
             skey = None
         if skey is not None:
             sid = self._storage_ids.get(skey)
             if sid is None:
                 sid = f"s{len(trace.storages)}"
                 self._storage_ids[skey] = sid
-                ptr = storage.data_ptr() if device_name != "meta" else 0
                 trace.storages[sid] = StorageRecord(sid, device_name, storage.nbytes(), ptr, dtype)
             item = t.element_size()
             offset = t.storage_offset()
@@ -822,7 +825,10 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
                     "inputs": inputs,
                     "retain_graph": bool(retain if retain is not None else create),
                 }
+                if create:  # a higher-order gradient: part of computing a loss, not a training step's backward
+                    data["create_graph"] = True
                 event = self._event(EventKind.BACKWARD, file, line, tensor=root_ids[0] if root_ids else None, op=data["api"], data=data)
+                nested = self._nested_watch(reached_nodes) if not is_grad else None
         except Exception as exc:
             self._internal(exc)
             return _call(_caller(3), func, args, kwargs)
@@ -835,6 +841,12 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
         event.data["outcome"] = "ok"
         try:
             with _quiet():
+                if nested:  # leaves a backward nested in this one reached (a reentrant checkpoint's recompute)
+                    known = set(event.data["reached_leaves"])
+                    extra = [t for t in self._nested_reached(nested) if t not in known and (inputs is None or t in inputs)]
+                    if extra:
+                        event.data["reached_leaves"] += extra
+                        event.data["nested_leaves"] = extra
                 self._fresh_grads = {}
                 for tid in event.data["reached_leaves"]:
                     live = self._by_tid.get(tid)

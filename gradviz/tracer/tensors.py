@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
 _Tensor = torch.Tensor
 
@@ -70,3 +71,16 @@ def _storage_key(t: torch.Tensor) -> int | None:
         return t.untyped_storage()._cdata
     except (RuntimeError, NotImplementedError, TypeError):  # sparse, nested, functional wrappers
         return None
+
+
+def local_parts(t: torch.Tensor) -> list[torch.Tensor]:
+    """The plain tensors holding `t`'s values in this process: a DTensor's local shard, never the whole.
+
+    Reading a DTensor's values as a whole (`torch.equal`, `bool(g.any())`) is a collective; issued by the tracer on
+    one rank only, it hangs the program (the other ranks wait in their next all-gather).
+    """
+    if not is_traceable_wrapper_subclass(t):
+        return [t]
+    inner, _ = t.__tensor_flatten__()  # type: ignore[attr-defined]
+    parts = (getattr(t, name) for name in inner)  # (a DTensor lists its device mesh among them too)
+    return [plain for part in parts if isinstance(part, torch.Tensor) for plain in local_parts(part)]

@@ -194,6 +194,9 @@ REGRESSIONS = {
         "t0 = a.sin()\nt1 = a.tanh()\na.data.add_(0.5)\nt2 = a.sin()\nloss = t1.sum() + t2.sum()\nloss.backward()",
         {"a"},
     ),
+    # copy constructions: the values without their history, a cut like `.detach().clone()`
+    "copy_constructed": ("t0 = a.exp()\nt1 = torch.tensor(t0)\nt2 = t1 * b\nloss = t2.sum()\nloss.backward()", {"a", "b"}),
+    "leaf_new_tensor": ("t0 = b.new_tensor(a)\nt1 = t0 * b\nloss = t1.sum()\nloss.backward()", {"a", "b"}),
     "no_grad_path": ("with torch.no_grad():\n    t0 = a.exp()\nt1 = t0 * b\nloss = t1.sum()\nloss.backward()", {"a", "b"}),
 }
 

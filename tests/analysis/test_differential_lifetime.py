@@ -75,6 +75,12 @@ LOSSES = {
     "one": ["loss = h.pow(2).mean()"],
     # GAN-style: two losses summed, one backward
     "two": ["g_loss = h.pow(2).mean()", "d_loss = h.sigmoid().mean()", "loss = g_loss + d_loss"],
+    # second order (MAML's inner step, a gradient penalty): a gradient taken with create_graph=True is part of
+    # the loss, not a step; it frees nothing and its graph joins the loss's
+    "second_order": [
+        "g, = torch.autograd.grad(h.pow(2).sum(), w, create_graph=True)",
+        "loss = h.pow(2).mean() + (g * g).mean()",
+    ],
 }
 PRELUDE = """\
 import torch

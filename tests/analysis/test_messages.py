@@ -27,7 +27,7 @@ def test_the_module_that_wrote_in_place_is_named(trace_of) -> None:
     )
     (finding,) = gradviz.diagnose(trace)
     assert finding.kind is FindingKind.POISONED_SAVED_TENSOR
-    assert "written in place at line 11 by `nn.ReLU(inplace=True)` (module `act`) through `h` itself" in finding.message
+    assert "written in place at line 11 inside `act.forward` (`nn.ReLU(inplace=True)`) through `h` itself" in finding.message
     assert "#" not in finding.message and "relu writes into" not in finding.message
 
 
@@ -46,7 +46,7 @@ def test_embedding_max_norm_renormalising_its_weight_is_named(trace_of) -> None:
         """
     )
     (finding,) = gradviz.diagnose(trace)
-    assert "by `nn.Embedding(10, 3, max_norm=1.0)`" in finding.message
+    assert "inside `emb.forward` (`nn.Embedding(10, 3, max_norm=1.0)`)" in finding.message
     # PyTorch's own numbers: the weight was at version 2 when saved (init and mul_), 3 after the renorm
     assert 'raised: "is at version 3; expected version 2"' in finding.message
 

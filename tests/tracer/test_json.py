@@ -381,7 +381,7 @@ def test_optimizer_step_data_is_checked(tmp_path: Path) -> None:
     for key, value, message in [
         ("changed", ["t404"], r"data\.changed\[0\] names unknown tensor 't404'"),
         ("grads", {"t404": "fresh"}, r"data\.grads names unknown tensor 't404'"),
-        ("grads", {next(iter(step["grads"])): "lots"}, r"data\.grads\.t\d+ must be one of \['fresh', 'none', 'nonzero', 'zero'\], got 'lots'"),
+        ("grads", {next(iter(step["grads"])): "lots"}, r"data\.grads\.t\d+ must be one of \['fresh', 'none', 'nonzero', 'written', 'zero'\], got 'lots'"),
         ("optimizer", None, r"data\.optimizer must be a string, got null"),
     ]:
         broken = copy.deepcopy(data)
