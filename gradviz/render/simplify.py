@@ -54,7 +54,8 @@ class Core:
         self.nodes: dict[str, CoreNode] = {}
         self.edges: dict[tuple[str, str], str] = {}  # (src, dst) -> kind: "flow" or "carried"
         self.rolls: list[Roll] = []
-        self.notes: list[str] = []
+        self.notes: list[str] = []  # lines for the legend
+        self.messages: list[str] = []  # lines for the person who asked for the picture (the CLI prints them)
         self.hidden = 0
         self.big = False  # compact drawing: set by the caller for large graphs
         self.steps: list = []  # StepRoll: training steps drawn once for all steps of the same shape
@@ -75,6 +76,25 @@ class Core:
         for src, dst in self.edges:
             out[src].append(dst)
         return out
+
+    def ranks(self) -> int:
+        """Nodes on the longest path (loop-carried edges left out, as the layout leaves them): how tall the drawing is."""
+        indegree: dict[str, int] = dict.fromkeys(self.nodes, 0)
+        out: dict[str, list[str]] = defaultdict(list)
+        for (src, dst), kind in self.edges.items():
+            if kind != "carried" and src in indegree and dst in indegree and src != dst:
+                out[src].append(dst)
+                indegree[dst] += 1
+        length = dict.fromkeys(self.nodes, 1)
+        ready = [n for n, d in indegree.items() if d == 0]
+        while ready:
+            nid = ready.pop()
+            for dst in out.get(nid, ()):
+                length[dst] = max(length[dst], length[nid] + 1)
+                indegree[dst] -= 1
+                if indegree[dst] == 0:
+                    ready.append(dst)
+        return max(length.values(), default=0)
 
     def remap(self, mapping: dict[str, str], *, carried: Iterable[tuple[str, str]] = ()) -> None:
         """Replace node ids by `mapping` (missing ids stay), merging edges; `carried` edges become loop-carried."""
@@ -144,16 +164,12 @@ class Core:
 
     # ------------------------------------------------------------------ modules
     def collapse_modules(
-        self, depth: int, protected: set[str], attach: set[str], zone: dict[str, Hashable] | None = None,
-        roots: frozenset[str] | set[str] = frozenset(),
+        self, keys: dict[str, str | None], protected: set[str], attach: set[str], zone: dict[str, Hashable] | None = None,
     ) -> list[Group]:
-        """Replace each module call (module name cut to `depth` parts below its outermost module) by one group node.
+        """Replace each module call by one group node; `keys[id]` names the module box a node belongs in (the
+        module cut to the depth drawn), None for a node drawn as itself.
 
-        `roots` are the names of outermost modules (the program's variables: `model`, `netD`): `netD.main.0` cut to
-        depth 1 is `netD.main`, and the ops an outermost module's own forward runs between its submodules (the
-        `torch.relu` between two layers) stay drawn as themselves rather than as one-op boxes named after the model.
-
-        A call is a run of consecutive nodes (in drawing order) in the same module, the same rolled loop and the
+        A call is a run of consecutive nodes (in drawing order) with the same key, the same rolled loop and the
         same `zone` (the training step drawn around it). Leaf nodes in `attach` (AccumulateGrad) join the group of
         their only user. The protected nodes of a call (findings) stay drawn, beside the group of the rest.
         """
@@ -173,11 +189,8 @@ class Core:
             if nid in attach or node.kind != "node":
                 continue
             # a group stays inside its loop body and its step, so the rolled picture keeps its ×N around it
-            key = None
-            if node.module and node.module not in roots:
-                parts = node.module.split(".")
-                keep = depth + 1 if parts[0] in roots else depth
-                key = (".".join(parts[:keep]), node.roll, zone.get(nid))
+            box = keys.get(nid)
+            key = (box, node.roll, zone.get(nid)) if box is not None else None
             if key != current_key:
                 close()
                 current, current_key = [], key
