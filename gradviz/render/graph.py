@@ -28,6 +28,8 @@ DEFAULT_MAX_NODES = 300
 BOX_BUDGET = 80
 #: Ranks (boxes on the longest path) the default view aims for: about 2,500 px tall at 96 dpi.
 RANK_BUDGET = 32
+#: Boxes side by side on one level the default view aims for: about 2,500 px wide at 96 dpi.
+WIDE_BUDGET = 7
 BIG = 150  # above this many autograd nodes: compact labels, saved tensors only where a finding points, fast layout
 SPLIT_SHARED_ABOVE = 60  # above this many autograd nodes, a parameter used many times gets a node per use
 
@@ -202,36 +204,35 @@ def _simplify(
     if chosen is None and len(tree):  # the deepest depth that fits
         fit = budget if explicit_budget else BOX_BUDGET
 
-        def boxes(c: Core) -> int:
-            return sum(1 if c.nodes[x].kind != "node" else weight(x) for x in c.nodes)
+        def measure(c: Core) -> tuple[int, int, int]:
+            """boxes, boxes deep (+ 1: the loss and saved tensors below their node), boxes side by side"""
+            return _weight_total(c, weight), c.ranks() + 1, c.widest(lambda x: 1 if c.nodes[x].kind != "node" else weight(x))
 
-        total, tall = boxes(core), core.ranks() + 1  # + 1: the loss and saved tensors below their node
-        if total > fit or (tall > RANK_BUDGET and not explicit_budget):
+        def fits(size: tuple[int, int, int]) -> bool:  # a page: about 2,500 px either way (its own budget: boxes only)
+            return size[0] <= fit and (explicit_budget or (size[1] <= RANK_BUDGET and size[2] <= WIDE_BUDGET))
+
+        whole = size = measure(core)
+        if not fits(whole):
             for d in range(tree.max_depth, -1, -1):
                 trial = _copy_core(core)
                 trial.collapse_modules(_box_keys(trial, tree, d), unfolded, attach, zone)
-                count, tall = boxes(trial), trial.ranks() + 1
-                if (count <= fit and (tall <= RANK_BUDGET or explicit_budget)) or d == 0:
+                size = measure(trial)
+                if fits(size) or d == 0:
                     chosen = d
                     break
             shallowest = "one box per model" if tree.max_depth > 0 else "the only depth"
-            if count <= fit and tall > RANK_BUDGET and not explicit_budget:
-                core.notes.append(f"{tall} boxes deep even at depth 0 ({shallowest})")
+            if fits(size):
+                why = f"{fit} boxes" if explicit_budget else "a page"
+                core.notes.append(f"modules drawn at depth {chosen} of 0-{tree.max_depth} to fit {why} (--depth)")
                 core.messages.append(
-                    f"graph view: {tall} boxes deep even at depth 0 ({shallowest}), a tall picture; "
-                    f"--depth all draws every op, --step K one step"
-                )
-            elif count <= fit:
-                core.notes.append(f"modules drawn at depth {chosen} of 0-{tree.max_depth} to fit {fit} boxes (--depth)")
-                core.messages.append(
-                    f"graph view: {total} boxes, so modules are drawn at depth {chosen} (0-{tree.max_depth}) to fit "
-                    f"{fit}; --depth N draws another depth, --depth all every op"
+                    f"graph view: {_size(whole)}, so modules are drawn at depth {chosen} (0-{tree.max_depth}) to fit "
+                    f"{why}; --depth N draws another depth, --depth all every op"
                 )
             else:
-                core.notes.append(f"{count} boxes even at depth 0 ({shallowest}), more than {fit}")
+                core.notes.append(f"{_size(size)} even at depth 0 ({shallowest})")
                 core.messages.append(
-                    f"graph view: {count} boxes even at depth 0 ({shallowest}): more than {fit} boxes; "
-                    f"--depth all draws every op, --max-nodes N summarises beyond N"
+                    f"graph view: {_size(size)} even at depth 0 ({shallowest}), more than a page; "
+                    "--step K draws one step, --max-nodes N summarises beyond N boxes"
                 )
     elif chosen is None and _weight_total(core, weight) > (budget if explicit_budget else BOX_BUDGET):
         core.messages.append(
@@ -250,6 +251,10 @@ def _simplify(
     leaves = {c for c, n in core.nodes.items() if n.kind == "node" and _is_leaf_node(nodes[origin(c)])}
     core.cut_to(budget, keep_first, weights, leaves - set(keep_first))
     return core, copies
+
+
+def _size(size: tuple[int, int, int]) -> str:
+    return f"{size[0]} boxes, {size[1]} deep, up to {size[2]} side by side"
 
 
 def _weight_total(core: Core, weight) -> int:  # type: ignore[no-untyped-def]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from typing import Hashable, Iterable
+from typing import Callable, Hashable, Iterable
 
 __all__ = ["Core", "CoreNode", "Group", "Roll", "find_repeats"]
 
@@ -79,6 +79,18 @@ class Core:
 
     def ranks(self) -> int:
         """Nodes on the longest path (loop-carried edges left out, as the layout leaves them): how tall the drawing is."""
+        return max(self.levels().values(), default=0)
+
+    def widest(self, weight: Callable[[str], int]) -> int:
+        """The most drawn boxes on one level (nodes at the same distance from the leaves, `weight` boxes each): about
+        how wide the drawing is."""
+        per_level: Counter[int] = Counter()
+        for nid, level in self.levels().items():
+            per_level[level] += weight(nid)
+        return max(per_level.values(), default=0)
+
+    def levels(self) -> dict[str, int]:
+        """Each node's level: 1 + the most nodes on a path from a leaf to it (loop-carried edges left out)."""
         indegree: dict[str, int] = dict.fromkeys(self.nodes, 0)
         out: dict[str, list[str]] = defaultdict(list)
         for (src, dst), kind in self.edges.items():
@@ -87,6 +99,7 @@ class Core:
                 indegree[dst] += 1
         length = dict.fromkeys(self.nodes, 1)
         ready = [n for n, d in indegree.items() if d == 0]
+        sources = list(ready)
         while ready:
             nid = ready.pop()
             for dst in out.get(nid, ()):
@@ -94,7 +107,11 @@ class Core:
                 indegree[dst] -= 1
                 if indegree[dst] == 0:
                     ready.append(dst)
-        return max(length.values(), default=0)
+        for nid in sources:  # a leaf (a parameter) is drawn just above its first user, as the layout puts it
+            users = [length[dst] for dst in out.get(nid, ())]
+            if users:
+                length[nid] = max(min(users) - 1, 1)
+        return length
 
     def remap(self, mapping: dict[str, str], *, carried: Iterable[tuple[str, str]] = ()) -> None:
         """Replace node ids by `mapping` (missing ids stay), merging edges; `carried` edges become loop-carried."""
