@@ -55,6 +55,10 @@ LEGEND: dict[str, tuple[str, str]] = {
     "freed": ("#ffcccc", "graph an earlier backward freed, built on again (dashed)"),
 }
 
+# torch.utils.checkpoint(..., use_reentrant=True): the block runs under no_grad, its graph is built again in backward
+_CHECKPOINT = "CheckpointFunctionBackward"
+_RECOMPUTED = "recomputed in backward (checkpoint, use_reentrant=True): its ops are not drawn"
+
 _NODE_ATTR = {
     "style": "filled",
     "shape": "box",
@@ -225,14 +229,16 @@ def _simplify(
                 why = f"{fit} boxes" if explicit_budget else "a page"
                 core.notes.append(f"modules drawn at depth {chosen} of 0-{tree.max_depth} to fit {why} (--depth)")
                 core.messages.append(
-                    f"graph view: {_size(whole)}, so modules are drawn at depth {chosen} (0-{tree.max_depth}) to fit "
+                    f"graph view: {_size(whole, boxes_only=explicit_budget)}, so modules are drawn at depth {chosen} (0-{tree.max_depth}) to fit "
                     f"{why}; --depth N draws another depth, --depth all every op"
                 )
             else:
-                core.notes.append(f"{_size(size)} even at depth 0 ({shallowest})")
+                more = f"more than {fit} boxes" if explicit_budget else "more than a page"
+                core.notes.append(f"{_size(size, boxes_only=explicit_budget)} even at depth 0 ({shallowest})")
                 core.messages.append(
-                    f"graph view: {_size(size)} even at depth 0 ({shallowest}), more than a page; "
-                    "--step K draws one step, --max-nodes N summarises beyond N boxes"
+                    f"graph view: {_size(size, boxes_only=explicit_budget)} even at depth 0 ({shallowest}), {more}; "
+                    + ("what does not fit is summarised" if explicit_budget
+                       else "--step K draws one step, --max-nodes N summarises beyond N boxes")
                 )
     elif chosen is None and _weight_total(core, weight) > (budget if explicit_budget else BOX_BUDGET):
         core.messages.append(
@@ -249,11 +255,18 @@ def _simplify(
     keep_first = [cid for cid in core.nodes if origin(cid) in notes.protected] + [c for c in core.nodes if c in losses] + roots
     weights = {c: (weight(c) if core.nodes[c].kind == "node" else 1) for c in core.nodes}
     leaves = {c for c, n in core.nodes.items() if n.kind == "node" and _is_leaf_node(nodes[origin(c)])}
-    core.cut_to(budget, keep_first, weights, leaves - set(keep_first))
+    # a hidden stretch stays inside its training step: one summary per step, drawn in the step's box
+    where = {c: next((zone[m] for m in ([origin(c)] if n.kind == "node" else n.members) if m in zone), None)
+             for c, n in core.nodes.items()}
+    for c in leaves:  # a parameter goes with the step of its first user
+        where[c] = next((where[u] for u in users.get(c, []) if where.get(u) is not None), None)
+    core.cut_to(budget, keep_first, weights, leaves - set(keep_first), zone=where)
     return core, copies
 
 
-def _size(size: tuple[int, int, int]) -> str:
+def _size(size: tuple[int, int, int], *, boxes_only: bool = False) -> str:
+    if boxes_only:
+        return f"{size[0]} boxes"
     return f"{size[0]} boxes, {size[1]} deep, up to {size[2]} side by side"
 
 
@@ -384,7 +397,7 @@ def _emit(
             return
         if cnode.kind == "summary":
             drawn.used.add("summary")
-            text = html_label_text(f"\N{HORIZONTAL ELLIPSIS} {cnode.name} nodes not shown")
+            text = html_label_text(f"\N{HORIZONTAL ELLIPSIS} {cnode.name} node{'s' if cnode.name != '1' else ''} not shown")
             target.node(cid, f"<{text}>", shape="note", fillcolor="white", style="filled,dashed")
             return
         record = nodes[copies.get(cid, cid)]
@@ -465,10 +478,10 @@ def _emit(
         else:
             dot.edge(src, dst)
 
-    _emit_cuts(dot, trace, notes, core, copies, drawn)
+    _emit_cuts(dot, trace, notes, core, copies, drawn, step_of)
     summary = []
     if core.hidden:
-        summary.append(f"{core.hidden} nodes not shown (max_nodes={budget})")
+        summary.append(f"{core.hidden} node{'s' if core.hidden != 1 else ''} not shown (max_nodes={budget})")
     summary.extend(core.notes)
     if big and show_saved and any(n.saved for n in nodes.values()):
         summary.append("saved tensors shown only where a finding points (large graph)")
@@ -557,6 +570,8 @@ def _emit_autograd_node(
         detail = f"{detail}: {code}" if detail else code
     if detail:
         rows.append(f'<FONT POINT-SIZE="8" COLOR="gray30">{html_label_text(detail)}</FONT>')
+    if record.name == _CHECKPOINT:
+        rows.append(f'<FONT POINT-SIZE="8" COLOR="blue">{html_label_text(_RECOMPUTED)}</FONT>')
     if marks:
         which = "step" if len(marks) == 1 else "steps"
         rows.append(f'<FONT POINT-SIZE="8" COLOR="red">{html_label_text(f"finding in {which} {_numbers(marks)}")}</FONT>')
@@ -613,11 +628,14 @@ def _group_label(cnode: CoreNode, nodes: dict[str, NodeRecord]) -> str:
     lines.append(f'<FONT POINT-SIZE="8">{html_label_text(detail)}</FONT>')
     if top:
         lines.append(f'<FONT POINT-SIZE="8" COLOR="gray30">{html_label_text(top)}</FONT>')
+    if _CHECKPOINT in names:
+        lines.append(f'<FONT POINT-SIZE="8" COLOR="blue">{html_label_text(_RECOMPUTED)}</FONT>')
     return "<BR/>".join(lines)
 
 
 def _emit_cuts(
-    dot: graphviz.Digraph, trace: Trace, notes: Annotations, core: Core, copies: dict[str, str], drawn: _Drawn
+    dot: graphviz.Digraph, trace: Trace, notes: Annotations, core: Core, copies: dict[str, str], drawn: _Drawn,
+    box_of: dict[str, int] | None = None,
 ) -> None:
     # where did each autograd node end up (itself, its loop representative, its group, a summary)?
     home: dict[str, str] = {}
@@ -646,9 +664,11 @@ def _emit_cuts(
             continue
         seen.add(key)
         drawn.used.add("cut")
-        dot.edge(
-            src, dst, label=f"<{html_label_text(cut.label)}>", style="dashed", color="red", fontcolor="red", penwidth="1.5"
-        )
+        text = f"<{html_label_text(cut.label)}>"
+        # an edge into another step's box enters it under the box's title, where a label at the middle of a short
+        # edge would sit on the title: a longer edge puts its label a level above the box, outside it
+        extra = {"minlen": "2"} if (box_of or {}).get(src) != (box_of or {}).get(dst) else {}
+        dot.edge(src, dst, label=text, style="dashed", color="red", fontcolor="red", penwidth="1.5", **extra)
 
 
 def _emit_legend(dot: graphviz.Digraph, drawn: _Drawn, summary: list[str]) -> None:

@@ -244,14 +244,17 @@ class Core:
 
     # ------------------------------------------------------------------ budget
     def cut_to(
-        self, budget: int, keep_first: list[str], weight: dict[str, int], attached: set[str] | frozenset[str] = frozenset()
+        self, budget: int, keep_first: list[str], weight: dict[str, int], attached: set[str] | frozenset[str] = frozenset(),
+        *, zone: dict[str, Hashable] | None = None,
     ) -> None:
         """Keep at most `budget` drawn nodes: `keep_first` (findings, outputs) and then the nodes nearest the
         outputs (breadth-first towards the leaves); each connected stretch of the rest becomes one summary node.
 
         `weight[id]` is how many drawn nodes a core node costs (itself plus the tensors hanging off it). Nodes in
         `attached` (parameters' AccumulateGrad) are kept with their user, so what is hidden is whole stretches.
+        A stretch never spans two `zone`s (training steps): each step gets its own summaries.
         """
+        zone = zone or {}
         if sum(weight.get(n, 1) for n in self.nodes) <= budget:
             return
         inputs: dict[str, list[str]] = defaultdict(list)  # node -> its inputs (towards the leaves)
@@ -314,17 +317,22 @@ class Core:
 
         order = self._order_key()
         for src, dst in self.edges:
-            if src in parent and dst in parent:
+            if src in parent and dst in parent and zone.get(src) == zone.get(dst):
                 ra, rb = find(src), find(dst)
                 if ra != rb:
                     parent[max(ra, rb, key=order)] = min(ra, rb, key=order)
         members: dict[str, list[str]] = defaultdict(list)
         for n in hidden:
             members[find(n)].append(n)
-        stretches = sorted(members.values(), key=len, reverse=True)
-        if len(stretches) > 12:  # many small islands: one summary for all the small ones
-            head_part, tail = stretches[:11], [n for s in stretches[11:] for n in s]
-            stretches = head_part + [tail]
+        by_zone: dict[Hashable, list[list[str]]] = defaultdict(list)
+        for stretch in members.values():
+            by_zone[zone.get(stretch[0])].append(stretch)
+        stretches = []
+        for in_zone in by_zone.values():
+            in_zone.sort(key=len, reverse=True)
+            if len(in_zone) > 12:  # many small islands: one summary for all the small ones
+                in_zone = in_zone[:11] + [[n for s in in_zone[11:] for n in s]]
+            stretches.extend(in_zone)
         mapping: dict[str, str] = {}
         new_nodes = {nid: n for nid, n in self.nodes.items() if nid in kept}
         for i, stretch in enumerate(stretches):
@@ -332,7 +340,8 @@ class Core:
             for n in stretch:
                 mapping[n] = sid
             count = sum(weight.get(n, 1) for n in stretch)
-            origins = [self.nodes[n].origin or n for n in stretch]
+            origins = [m for n in stretch for m in (self.nodes[n].members if self.nodes[n].kind != "node"
+                                                    else [self.nodes[n].origin or n])]
             new_nodes[sid] = CoreNode(sid, f"{count}", kind="summary", members=origins)
             self.hidden += count
         self.remap(mapping)

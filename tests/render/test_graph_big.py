@@ -148,18 +148,18 @@ def test_too_many_nodes_collapse_module_calls_automatically() -> None:
     groups = re.findall(r"^\s*group\d+ \[label=<<B>([\w.]+)</B>", source, re.M)
     assert groups[:2] == ["layer0", "layer1"] and len(groups) == 60
     # but a chain of 60 boxes is taller than a page: said in the legend and to the user
-    assert "61 boxes deep even at depth 0 (one box per model)" in source
+    assert "60 boxes, 61 deep, up to 1 side by side even at depth 0 (one box per model)" in source
     assert diagram.messages == [
-        "graph view: 61 boxes deep even at depth 0 (one box per model), a tall picture; --depth all draws every op, "
-        "--step K one step"
+        "graph view: 60 boxes, 61 deep, up to 1 side by side even at depth 0 (one box per model), more than a page; "
+        "--step K draws one step, --max-nodes N summarises beyond N boxes"
     ]
     assert "8 ops" in source
     # with a budget of its own (max_nodes), only the box count decides
     budget = render(_modular(60, 8), findings=[], max_nodes=100)
     assert "modules drawn at depth 0 of 0-1 to fit 100 boxes (--depth)" in budget.source
     assert budget.messages == [
-        "graph view: 480 boxes, so modules are drawn at depth 0 (0-1) to fit 100; --depth N draws another depth, "
-        "--depth all every op"
+        "graph view: 480 boxes, so modules are drawn at depth 0 (0-1) to fit 100 boxes; --depth N draws another "
+        "depth, --depth all every op"
     ]
 
 

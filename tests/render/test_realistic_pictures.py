@@ -51,7 +51,8 @@ BOXES = {
               {*(f"netG.main.{i}" for i in range(7)), *(f"netD.main.{i}" for i in range(6)), "criterion"}],
     "vae": [{"model"}, {f"model.fc{i}" for i in (1, 21, 22, 3, 4)}, {f"model.fc{i}" for i in (1, 21, 22, 3, 4)}],
     "lstm_lm": [{"model"}, {"model.embed", "model.lstm", "model.decoder"}, {"model.embed", "model.lstm", "model.decoder"}],
-    "checkpoint_reentrant": [{"model"}, {"model.stem", "model.head"}, {"model.stem", "model.head"}],
+    "checkpoint_reentrant": [{"model"}, {"model.stem", "model.blocks", "model.head"},
+                             {"model.stem", "model.blocks.0", "model.blocks.1", "model.blocks.2", "model.head"}],
     "two_models": [{"regressor", "classifier"}, {f"{m}.{i}" for m in ("regressor", "classifier") for i in range(3)},
                    {f"{m}.{i}" for m in ("regressor", "classifier") for i in range(3)}],
 }
@@ -208,6 +209,21 @@ def test_cli_says_which_depth_and_takes_depth(tmp_path: Path) -> None:
     )
     assert bad.returncode == 2 and "--depth: must be 0 or more (0: one box per model), got -1" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+def test_reentrant_checkpoint_blocks_are_named_and_marked_recomputed(traces: dict[str, Trace]) -> None:
+    trace = _trace(traces, "checkpoint_reentrant")
+    checkpoints = [n for n in trace.nodes.values() if n.name == "CheckpointFunctionBackward"]
+    assert len(checkpoints) == 12  # three blocks, four steps
+    # the block each one runs again, named as in the forward (not the module of the op after it, model.head);
+    # the line of the checkpoint call is not known to the tracer, so none is claimed
+    assert [n.module for n in checkpoints] == ["model.blocks.2", "model.blocks.1", "model.blocks.0"] * 4
+    assert all(n.created is None for n in checkpoints)
+    source = render(trace, depth="all").source
+    assert source.count("recomputed in backward (checkpoint, use_reentrant=True): its ops are not drawn") == 3
+    assert not re.search(r"CheckpointFunctionBackward</B><BR/><FONT[^>]*>model\.head", source)
+    block = render(trace, depth=2).source
+    assert re.search(r"<B>model\.blocks\.1</B><BR/>.*1 op.*CheckpointFunctionBackward.*recomputed in backward", block)
 
 
 def test_depth_must_be_a_depth(traces: dict[str, Trace]) -> None:

@@ -101,7 +101,7 @@ def test_actor_critic_episodes_and_lbfgs_closure_calls(traces: dict[str, Trace])
 
 def test_step_k_draws_that_backward_as_it_was(traces: dict[str, Trace]) -> None:
     trace = traces["cnn"]
-    last = render(trace, step=10).source
+    last = render(trace, step=10, depth="all").source  # every op (the default draws the modules as boxes)
     assert "backward 10 of 10 (line 34)" in last and "cluster_step" not in last
     assert "(6, 1, 12, 12)" in last and "(16, 1, 12, 12)" not in last
     with pytest.raises(ValueError, match="step 11 does not exist: the program made 10 backward"):
