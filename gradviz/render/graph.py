@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Hashable
 
 import graphviz
 
@@ -233,18 +233,13 @@ def _simplify(
                     f"{why}; --depth N draws another depth, --depth all every op"
                 )
             else:
-                more = f"more than {fit} boxes" if explicit_budget else "more than a page"
+                more = f"more than {fit} boxes" if explicit_budget else "it may not fit a page"
                 core.notes.append(f"{_size(size, boxes_only=explicit_budget)} even at depth 0 ({shallowest})")
                 core.messages.append(
                     f"graph view: {_size(size, boxes_only=explicit_budget)} even at depth 0 ({shallowest}), {more}; "
                     + ("what does not fit is summarised" if explicit_budget
                        else "--step K draws one step, --max-nodes N summarises beyond N boxes")
                 )
-    elif chosen is None and _weight_total(core, weight) > (budget if explicit_budget else BOX_BUDGET):
-        core.messages.append(
-            f"graph view: {_weight_total(core, weight)} boxes and no nn.Module to group them by; "
-            "--max-nodes N summarises beyond N"
-        )
     if chosen is not None and chosen != "all" and len(tree):
         core.collapse_modules(_box_keys(core, tree, int(chosen)), unfolded, attach, zone)
 
@@ -256,11 +251,18 @@ def _simplify(
     weights = {c: (weight(c) if core.nodes[c].kind == "node" else 1) for c in core.nodes}
     leaves = {c for c, n in core.nodes.items() if n.kind == "node" and _is_leaf_node(nodes[origin(c)])}
     # a hidden stretch stays inside its training step: one summary per step, drawn in the step's box
-    where = {c: next((zone[m] for m in ([origin(c)] if n.kind == "node" else n.members) if m in zone), None)
-             for c, n in core.nodes.items()}
-    for c in leaves:  # a parameter goes with the step of its first user
-        where[c] = next((where[u] for u in users.get(c, []) if where.get(u) is not None), None)
+    where: dict[str, Hashable] = {}
+    if zone:
+        where = {c: next((zone[m] for m in ([origin(c)] if n.kind == "node" else n.members) if m in zone), None)
+                 for c, n in core.nodes.items()}
+        for c in leaves:  # a parameter goes with the step of its first user
+            where[c] = next((where[u] for u in users.get(c, []) if where.get(u) is not None), None)
     core.cut_to(budget, keep_first, weights, leaves - set(keep_first), zone=where)
+    if core.hidden and not core.messages:
+        core.messages.append(
+            f"graph view: {core.hidden} node{'s' if core.hidden != 1 else ''} summarised to fit max_nodes={budget}"
+            + ("" if len(tree) else " (no nn.Module to group them by)") + "; --max-nodes N draws more"
+        )
     return core, copies
 
 

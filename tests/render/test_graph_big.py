@@ -150,8 +150,8 @@ def test_too_many_nodes_collapse_module_calls_automatically() -> None:
     # but a chain of 60 boxes is taller than a page: said in the legend and to the user
     assert "60 boxes, 61 deep, up to 1 side by side even at depth 0 (one box per model)" in source
     assert diagram.messages == [
-        "graph view: 60 boxes, 61 deep, up to 1 side by side even at depth 0 (one box per model), more than a page; "
-        "--step K draws one step, --max-nodes N summarises beyond N boxes"
+        "graph view: 60 boxes, 61 deep, up to 1 side by side even at depth 0 (one box per model), it may not fit a "
+        "page; --step K draws one step, --max-nodes N summarises beyond N boxes"
     ]
     assert "8 ops" in source
     # with a budget of its own (max_nodes), only the box count decides
