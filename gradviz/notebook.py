@@ -57,7 +57,7 @@ def gradviz_cell(shell: InteractiveShell, cell: str, options: Any) -> Trace:
     diagram = _render(trace, options)
     if value is not None and not cell.rstrip().endswith(";"):  # a trailing `;` silences the value, as in IPython
         display(value)
-    display(diagram)
+    display(_shown(diagram))
     if options.output:
         _save(diagram, options.output)
     if error is not None:
@@ -112,6 +112,15 @@ def _render(trace: Trace, options: Any) -> Diagram:
     from .render import render
 
     return render(trace, findings=list(diagnose(trace)), **render_kwargs(options))
+
+
+def _shown(diagram: Diagram) -> Any:
+    """The graph view (the default) is shown as the explorer, with the static picture beside it in the output."""
+    if diagram.view != "graph":
+        return diagram
+    from .explorer.inline import Explorer
+
+    return Explorer(diagram)
 
 
 def _from_cell(tb: TracebackType | None) -> TracebackType | None:
