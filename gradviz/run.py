@@ -14,7 +14,7 @@ from .text import safe_str
 
 if TYPE_CHECKING:
     from .model import Trace
-    from .tracer.runner import HardExitHandler, ProgramRun
+    from .tracer.runner import HardExitHandler, ProgramRun, StartHandler
 
 #: Suffixes read as a saved trace rather than run as a script.
 TRACE_SUFFIXES = (".json",)
@@ -111,19 +111,18 @@ def check_module(name: str) -> None:
     parts = name.split(".")
     if not name or not all(part.isidentifier() for part in parts):
         raise ScriptError(f"-m {name!r}: not a module name (expected dotted names like pkg.train)")
-    import importlib.util
+    from .tracer.runner import module_origin
 
-    # `python -m` looks in the current folder first; only the top package is looked up here, which imports nothing
+    # `python -m` looks in the current folder first; parent packages are found without importing them (their
+    # __init__ is the program's code: it runs under the tracer)
     saved = list(sys.path)
     sys.path.insert(0, os.getcwd())
     try:
-        found = importlib.util.find_spec(parts[0]) is not None
-    except (ImportError, ValueError):
-        found = False
+        module_origin(name)
+    except ModuleNotFoundError as exc:
+        raise ScriptError(f"-m {name}: {safe_str(exc)}") from None
     finally:
         sys.path[:] = saved
-    if not found:
-        raise ScriptError(f"-m {name}: no module named {parts[0]!r} (looked in the current folder and sys.path)")
 
 
 def syntax_message(exc: SyntaxError, name: str) -> str:
@@ -145,9 +144,12 @@ def load_trace(program: Program) -> Trace:
         raise ScriptError(f"cannot read trace file {program.target!r}: {safe_str(exc)}") from None
 
 
-def run_program(program: Program, *, on_hard_exit: HardExitHandler | None = None, **window: Any) -> ProgramRun:
+def run_program(
+    program: Program, *, on_hard_exit: HardExitHandler | None = None, on_start: StartHandler | None = None, **window: Any
+) -> ProgramRun:
     """Trace `program` as `python script args...` / `python -m module args...` would run it, putting back what it
     may change in this process (stdout, stderr, working folder). ScriptError when it cannot be run at all.
+    `on_start`: called with the live trace as tracing begins (a progress display).
     `window`: `steps` and `stop_after` (the step window), as `window_options.window_kwargs` gives them."""
     from .tracer.runner import run_module, run_script
 
@@ -172,9 +174,11 @@ def run_program(program: Program, *, on_hard_exit: HardExitHandler | None = None
 
     try:
         if program.kind == "module":
-            run = run_module(program.target, program.args, on_hard_exit=handler, **window)
+            run = run_module(program.target, program.args, on_hard_exit=handler, on_start=on_start, **window)
         else:
-            run = run_script(Path(program.target).expanduser(), program.args, on_hard_exit=handler, **window)
+            run = run_script(
+                Path(program.target).expanduser(), program.args, on_hard_exit=handler, on_start=on_start, **window
+            )
     except ModuleNotFoundError as exc:
         raise ScriptError(f"-m {program.target}: {safe_str(exc)}") from None
     except FileNotFoundError as exc:  # it vanished since we looked
