@@ -73,8 +73,11 @@ def check_program(program: Program) -> None:
         check_module(program.target)
     else:
         path = Path(program.target).expanduser()
-        if not path.is_file():
+        if not path.exists():
             raise ScriptError(f"no such trace file: {program.target!r}")
+        if path.is_dir():
+            raise ScriptError(f"{program.target!r} is a folder, not a trace file")
+        _regular(path, program.target, "trace file")
 
 
 def check_script(name: str) -> Path:
@@ -86,6 +89,7 @@ def check_script(name: str) -> Path:
         raise ScriptError(f"{name!r} is a folder, not a Python script")
     if path.suffix.lower() not in (".py", ".pyw", ""):
         raise ScriptError(f"{name!r} is not a Python file (expected a .py script, or a saved trace .json)")
+    _regular(path, name, "Python script")
     try:
         raw = path.read_bytes()
     except OSError as exc:
@@ -103,7 +107,23 @@ def check_script(name: str) -> Path:
         raise ScriptError(syntax_message(exc, name)) from None
     except ValueError as exc:
         raise ScriptError(f"{name!r} is not a Python file ({exc})") from None
+    except (RecursionError, MemoryError) as exc:  # nested too deeply for the compiler: Python fails the same way
+        raise ScriptError(f"cannot compile {name}: {type(exc).__name__}: {safe_str(exc)}") from None
     return path
+
+
+def _regular(path: Path, name: str, what: str) -> None:
+    """Refuse a FIFO, a device or a socket by its type, before opening it (a FIFO would block the open)."""
+    import stat
+
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        raise ScriptError(f"cannot read {name!r}: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(mode):
+        kind = "a FIFO (named pipe)" if stat.S_ISFIFO(mode) else (
+            "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket or other special file")
+        raise ScriptError(f"{name!r} is not a regular file ({kind}), so it is not a {what}")
 
 
 def check_module(name: str) -> None:

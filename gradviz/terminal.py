@@ -198,6 +198,8 @@ class RunProgress:
         self._seen = end
 
     def _traced(self) -> str:
+        if not self._steps and not self._backwards:
+            return "no step"
         if self._steps:
             return _count_of(self._steps, "step")
         return _count_of(self._backwards, "backward call")
