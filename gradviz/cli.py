@@ -266,7 +266,7 @@ def _parse(parser: _Parser, argv: list[str]) -> argparse.Namespace:
     if first is not None and first not in parser.children and argv and argv[0] == first:
         close = difflib.get_close_matches(first, list(parser.children), n=1)
         hint = f"; did you mean {close[0]!r}?" if close else ""
-        parser.error(f"unknown command {first!r} (choose from {', '.join(map(repr, parser.children))}){hint}")
+        parser.error(f"argument COMMAND: invalid choice: {first!r} (choose from {', '.join(map(repr, parser.children))}){hint}")
     options, extras = parser.parse_known_args(argv)
     if extras:
         child = parser.children.get(getattr(options, "command", None) or "", parser)

@@ -106,7 +106,7 @@ def test_a_misspelt_option_shows_the_subcommand_usage_and_the_closest_options(py
     # no silent prefix: --col is not taken for --collapse-modules; both candidates are named
     assert "unrecognized argument: --col (did you mean --color or --collapse-modules?)" in prefix.stderr
     assert strict.stderr.startswith("usage: python -m gradviz check ") and "(did you mean --strict?)" in strict.stderr
-    assert "unknown command 'chekc'" in command.stderr and "did you mean 'check'?" in command.stderr
+    assert "invalid choice: 'chekc'" in command.stderr and "did you mean 'check'?" in command.stderr
     assert "extra (arguments for the script go after `--`" in stray.stderr
     assert not list(Path(typo.cwd).glob("*.svg"))  # nothing ran, nothing was drawn
 

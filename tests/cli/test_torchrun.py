@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -62,7 +63,9 @@ def test_each_rank_writes_its_own_files_and_rank_0_sums_up(tmp_path):
         assert "TanhBackward0" in svg_texts(tmp_path / f"graph.{rank}.svg")
         assert json.loads((tmp_path / f"trace.rank{rank}.json").read_text())
     summary = lines.index("gradviz: all 2 ranks: rank 0: 0 errors, 0 warnings, 0 info; rank 1: 1 error, 0 warnings, 0 info")
-    assert lines[summary + 1].startswith("error   ddp_train.py:14  silently_corrupted_saved_tensor  (rank 1): ")
+    # the finding in full, as `gradviz check` prints it, labelled with the rank that had it
+    assert lines[summary + 1] == "error  ddp_train.py:14  silently_corrupted_saved_tensor  [rank 1]"
+    assert lines[summary + 2].split("|", 1)[1].strip().startswith("out.data.zero_()")
     assert not list(Path(tmp_path).glob("*.gradviz.svg"))
 
 
@@ -77,3 +80,54 @@ def test_check_json_under_torchrun_is_one_document_with_every_rank(tmp_path):
                                  {"rank": 1, "exception": None, "exit_status": 0}]
     assert [(f["kind"], f["line"], f["ranks"]) for f in document["findings"]] == [("silently_corrupted_saved_tensor", 14, [1])]
     assert "rank 0 trained" in result.stderr and "rank 1 trained" in result.stderr
+
+
+def _torchrun_env(tmp_path: Path, extra: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "GRADVIZ_DEBUG")}
+    env.update(GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1", **extra)
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+               "--local-addr", "127.0.0.1", "-m", "gradviz", *args]
+    return subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
+
+
+def test_each_rank_trace_holds_that_rank_s_own_run(tmp_path):
+    import gradviz
+
+    write(tmp_path, "ddp_train.py", DDP_TRAIN)
+    result = _torchrun_env(tmp_path, {"GRADVIZ_RANK_TIMEOUT": "60"}, "render", "ddp_train.py", "-o", "run.json", "-q")
+
+    assert result.returncode == 0, result.stderr
+    found = {}
+    for rank in (0, 1):
+        trace = gradviz.Trace.load(tmp_path / f"run.rank{rank}.json")
+        assert trace.script == str(tmp_path / "ddp_train.py")
+        assert len(trace.events_of(gradviz.EventKind.OPTIMIZER_STEP)) == 3  # the three steps of that rank
+        assert len(trace.events_of(gradviz.EventKind.BACKWARD)) == 3
+        found[rank] = [(f.kind.value, f.line) for f in gradviz.diagnose(trace)]
+        data_reads = [e.location.line for e in trace.events_of(gradviz.EventKind.DATA_GET) if e.location]
+        assert data_reads == ([14] if rank == 1 else [])  # only rank 1 ran the buggy line
+    assert found == {0: [], 1: [("silently_corrupted_saved_tensor", 14)]}
+
+
+SLOW_RANK = """import os, time
+import torch
+a = torch.tensor([1.0, 2.0], requires_grad=True)
+out = a.tanh()
+out.sum().backward()
+if os.environ["RANK"] == "1":
+    time.sleep(12)  # longer than rank 0 waits
+print(f"rank {os.environ['RANK']} done")
+"""
+
+
+def test_rank_0_names_the_rank_that_did_not_report_in_time(tmp_path):
+    write(tmp_path, "slow.py", SLOW_RANK)
+    result = _torchrun_env(tmp_path, {"GRADVIZ_RANK_TIMEOUT": "3"}, "check", "slow.py")
+
+    assert "Traceback" not in result.stderr, result.stderr
+    said = [line for line in result.stderr.splitlines() if line.startswith("gradviz:") and "rank" in line]
+    absent = [line for line in said if re.search(r"\brank(\(s\))? 1\b", line)
+              and re.search(r"no result|did not report|not report|missing", line)]
+    assert absent, result.stderr  # rank 0 says which rank it did not hear from
+    assert not any(re.search(r"\brank(\(s\))? 0\b", line) for line in absent)
+    assert "rank 0 done" in result.stdout and "rank 1 done" in result.stdout  # the slow rank still ran to its end
