@@ -326,13 +326,15 @@ def _obtain(
     *,
     json_stdout: bool = False,
     window: dict[str, Any] | None = None,
+    step: int | None = None,
 ) -> tuple[Trace, ProgramRun | None]:
-    """Run the program under the tracer (within the step `window`), or read the saved trace (nothing runs)."""
+    """Run the program under the tracer (within the step `window`), or read the saved trace (nothing runs).
+    `step`: --step K, said at once when the window closes before backward call K."""
     if program.kind == "trace":
         return load_trace(program), None
     name = _shown(program.target) if program.kind == "script" else program.shown
     progress.note(f"running {name} under the tracer")
-    watcher = progress.watch(name)
+    watcher = progress.watch(name, step=step if window else None)
     on_start = watcher.start if watcher is not None else None
 
     def stop_watching(trace: Trace, code: int) -> int:
@@ -395,7 +397,7 @@ def run_render(options: argparse.Namespace) -> int:
     def finish(trace: Trace, run: ProgramRun | None) -> int:
         return _finish_render(trace, run, program, options, outs, progress, rank=rank, started=started, fail_on=fail_on)
 
-    trace, run = _obtain(program, progress, lambda trace, code: finish(trace, None), window=window)
+    trace, run = _obtain(program, progress, lambda trace, code: finish(trace, None), window=window, step=options.step)
     return finish(trace, run)
 
 

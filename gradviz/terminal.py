@@ -123,10 +123,11 @@ class Progress:
         self.enabled = forced or (not quiet and terminal)
         self.animated = self.enabled and terminal
 
-    def watch(self, name: str) -> RunProgress | None:
+    def watch(self, name: str, *, step: int | None = None) -> RunProgress | None:
         """A reporter of the run's progress (steps traced, elapsed time, the window's end), started by the runner
-        with the live trace; None when progress is not shown."""
-        return RunProgress(self, name) if self.enabled else None
+        with the live trace; None when progress is not shown and no `step` (--step K) is to be checked at the
+        window's end."""
+        return RunProgress(self, name, step=step) if self.enabled or step is not None else None
 
     def note(self, text: str, *, ongoing: bool = True) -> None:
         # a static line while the program runs: a live spinner would fight with the program's own output
@@ -161,9 +162,10 @@ class RunProgress:
     shares the terminal, and gradviz must not redirect it. A daemon thread reads the trace as it grows (list
     lengths and new events only); it never touches torch or the program's objects."""
 
-    def __init__(self, progress: Progress, name: str) -> None:
+    def __init__(self, progress: Progress, name: str, *, step: int | None = None) -> None:
         self.progress = progress
         self.name = name
+        self.step = step  # --step K: said at once when the window closes before backward call K
         self.started = time.monotonic()
         self._done = threading.Event()
         self._thread: threading.Thread | None = None
@@ -213,16 +215,21 @@ class RunProgress:
                 if window is not None and window.closed:
                     if not told_closed:
                         told_closed = True
+                        self._count(trace)  # nothing is recorded after the window: these are all the steps drawn
+                        if self.step is not None and self.step > self._backwards:
+                            error(f"--step {self.step} is beyond the {_count_of(self._backwards, 'backward call')} "
+                                  f"traced: the window closed ({_count_of(window.traced, 'step' if window.unit == 'step' else 'backward call')}). "
+                                  "The program runs on; nothing can be drawn for that step (Ctrl-C ends it now)")
                         traced = _count_of(window.traced, "step" if window.unit == "step" else "backward call")
                         self.progress.note(f"{traced} traced in {_elapsed(now - self.started)}; running untraced "
                                            "from here (the rest of the run is counted, not recorded)", ongoing=False)
                         next_line = now + self.interval
-                    elif now >= next_line:
+                    elif now >= next_line and self.progress.enabled:
                         self.progress.note(f"running untraced, {_elapsed(now - self.started)} elapsed", ongoing=False)
                         next_line = now + self.interval
                     continue
                 self._count(trace)
-                if now >= next_line:
+                if now >= next_line and self.progress.enabled:
                     self.progress.note(f"{self._traced()} traced, {_elapsed(now - self.started)} elapsed", ongoing=False)
                     next_line = now + self.interval
 

@@ -249,3 +249,20 @@ def test_trace_module_runs_a_module_as_python_m_and_records_its_bug(tmp_path, mo
     assert [(f.kind.value, f.line) for f in findings] == [("silently_corrupted_saved_tensor", 5)]
     with pytest.raises(ModuleNotFoundError, match=r"No module named tm_pkg\.nothing"):
         gradviz.trace_module("tm_pkg.nothing")
+
+
+def test_step_beyond_the_window_is_said_when_the_window_closes_not_after_the_run(python_m_gradviz, tmp_path):
+    # the program says it is done on stderr too, so the order of the two streams' lines is the order of events
+    write(tmp_path, "slow.py", LONG_RUN.replace('print("done")', 'import sys; print("done", file=sys.stderr)'))
+
+    result = python_m_gradviz("render", "slow.py", "--steps", "2", "--step", "5", "-o", "g.svg",
+                              env={"GRADVIZ_PROGRESS_INTERVAL": "100"})
+
+    assert result.returncode == 2
+    lines = result.stderr.splitlines()
+    early = ("gradviz: --step 5 is beyond the 2 backward calls traced: the window closed (2 steps). The program runs on; "
+             "nothing can be drawn for that step (Ctrl-C ends it now)")
+    assert lines[0] == early, result.stderr
+    assert lines.index("done") > 0  # said while the program still ran
+    assert lines[-1].startswith("gradviz: --step 5 does not exist: the run made 2 backward call(s) with a graph")
+    assert not (tmp_path / "g.svg").exists()
