@@ -234,7 +234,7 @@ def _gallery() -> Any:
     return gallery
 
 
-def build_parser(prog: str = "gradviz") -> argparse.ArgumentParser:
+def build_parser(prog: str = "gradviz") -> _Parser:
     parser = _Parser(
         prog=prog,
         description="See what autograd and memory are really doing in a PyTorch program: "
@@ -262,8 +262,8 @@ def build_parser(prog: str = "gradviz") -> argparse.ArgumentParser:
 
 def _parse(parser: _Parser, argv: list[str]) -> argparse.Namespace:
     """Parse the command line; an unknown option is reported with its subcommand's usage and the closest options."""
-    first = next((word for word in argv if not word.startswith("-")), None)
-    if first is not None and first not in parser.children and argv and argv[0] == first:
+    first = argv[0] if argv and not argv[0].startswith("-") else None
+    if first is not None and first not in parser.children:
         close = difflib.get_close_matches(first, list(parser.children), n=1)
         hint = f"; did you mean {close[0]!r}?" if close else ""
         parser.error(f"argument COMMAND: invalid choice: {first!r} (choose from {', '.join(map(repr, parser.children))}){hint}")
