@@ -4,6 +4,7 @@
     python benchmarks/bench_steps.py --only mlp   # (a) the step window on a 6,000-step MLP run
     python benchmarks/bench_steps.py --only lstm  # (b) full tracing of an LSTM language model, 50 and 600 batches
     python benchmarks/bench_steps.py --memory     # what one traced step adds to the trace (memory, JSON), in-process
+    python benchmarks/bench_steps.py --first 100  # the LSTM's first 100 batches in-process: traced vs untraced batch
 
 Each row runs the untraced script (`python script.py N`) and `gradviz check script.py ... -- N` as child
 processes, interleaved, `--rounds` times; a cell is the median child CPU time (user + system: steadier than wall
@@ -181,15 +182,33 @@ def in_process(batch_counts: tuple[int, ...], rounds: int, slice_size: int = 50)
     return results
 
 
+def first_batches(batches: int, rounds: int) -> int:
+    """The LSTM's first `batches` batches in this process, untraced against traced, interleaved, CPU time: the
+    batches alone (the script's own marks: no start-up, no diagnose) and the whole run with diagnose."""
+    result = in_process((batches,), rounds, slice_size=batches)[batches]
+    print(f"{'LSTM LM, first ' + str(batches) + ' batches, in-process':<52}{'plain CPU':>10}{'traced CPU':>11}{'ratio':>8}")
+    for label, plain, traced in (
+        ("the batches, recording only", result["plain_first"], result["traced_first"]),
+        ("the whole run, trace + diagnose", result["plain"], result["traced"]),
+    ):
+        print(f"{'    ' + label:<52}{plain:>9.2f}s{traced:>10.2f}s{traced / plain:>7.2f}x")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", choices=["mlp", "lstm"])
     parser.add_argument("--rounds", type=int, default=3, help="runs of each command (default 3); medians are shown")
     parser.add_argument("--memory", action="store_true", help="only the memory a traced step adds (in-process)")
+    parser.add_argument("--first", type=int, metavar="N",
+                        help="only the LSTM's first N batches in-process (the default window's 100 steps): what a "
+                        "traced batch costs against an untraced one, recording only and with diagnose")
     options = parser.parse_args()
     if options.memory:
         memory_per_step()
         return 0
+    if options.first:
+        return first_batches(options.first, options.rounds)
     header = f"{'workload':<52}{'plain CPU':>10}{'check CPU':>11}{'ratio':>8}{'wall ratio':>12}"
     print(header)
     print("-" * len(header))

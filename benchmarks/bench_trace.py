@@ -162,16 +162,16 @@ def table(results: dict[str, dict[str, list[float]]], modes: list[str]) -> str:
 
 # Each breakdown variant switches one part of the recorder off (by patching a private method for the run), so
 # "full minus variant" is what that part costs. Diagnostic only: the traces these variants make are incomplete.
-def _no_global_hooks(recorder: Any) -> None:
-    recorder._handles = []
-    recorder.__enter__()
-
-
-def _pass_backward(recorder: Any, func: Any, args: Any, kwargs: Any) -> Any:
-    return func(*args, **kwargs)
-
-
+# Every variant goes through the recorder's own start() and stop(), so nothing of it outlives its run: a variant that
+# left its mode on torch's stack (as one did until issue 22) slows every later run, plain ones included.
 _ORIGINAL_START = Recorder.start  # taken before any variant patches it
+
+
+def _start_without_hooks(recorder: Any) -> None:
+    _ORIGINAL_START(recorder)
+    for handle in recorder._handles:  # module pre/post and optimizer pre-hooks; the step counter stays
+        handle.remove()
+    recorder._handles = []
 
 
 def _paused_start(recorder: Any) -> None:
@@ -179,69 +179,73 @@ def _paused_start(recorder: Any) -> None:
     recorder._paused += 1
 
 
+def _pass_backward(recorder: Any, func: Any, args: Any, kwargs: Any) -> Any:
+    return func(*args, **kwargs)
+
+
 BREAKDOWN: dict[str, dict[str, Any]] = {
     "full": {},
     "saved tensors not read (_saved)": {"_saved": lambda self, *args, **kwargs: []},
     "no graph registration (_node)": {"_node": lambda self, *args, **kwargs: None, "_on_backward": _pass_backward},
-    "no module/optimizer hooks": {"start": _no_global_hooks},
+    "no module/optimizer hooks": {"start": _start_without_hooks},
+    "no per-call bookkeeping (_after_call)": {"_after_call": lambda self, *args: None, "_on_backward": _pass_backward},
     "mode and hooks only, nothing recorded": {"start": _paused_start},
-    "no per-call bookkeeping (_after_call)": {
-        "_after_call": lambda self, *args: None,
-        "_on_backward": _pass_backward,
-        "start": _no_global_hooks,
-    },
 }
 
 
-def breakdown(workload: str, rounds: int, warmup: int) -> str:
-    """CPU time (process_time: less sensitive to other processes than wall time) of each variant over plain."""
+def breakdown(workload: str, rounds: int, warmup: int, clock: str = "cpu") -> str:
+    """Time of each variant over plain, every column interleaved in each round on the same workload object and the
+    same clock as the table, so its plain figure is the table's; the pass-through mode is the floor's reference."""
     import gc
-
-    from gradviz.tracer.recorder import Recorder
 
     run = WORKLOADS[workload][1]()
     originals = {name: getattr(Recorder, name) for patch in BREAKDOWN.values() for name in patch}
+    tick = CLOCKS[clock]
 
-    def once(variant: str | None, gc_off: bool = False) -> float:
-        for name, original in originals.items():
-            setattr(Recorder, name, original)
+    def once(variant: str | None, gc_off: bool = False, mode: str = "gradviz") -> float:
         for name, replacement in BREAKDOWN.get(variant or "", {}).items():
             setattr(Recorder, name, replacement)
+        was_enabled = gc.isenabled()
         if gc_off:
             gc.disable()
         try:
-            start = time.process_time()
-            with (gradviz.trace() if variant else contextlib.nullcontext()):
-                run()
-            return time.process_time() - start
+            return time_once(run, mode if variant else "plain", tick)
         finally:
-            gc.enable()
+            if was_enabled:
+                gc.enable()
             for name, original in originals.items():
                 setattr(Recorder, name, original)
+            if torch._C._len_torch_function_stack():  # a variant must leave nothing behind
+                raise RuntimeError(f"breakdown variant {variant!r} left a mode on torch's stack")
 
     columns: dict[str, Callable[[], float]] = {"plain": lambda: once(None)}
+    columns["pass-through TorchFunctionMode"] = lambda: once("full", mode="TorchFunctionMode")
     columns.update({v: (lambda v=v: once(v)) for v in BREAKDOWN})
     columns["full, gc disabled"] = lambda: once("full", gc_off=True)
     times: dict[str, list[float]] = {c: [] for c in columns}
-    for i in range(warmup + rounds):
-        for column, call in columns.items():
-            elapsed = call()
-            if i >= warmup:
-                times[column].append(elapsed)
+    with warnings_off():
+        for i in range(warmup + rounds):
+            for column, call in columns.items():
+                elapsed = call()
+                if i >= warmup:
+                    times[column].append(elapsed)
     plain = statistics.median(times["plain"])
     full = statistics.median(times["full"])
-    lines = [f"{WORKLOADS[workload][0]}: plain {plain * 1e3:.1f} ms CPU, traced {full / plain:.2f}x"]
-    lines.append(f"  {'variant':<40}{'ratio':>8}{'ms over plain':>15}{'saved vs full':>15}")
+    lines = [f"{WORKLOADS[workload][0]}: plain {plain * 1e3:.1f} ms {clock}, traced {full / plain:.2f}x ({rounds} rounds)"]
+    lines.append(f"  {'variant':<40}{'ratio':>8}{'±':>6}{'ms over plain':>15}{'saved vs full':>15}")
     for column in columns:
         if column == "plain":
             continue
         t = statistics.median(times[column])
-        lines.append(f"  {column:<40}{t / plain:>7.2f}x{(t - plain) * 1e3:>15.1f}{(full - t) * 1e3:>15.1f}")
+        q1, _, q3 = statistics.quantiles(times[column], n=4)
+        lines.append(
+            f"  {column:<40}{t / plain:>7.2f}x{(q3 - q1) / plain / 2:>6.2f}{(t - plain) * 1e3:>15.1f}{(full - t) * 1e3:>15.1f}"
+        )
     nodes, per_node = graph_read_floor(run.forward, rounds)  # type: ignore[attr-defined]
     lines.append(
         f"  floor: reading the {nodes} autograd nodes once from Python (next_functions, sequence number, every saved"
         f" tensor and its version; no records kept) takes {per_node * 1e6:.2f} us/node = {nodes * per_node * 1e3:.1f} ms"
-        f" = {nodes * per_node / plain:.2f}x of plain"
+        f" = {nodes * per_node / plain:.2f}x of plain (CPU clock)"
     )
     return "\n".join(lines)
 
@@ -314,7 +318,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=3, help="untimed rounds per mode first (default 3)")
     parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads (default 1: least noise)")
     parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
-                        help="wall (perf_counter, default) or cpu (process_time: steadier on a busy machine)")
+                        help="wall (perf_counter, default) or cpu (process_time: steadier on a busy machine);"
+                        " --breakdown uses the same clock as the table")
     parser.add_argument("--only", choices=sorted(WORKLOADS), action="append", help="run only this workload")
     parser.add_argument("--dispatch", action="store_true", help="add a pass-through TorchDispatchMode column")
     parser.add_argument("--profile", choices=sorted(WORKLOADS), help="print a cProfile of the traced workload instead")
@@ -328,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.breakdown:
         for workload in args.only or list(WORKLOADS):
-            print(breakdown(workload, args.rounds, args.warmup))
+            print(breakdown(workload, args.rounds, args.warmup, args.clock))
         return 0
     modes = ["plain", "gradviz", "TorchFunctionMode", "detect_anomaly"] + (["TorchDispatchMode"] if args.dispatch else [])
     print(

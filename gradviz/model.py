@@ -300,9 +300,10 @@ class Trace:
         return f"<gradviz.Trace {len(self.tensors)} tensors, {len(self.nodes)} nodes, {len(self.events)} events>"
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        from .explorer.inline import Explorer
         from .render import render
 
-        return render(self)._repr_mimebundle_(include=include, exclude=exclude)
+        return Explorer(render(self))._repr_mimebundle_(include=include, exclude=exclude)
 
     @property
     def error(self) -> BaseException | None:

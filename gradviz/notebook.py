@@ -63,7 +63,7 @@ def gradviz_cell(shell: InteractiveShell, cell: str, options: Any) -> Trace:
     diagram = _render(trace, findings, options)
     if value is not None and not cell.rstrip().endswith(";"):  # a trailing `;` silences the value, as in IPython
         display(value)
-    display(diagram)
+    display(_shown(diagram))
     if findings:  # the findings' text under the picture, folded: the picture comes first
         display(_FindingsBelow(findings, trace.file_labels))
     if options.output:
@@ -220,6 +220,15 @@ class _FindingsBelow:
 
     def __repr__(self) -> str:
         return findings_plain_text(self.findings, file_labels=self.file_labels)
+
+
+def _shown(diagram: Diagram) -> Any:
+    """The graph view (the default) is shown as the explorer, with the static picture beside it in the output."""
+    if diagram.view != "graph":
+        return diagram
+    from .explorer.inline import Explorer
+
+    return Explorer(diagram)
 
 
 def _from_cell(tb: TracebackType | None) -> TracebackType | None:

@@ -22,7 +22,7 @@ def test_dev_runs_no_apt_get_when_everything_is_installed(tmp_path: Path) -> Non
     calls = tmp_path / "calls.log"
     for tool in ("apt-get", "sudo"):
         _stub(stubs, tool, f'echo "{tool} $*" >> {calls}')
-    for tool in ("dot", "chromium"):
+    for tool in ("dot", "chromium", "chromedriver"):
         _stub(stubs, tool, "exit 0")
     # the font first, then far more than a pipe holds: `grep -q` would stop reading and fc-list would die of SIGPIPE
     _stub(stubs, "fc-list", 'echo "/usr/share/fonts/DejaVuSansMono.ttf: DejaVu Sans Mono:style=Book"\n'
@@ -49,7 +49,7 @@ def test_dev_installs_only_the_missing_font(tmp_path: Path) -> None:
     stubs.mkdir()
     calls = tmp_path / "calls.log"
     _stub(stubs, "apt-get", f'echo "apt-get $*" >> {calls}')
-    for tool in ("dot", "chromium"):
+    for tool in ("dot", "chromium", "chromedriver"):
         _stub(stubs, tool, "exit 0")
     _stub(stubs, "fc-list", 'echo "/usr/share/fonts/Other.ttf: Other Font"')
     venv = tmp_path / "venv"

@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Any
 
 import graphviz
 
-from .escape import html_text
 
 if TYPE_CHECKING:
     from ..analysis.findings import Finding
@@ -146,10 +145,9 @@ class Diagram:
         if self._image is not None:
             bundle = {"image/svg+xml": self.svg()}
         elif self.digraph is None:
-            page = self.html()
-            bundle = {
-                "text/html": f'<iframe style="width:100%;height:600px;border:0" srcdoc="{html_text(page)}"></iframe>'
-            }
+            from ..explorer.inline import inline_html
+
+            bundle = {"text/html": inline_html(self.html())}
         else:
             try:
                 bundle = {"image/svg+xml": self.svg()}

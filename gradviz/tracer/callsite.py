@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from .source import is_user_file
 
 # the def and the call on one line: moved to the caller's line, the call is there
 def _template(func: Callable[..., Any], args: Any, kwargs: Any) -> Any: return func(*args, **kwargs)  # noqa: E704
@@ -24,8 +25,17 @@ def _template(func: Callable[..., Any], args: Any, kwargs: Any) -> Any: return f
 
 _TEMPLATE = _template.__code__
 _OVERRIDES = torch.overrides.__file__
-# (id(caller's code), line) -> (that code object, which keeps the id from being reused; the stand-in function)
-_stand_ins: dict[tuple[int, int], tuple[types.CodeType, Callable[..., Any]]] = {}
+_OPS_FILE = torch._ops.__file__
+_COMPILED_CODE = "<eval_with_key>"  # the file name of code torch.fx generates (what torch.compile runs)
+
+# A call site: (id(code), instruction offset) -> (the code object, which keeps the id from being reused; its line;
+# the stand-in; whether the site is in code torch.compile made (None: a torch op's __call__, ask its caller); whether
+# the code is the user's). Read per call from the frame's raw facts: `f_lineno` decodes the code's line table from
+# its start at every read (10 us in a 400-line function), the offset is a field.
+Site = tuple[types.CodeType, int, "Callable[..., Any] | None", "bool | None", bool]  # stand-in None: not tracing
+_sites: dict[tuple[int, int], Site] = {}
+# (id(code), line) -> (that code object; the template moved to its file and line): outlives tracing (no globals)
+_moved: dict[tuple[int, int], tuple[types.CodeType, types.CodeType]] = {}
 
 
 def caller(depth: int = 2, func: Any = None) -> types.FrameType | None:
@@ -46,25 +56,54 @@ def caller(depth: int = 2, func: Any = None) -> types.FrameType | None:
     return frame
 
 
+def site(frame: types.FrameType) -> Site:
+    """What the recorder needs of the call site `frame` is at, looked up once per site while tracing."""
+    code = frame.f_code
+    key = (id(code), frame.f_lasti)
+    entry = _sites.get(key)
+    if entry is not None and entry[0] is code:
+        if entry[2] is not None:
+            return entry
+        # known from an earlier trace: only its stand-in was let go
+        entry = _sites[key] = (code, entry[1], _stand_in(frame, code, entry[1]), entry[3], entry[4])
+        return entry
+    if len(_sites) > 65536:  # sites of long-gone code (exec'd cells): start afresh
+        _sites.clear()
+    line = frame.f_lineno
+    filename = code.co_filename
+    compiled = None if filename == _OPS_FILE else filename.startswith(_COMPILED_CODE)
+    entry = _sites[key] = (code, line, _stand_in(frame, code, line), compiled, is_user_file(filename))
+    return entry
+
+
+def in_compiled_code(frame: types.FrameType, entry: Site) -> bool:
+    """Whether the call comes from code torch.fx generated (directly, or through an OpOverload's __call__)."""
+    compiled = entry[3]
+    if compiled is not None:
+        return compiled
+    back = frame.f_back
+    return back is not None and back.f_code.co_filename.startswith(_COMPILED_CODE)
+
+
 def stand_in(frame: types.FrameType) -> Callable[..., Any]:
     """A function that calls `func(*args, **kwargs)` at `frame`'s file and line, with `frame`'s globals."""
-    code = frame.f_code
-    line = frame.f_lineno
+    return site(frame)[2]
+
+
+def _stand_in(frame: types.FrameType, code: types.CodeType, line: int) -> Callable[..., Any]:
     key = (id(code), line)
-    entry = _stand_ins.get(key)
-    if entry is not None and entry[0] is code:
-        return entry[1]
-    if len(_stand_ins) > 16384:  # lines of long-gone code (exec'd cells): start afresh
-        _stand_ins.clear()
-    shifted = _TEMPLATE.replace(
-        co_filename=code.co_filename,
-        co_name=code.co_name,
-        co_qualname=getattr(code, "co_qualname", code.co_name),
-        co_firstlineno=line,
-    )
-    function = types.FunctionType(shifted, frame.f_globals, code.co_name)
-    _stand_ins[key] = (code, function)
-    return function
+    moved = _moved.get(key)
+    if moved is None or moved[0] is not code:
+        if len(_moved) > 16384:  # lines of long-gone code (exec'd cells): start afresh
+            _moved.clear()
+        shifted = _TEMPLATE.replace(
+            co_filename=code.co_filename,
+            co_name=code.co_name,
+            co_qualname=getattr(code, "co_qualname", code.co_name),
+            co_firstlineno=line,
+        )
+        moved = _moved[key] = (code, shifted)
+    return types.FunctionType(moved[1], frame.f_globals, code.co_name)
 
 
 def call(frame: types.FrameType | None, func: Callable[..., Any], args: Any, kwargs: Any) -> Any:
@@ -72,15 +111,18 @@ def call(frame: types.FrameType | None, func: Callable[..., Any], args: Any, kwa
     if frame is None:
         return func(*args, **kwargs)
     try:
-        return stand_in(frame)(func, args, kwargs)
+        return site(frame)[2](func, args, kwargs)
     except BaseException as exc:
         drop_stand_in(exc)
         raise
 
 
 def forget() -> None:
-    """Drop every stand-in: each holds its caller's globals (a script's namespace), which must not outlive tracing."""
-    _stand_ins.clear()
+    """Drop every stand-in: each holds its caller's globals (a script's namespace), which must not outlive tracing.
+    What the sites say of their code (line, kind) stays for the next trace."""
+    for key, entry in _sites.items():
+        if entry[2] is not None:
+            _sites[key] = (entry[0], entry[1], None, entry[3], entry[4])
 
 
 def is_stand_in(code: types.CodeType) -> bool:

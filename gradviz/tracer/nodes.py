@@ -66,7 +66,9 @@ class GraphRecording:
         the order nodes are discovered, so the records dict stays in id order.
         """
         ids = self._node_ids
-        key = self._node_key(fn)
+        key = fn._sequence_nr()
+        if key == _ACCUMULATE_GRAD:
+            key = ("leaf", self._tid(fn.variable))
         nid = ids.get(key)
         nodes = self.trace.nodes
         if nid is not None:
@@ -77,7 +79,8 @@ class GraphRecording:
             return nid
         live = self._live
         names = self._type_names
-        created = self._location(*self._here)
+        heights = self._heights
+        created = self._here_loc
         module = self._module_stack[-1] if self._module_stack else None
         seq = -1  # numbered after the walk, which may track leaves first
         nid = ids[key] = f"n{len(ids)}"
@@ -85,6 +88,7 @@ class GraphRecording:
         first = nodes[nid] = NodeRecord(nid, names.get(kind) or self._node_name(fn), [], seq, None, [], output, module, created)
         new = [(fn, first, key)]
         stack = [(fn, first)]
+        top = -1  # the greatest height among the known nodes the new ones lead to
         while stack:
             node, record = stack.pop()
             next_ids = record.next
@@ -106,19 +110,28 @@ class GraphRecording:
                     )
                     new.append((nxt, nxt_record, number))
                     stack.append((nxt, nxt_record))
+                else:
+                    below = heights.get(nxt_id, 0)
+                    if below > top:
+                        top = below
                 next_ids.append(nxt_id)
         seq = next(self._seq)
-        # heights above the last held node, children first (the walk listed parents first): see chains.py
-        heights = self._heights
-        for node, record, _ in reversed(new):
-            below = [heights.get(n, 0) for n in record.next if n is not None]
-            height = 1 + max(below) if below else 0
-            heights[record.id] = chains.hold(node) if height >= chains.SEGMENT else height
+        # Heights above the last held node (see chains.py). No path through the new nodes is longer than all of them
+        # and a known node below: that bound stands for each of them, until it reaches a segment's length, and only
+        # then are the exact heights worked out (children first: the walk listed parents first).
+        bound = len(new) + top
+        if bound >= chains.SEGMENT:
+            for node, record, _ in reversed(new):
+                children = [heights.get(n, 0) for n in record.next if n is not None]
+                height = 1 + max(children) if children else 0
+                heights[record.id] = chains.hold(node) if height >= chains.SEGMENT else height
         # saved tensors after all records exist: they may point back into this subgraph
         first_number = self._first_sequence_nr
         saved_names = self._saved_names
         for node, record, number in new:
             record.seq = seq
+            if bound < chains.SEGMENT:
+                heights[record.id] = bound
             if type(number) is tuple:  # AccumulateGrad: the leaf it feeds
                 record.variable = number[1]
             elif saved_names.get(type(node)) != ():  # (most nodes save nothing: TBackward0, AddBackward0, ...)

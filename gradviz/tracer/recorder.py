@@ -29,8 +29,13 @@ from ..model import (
 )
 from ..text import safe_repr, safe_str, type_name
 from . import callsite, chains, source
+from .callsite import _sites
 from .callsite import call as _call
 from .callsite import caller as _caller
+from .callsite import drop_stand_in as _drop_stand_in
+from .callsite import in_compiled_code as _in_compiled_code
+from .callsite import site as _site
+from .source import user_frame_from as _user_frame_from
 from .gcstate import GcHold
 from .lifetime import mark_end
 from .hooks import RECORD_FUNCTION_OPS, HookRecording
@@ -51,7 +56,6 @@ from .tensors import (
 
 _is_compiling = torch.compiler.is_compiling
 _jit_tracing = torch._C._get_tracing_state  # None unless torch.jit.trace is recording
-_COMPILED_CODE = "<eval_with_key>"  # the file name of code torch.fx generates (what torch.compile runs)
 _DEBUG = bool(os.environ.get("GRADVIZ_DEBUG"))  # raise gradviz's own errors instead of recording them
 _OUR_WARNINGS = (
     r"Using `torch.compile\(module\)` when there are global hooks",
@@ -62,6 +66,33 @@ _OUR_WARNINGS = (
 # while the recorder reads tensors for its bookkeeping, torch functions go straight to their implementation
 _quiet = torch._C.DisableTorchFunction
 _PLAIN_RESULTS = frozenset({int, float, bool, complex, str, type(None), torch.Size, torch.dtype, torch.device})
+# Reads of a tensor's metadata, which cannot write or make a tensor: passed straight through (a third of the calls in
+# a Python-loop model: RNNCell.forward asks `input.dim()` three times per step)
+_QUERIES = frozenset(
+    {
+        _Tensor.dim,
+        _Tensor.ndimension,
+        _Tensor.size,
+        _Tensor.numel,
+        _Tensor.nelement,
+        _Tensor.stride,
+        _Tensor.storage_offset,
+        _Tensor.element_size,
+        _Tensor.is_contiguous,
+        _Tensor.is_floating_point,
+        _Tensor.is_complex,
+        _Tensor.get_device,
+        _Tensor.data_ptr,
+        _Tensor.__len__,
+        *(
+            getattr(_Tensor, name).__get__
+            for name in (
+                "shape", "dtype", "device", "ndim", "layout", "requires_grad", "is_leaf", "grad_fn",
+                "is_cuda", "is_cpu", "is_sparse", "is_quantized", "is_meta", "is_nested", "is_mps",
+            )
+        ),
+    }
+)
 
 
 class _Live(weakref.ref):
@@ -119,6 +150,7 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
         self._on_dead_callback = self._on_dead  # one bound method for every weak reference
         self._locations: dict[tuple[str, int], Location] = {}
         self._here: tuple[str | None, int | None] = (None, None)  # user file and line of the current call
+        self._here_loc: Location | None = None  # its Location
         self._named_roots: set[int] = set()
         self._param_roots: dict[str, str] = {}  # parameter's tensor id -> variable name of the model it was found in
         self._handles: list[Any] = []
@@ -245,6 +277,9 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
     # Every call the program makes passes through here: the common paths are written for speed (locals, positional
     # record construction, no helper calls where a line does); issue 2 sets the budget (benchmarks/bench_trace.py).
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        if func in _QUERIES and _jit_tracing() is None:
+            # a read of metadata (x.dim(), x.shape): writes nothing, makes no tensor, warns nothing; nothing to record
+            return func(*args, **kwargs) if kwargs else func(*args)
         if kwargs is None:
             kwargs = {}
         if _is_compiling():
@@ -263,11 +298,17 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
         if special is not None:
             return special(func, args, kwargs)
         caller = _caller(2, func)
-        if caller is not None and _in_compiled_code(caller):
-            # the code torch.compile made runs (aot_eager's and inductor's aten ops under no_grad, inside one
-            # autograd Function): the compiled call is recorded not at all, as for every backend; its outputs are
-            # recorded where the program uses them, with the compiled node leading back to the parameters
-            return func(*args, **kwargs)
+        site = None
+        if caller is not None:
+            code = caller.f_code
+            site = _sites.get((id(code), caller.f_lasti))
+            if site is None or site[0] is not code or site[2] is None:
+                site = _site(caller)
+            if site[3] is not False and _in_compiled_code(caller, site):
+                # the code torch.compile made runs (aot_eager's and inductor's aten ops under no_grad, inside one
+                # autograd Function): the compiled call is recorded not at all, as for every backend; its outputs are
+                # recorded where the program uses them, with the compiled node leading back to the parameters
+                return func(*args, **kwargs)
         # Our own reads of tensors (versions, storage, grad_fn...) must not reach other torch-function modes below
         # ours or tensor subclasses: `_quiet` around everything but the call itself
         with _quiet():
@@ -277,22 +318,30 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
             except RuntimeError:  # an inference tensor among them: no version counter
                 before = [_version(t) for t in inputs]
         # made from a stand-in for the calling frame: warnings raised by the call are the program's (callsite.py)
-        result = _call(caller, func, args, kwargs)
-        del caller
+        if site is None:
+            result = func(*args, **kwargs)
+        else:
+            try:
+                result = site[2](func, args, kwargs)
+            except BaseException as exc:
+                _drop_stand_in(exc)
+                raise
         with _quiet():
-            if type(result) in _PLAIN_RESULTS:  # x.dim(), x.size(), x.item(): nothing to track unless it wrote
+            if type(result) in _PLAIN_RESULTS:  # x.item(), x.tolist()...: nothing to track unless it wrote
                 try:
                     if [t._version for t in inputs] == before:
                         return result
                 except RuntimeError:
                     pass
             try:
-                self._after_call(func, inputs, before, result)
+                self._after_call(func, inputs, before, result, caller, site)
             except Exception as exc:  # never let bookkeeping break the user's program
                 self._internal(exc, _func_name(func))
         return result
 
-    def _after_call(self, func: Any, inputs: list[torch.Tensor], before: list[int | None], result: Any) -> None:
+    def _after_call(
+        self, func: Any, inputs: list[torch.Tensor], before: list[int | None], result: Any, caller: Any, site: Any
+    ) -> None:
         written = None
         for t, v in zip(inputs, before):
             if v is not None and t._version != v:
@@ -309,12 +358,17 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
             outputs = []
         if not outputs and written is None:
             return
-        frame = source.user_frame(3)
-        if frame is not None:
-            file, line = self._here = (frame.f_code.co_filename, frame.f_lineno)
+        if site is None or not site[4]:  # called from library code (nn.Linear.forward): the user's line further out
+            frame = _user_frame_from(caller.f_back if caller is not None else None)
+            site = _site(frame) if frame is not None else None
+            del frame
+        if site is not None:
+            here = (site[0].co_filename, site[1])
+            loc = self._locations.get(here) or self._location(*here)
         else:
-            file, line = self._here = (None, None)
-        del frame
+            here, loc = (None, None), None
+        file, line = self._here = here
+        self._here_loc = loc
         name = _func_name(func)
         seq = next(self._seq)
         live = self._live
@@ -585,16 +639,19 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
         handed to an optimizer), and those only ever called through a submodule. Only at the end, when no module is
         still half-built.
         """
+        # asked at every event, over every variable of the frame (a script's globals): tensors first, cheaply
+        live_of = self._live.get
+        tensors = self.trace.tensors
         for name, value in list(namespace.items()):
-            if name.startswith("__"):
-                continue
             if isinstance(value, _Tensor):
-                live = self._live.get(id(value))
+                if name.startswith("__"):
+                    continue
+                live = live_of(id(value))
                 if live is not None and live() is value:
-                    names = self.trace.tensors[live.tid].names
+                    names = tensors[live.tid].names
                     if name not in names:
                         names.append(name)
-            elif modules and isinstance(value, torch.nn.Module):
+            elif modules and isinstance(value, torch.nn.Module) and not name.startswith("__"):
                 for param_name, param in value.named_parameters():
                     live = self._live.get(id(param))
                     if live is None or live() is not param:
@@ -612,7 +669,8 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
     # ------------------------------------------------------------------ special calls
     def _where(self) -> tuple[str | None, int | None]:
         frame = source.user_frame(4)
-        self._here = (frame.f_code.co_filename, frame.f_lineno) if frame is not None else (None, None)
+        self._here = (frame.f_code.co_filename, _site(frame)[1]) if frame is not None else (None, None)
+        self._here_loc = self._location(*self._here)
         return self._here
 
     def _on_data_get(self, func: Any, args: Any, kwargs: Any) -> Any:
@@ -787,16 +845,6 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
         except Exception as exc:
             self._internal(exc)
         return result
-
-_OPS_FILE = torch._ops.__file__
-
-
-def _in_compiled_code(frame: Any) -> bool:
-    """Whether the call comes from code torch.fx generated (directly, or through an OpOverload's __call__)."""
-    if frame.f_code.co_filename == _OPS_FILE:
-        frame = frame.f_back
-    return frame is not None and frame.f_code.co_filename.startswith(_COMPILED_CODE)
-
 
 def _nested_shape(t: torch.Tensor) -> list[int]:
     """A nested tensor's shape, -1 for a ragged dimension (a strided nested tensor has no sizes to ask for)."""

@@ -51,7 +51,11 @@ _user_code: dict[int, tuple[Any, bool]] = {}
 
 def user_frame(depth: int = 2) -> FrameType | None:
     """The innermost frame, `depth` levels above the caller or further out, that runs user code."""
-    frame: FrameType | None = sys._getframe(depth)
+    return user_frame_from(sys._getframe(depth))
+
+
+def user_frame_from(frame: FrameType | None) -> FrameType | None:
+    """`frame` or the innermost frame outside it that runs user code."""
     known = _user_code
     while frame is not None:
         code = frame.f_code

@@ -178,41 +178,39 @@ def test_cli_step_and_show_all(tmp_path: Path) -> None:
     assert "data pipeline" not in mem.read_text()
 
 
-def test_report_of_a_training_script_starts_at_the_first_step(traces: dict[str, Trace]) -> None:
-    from gradviz.render.report import report_html
+def test_report_of_a_training_script_rolls_its_steps(traces: dict[str, Trace]) -> None:
+    """The report (the explorer page) draws each group of same-graph steps once, as a box naming its steps."""
+    from gradviz.explorer import explorer_document
     from gradviz.render.steps import split_steps
 
     trace = traces["cnn"]
-    page = report_html(trace, gradviz.diagnose(trace))
-    start = int(re.search(r'<section id="steps" data-step="(\d+)" data-start="\1"', page).group(1))
-    assert start > 1  # the rows before it are the in-place writes of parameter initialisation
-    first_step = min(trace.nodes[n].seq for n in split_steps(trace)[0].nodes)
-    panel = re.search(rf'<div class="step[^"]*" id="step-{start}"[^>]*>', page).group(0)
-    assert "hidden" not in panel
-    assert re.search(r'<div class="step[^"]*" id="step-1"[^>]* hidden>', page)
-    before = re.search(r'<div class="step[^"]*" id="step-1".*?</span> (.*?)</div>', page, re.S).group(1)
-    assert "self.conv1 = nn.Conv2d(1, 4, 3, padding=1)" in before  # initialising conv1.weight in place
-    assert first_step > trace.events[0].seq
+    document = explorer_document(trace, gradviz.diagnose(trace))
+    steps = split_steps(trace)
+    assert [s["number"] for s in document["steps"]] == [s.number for s in steps]
+    boxes = [g for g in document["groups"] if g["kind"] == "step"]
+    assert sorted(n for g in boxes for n in g["numbers"]) == [s.number for s in steps]
+    assert len(boxes) < len(steps)  # steps of one shape share a box
+    # the scrubber begins with the in-place writes of parameter initialisation, before the first step
+    assert "self.conv1 = nn.Conv2d(1, 4, 3, padding=1)" in document["events"][0]["code"]
 
 
 def test_report_source_folds_library_files_and_drops_untouched_ones(traces: dict[str, Trace]) -> None:
     from dataclasses import replace
 
+    from gradviz.explorer import explorer_document
     from gradviz.model import Event, EventKind, Location
-    from gradviz.render.report import report_html
 
     trace = replace(traces["cnn"], sources=dict(traces["cnn"].sources), events=list(traces["cnn"].events))
     library = "/venv/lib/python3.11/site-packages/torchvision/transforms/functional.py"
     trace.sources[library] = "\n".join(f"line_{n} = {n}" for n in range(1, 963))
     trace.sources["/work/helpers.py"] = "def unused():\n    pass\n"
     trace.events.append(Event(10**9, EventKind.INPLACE_WRITE, Location(library, 500, "line_500 = 500")))
-    page = report_html(trace, [])
-    assert '<h3 class="file">' + str(PROGRAMS / "cnn.py") in page  # the script in full
-    assert "helpers.py" not in page  # nothing there is implicated
-    summary = re.search(r'<details class="library"><summary>([^<]*)</summary>(.*?)</details>', page, re.S)
-    assert summary is not None and summary.group(1) == f"{library}: library code, 1 implicated line"
-    shown = [int(n) for n in re.findall(r'data-line="(\d+)"', summary.group(2))]
-    assert shown == list(range(497, 504))  # the implicated line and three either side, not 962 lines
+    files = {f["path"]: f for f in explorer_document(trace, [])["files"]}
+    assert files[str(PROGRAMS / "cnn.py")]["lines"][0] is not None  # the script in full
+    assert "/work/helpers.py" not in files  # nothing there is implicated
+    folded = files[library]
+    assert folded["library"] and folded["lines"] is None
+    assert [n for n, _text in folded["excerpt"]] == list(range(497, 504))  # the line and three either side
 
 
 def test_collapsed_boxes_are_named_from_the_models_variables(traces: dict[str, Trace]) -> None:

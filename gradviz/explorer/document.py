@@ -1,0 +1,430 @@
+"""The explorer's one JSON document: the picture model of a trace (nodes, hierarchy, rolled steps, findings,
+tensors, storages, events), as plain data the page draws. Never sees a torch object; never emits markup."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .. import collector
+from ..analysis.hierarchy import module_hierarchy
+from ..analysis.lifetime import END, lifetimes, memory_profile
+from ..model import EventKind, Trace
+from ..render.annotate import annotate
+from ..render.graph_memory import headline
+from ..render.memory import producers, relevant_tensors, tensor_title
+from ..render.steps import roll_steps, split_steps
+from ..render.timeline import timeline_rows
+from .hierarchy import Groups, module_of_parameter
+
+if TYPE_CHECKING:
+    from ..analysis.findings import Finding
+    from ..model import OpRecord, TensorRecord
+
+__all__ = ["explorer_document"]
+
+MAX_EVENTS = 400  # scrubber rows (repeated loop bodies are folded first)
+MAX_MEMORY_TENSORS = 80  # tensors the memory tables follow
+MAX_CHART_POINTS = 400  # graph-memory chart samples
+MAX_READS = 12  # places a tensor was read, per tensor
+LINE_GROUP_MIN = 24  # this many ops of one line in one box: they get a box of their own ("line 12 ×2,000")
+_CONTEXT = 3  # lines either side of an implicated line of library code
+
+
+def explorer_document(trace: Trace, findings: Sequence[Finding] = (), *, title: str | None = None) -> dict[str, Any]:
+    """Everything the page shows, as one JSON-ready dict (its shape: gradviz/explorer/README.md)."""
+    with collector.paused():
+        return _Builder(trace, sorted(findings, key=lambda f: f.sort_key()), title).build()
+
+
+class _Builder:
+    def __init__(self, trace: Trace, findings: list[Finding], title: str | None) -> None:
+        self.trace = trace
+        self.findings = findings
+        self.title = title
+        self.made_by: dict[str, OpRecord] = producers(trace)
+        self.files: list[str] = []
+        self.tensor_index: dict[str, int] = {}
+        self.tensor_rows: list[dict[str, Any]] = []
+
+    # ------------------------------------------------------------------ names
+    def name(self, tid: str) -> str:
+        """A tensor's name for people: variable, parameter, or how it was made; never an internal id."""
+        t = self.trace.tensors.get(tid)
+        if t is None:
+            return "a tensor not recorded"
+        title = tensor_title(self.trace, tid, self.made_by)
+        if title and title != t.id:
+            return title
+        shape = "\N{MULTIPLICATION SIGN}".join(str(s) for s in t.shape) or "scalar"
+        return f"unnamed {t.dtype.removeprefix('torch.')}[{shape}]"
+
+    def file_index(self, file: str | None) -> int | None:
+        if file is None:
+            return None
+        if file not in self.files:
+            self.files.append(file)
+        return self.files.index(file)
+
+    def tensor(self, tid: str | None) -> int | None:
+        """The index of a tensor in the document's table, adding it on first use."""
+        if tid is None or tid not in self.trace.tensors:
+            return None
+        if tid not in self.tensor_index:
+            self.tensor_index[tid] = len(self.tensor_rows)
+            self.tensor_rows.append({})  # filled in by _tensor_rows, once every tensor is known
+        return self.tensor_index[tid]
+
+    # ------------------------------------------------------------------ build
+    def build(self) -> dict[str, Any]:
+        trace = self.trace
+        if trace.script:
+            self.file_index(trace.script)
+        notes = annotate(trace, self.findings)
+        steps = split_steps(trace)
+        rolls, mapping = roll_steps(trace, steps, notes) if len(steps) > 1 else ([], {})
+        hidden = set(mapping)  # nodes of steps drawn by their representative
+        life = lifetimes(trace)
+        freed = {nid: stop for start, stop, nid in life.intervals if stop < END}
+
+        groups = Groups(module_hierarchy(trace))
+        roll_of: dict[str, str] = {}
+        for roll in rolls:
+            numbers = roll.numbers
+            span = f"step {numbers[0]}" if len(numbers) == 1 else (
+                f"steps {numbers[0]}-{numbers[-1]}" if numbers[-1] - numbers[0] + 1 == len(numbers)
+                else f"steps {', '.join(map(str, numbers[:6]))}{', ...' if len(numbers) > 6 else ''}")
+            label = (f"\N{CLOCKWISE OPEN CIRCLE ARROW} step \N{MULTIPLICATION SIGN}{len(numbers)} ({span})"
+                     if len(numbers) > 1 else f"step {numbers[0]}")
+            backward = f"backward at line {roll.line}" if roll.line else "backward"
+            groups.add_step(roll.id, label, backward, numbers)
+            for nid in roll.nodes:
+                roll_of[nid] = roll.id
+
+        def is_leaf(nid: str) -> bool:
+            return trace.nodes[nid].variable is not None or trace.nodes[nid].name == "AccumulateGrad"
+
+        ops = [nid for nid in trace.nodes if nid not in hidden and not is_leaf(nid)]
+        consumers: dict[str, list[str]] = defaultdict(list)
+        for nid in ops:
+            for nxt in trace.nodes[nid].next:
+                if nxt is not None and nxt in trace.nodes and nxt not in hidden:
+                    consumers[nxt].append(nid)
+        # a parameter (a leaf) is drawn once in every step box that uses it, beside its module there, so that a
+        # step box holds its own picture instead of edges to every other step
+        entries: list[tuple[str, str | None]] = [(nid, roll_of.get(nid)) for nid in ops]
+        for nid in trace.nodes:
+            if nid in hidden or not is_leaf(nid):
+                continue
+            rolls_using = list(dict.fromkeys(roll_of.get(c) for c in consumers.get(nid, []))) or [None]
+            entries += [(nid, roll) for roll in rolls_using]
+        entries.sort(key=lambda e: (trace.nodes[e[0]].seq, e[0]))
+        index = {entry: i for i, entry in enumerate(entries)}
+        copies: dict[str, list[int]] = defaultdict(list)
+        for i, (nid, _roll) in enumerate(entries):
+            copies[nid].append(i)
+        nodes = [self._node(nid, notes, freed, consumers) for nid, _roll in entries]
+        for i, (nid, roll) in enumerate(entries):
+            record = trace.nodes[nid]
+            module = record.module
+            if is_leaf(nid):
+                users = sorted((c for c in consumers.get(nid, []) if roll_of.get(c) == roll), key=lambda n: trace.nodes[n].seq)
+                param = trace.tensors[record.variable].parameter if record.variable in trace.tensors else None
+                module = module_of_parameter(param, trace.nodes[users[0]].module if users else None)
+            nodes[i]["g"] = groups.place(roll, module)
+        groups.split_lines(nodes, minimum=LINE_GROUP_MIN)
+        edge_set: set[tuple[int, int]] = set()
+        for nid in ops:
+            me = index[(nid, roll_of.get(nid))]
+            for nxt in trace.nodes[nid].next:
+                if nxt is None or nxt not in trace.nodes or nxt in hidden:
+                    continue
+                source = index.get((nxt, roll_of.get(nid))) if is_leaf(nxt) else index.get((nxt, roll_of.get(nxt)))
+                if source is not None:
+                    edge_set.add((source, me))
+        edges = sorted(edge_set)
+        node_ids = [nid for nid, _roll in entries]
+        cuts = []
+        for cut in notes.cuts:
+            source = next(iter(copies.get(mapping.get(cut.source or "", cut.source or ""), [])), None)
+            target = next(iter(copies.get(mapping.get(cut.target or "", cut.target or ""), [])), None)
+            if source is not None or target is not None:
+                cuts.append({"from": source, "to": target, "label": cut.label, "alias": self.tensor(cut.alias)})
+
+        document: dict[str, Any] = {
+            "format": "gradviz-explorer",
+            "version": 1,
+            "title": self.title or f"gradviz: {Path(trace.script).name if trace.script else 'traced code'}",
+            "facts": self._facts(),
+            "nodes": nodes,
+            "ids": node_ids,  # for #node=<id> addresses only; the page never shows them
+            "edges": [list(e) for e in edges],
+            "cuts": cuts,
+            "groups": groups.rows(),
+            "steps": [{"number": s.number, "seq": s.seq, "line": s.line,
+                       "roll": next((r.id for r in rolls if s.number in r.numbers), None)} for s in steps],
+            "findings": [self._finding(f, copies, mapping, notes) for f in self.findings],
+        }
+        document["events"] = self._events()
+        document["memory"] = self._memory()
+        document["chart"] = self._chart()
+        document["tensors"] = self._tensor_rows()
+        document["files"] = self._files()
+        return document
+
+    # ------------------------------------------------------------------ pieces
+    def _facts(self) -> dict[str, Any]:
+        trace = self.trace
+        facts: dict[str, Any] = {
+            "tensors": len(trace.tensors), "storages": len(trace.storages), "nodes": len(trace.nodes),
+            "events": len(trace.events), "torch": trace.torch_version,
+            "backwards": len(trace.events_of(EventKind.BACKWARD)),
+            "window": trace.window.describe() if trace.window is not None and trace.window.closed else None,
+            "internal": trace.internal_error_summary(),
+            "exception": None,
+        }
+        exc = trace.exception
+        if exc is not None:
+            first = exc.message.strip().splitlines()[0] if exc.message.strip() else ""
+            facts["exception"] = {
+                "type": exc.type, "message": first, "exit": exc.type in ("SystemExit", "os._exit"),
+                "status": exc.exit_code,
+                "file": self.file_index(exc.location.file) if exc.location else None,
+                "line": exc.location.line if exc.location else None,
+            }
+        return facts
+
+    def _node(self, nid: str, notes: Any, freed: dict[str, int], consumers: dict[str, list[str]]) -> dict[str, Any]:
+        trace = self.trace
+        record = trace.nodes[nid]
+        leaf = record.variable is not None or record.name == "AccumulateGrad"
+        kind = "leaf" if leaf else "op"
+        label = record.name
+        if leaf and record.variable is not None:
+            label = self.name(record.variable)
+            note = notes.leaves.get(record.variable)
+            if note is not None:
+                kind = note.style  # "dead" / "updated"
+        elif not consumers.get(nid) and record.output is not None and any(
+                e.kind is EventKind.BACKWARD for e in trace.events):
+            kind = "output"
+        if nid in notes.holders:
+            kind = notes.holders[nid].style
+        node: dict[str, Any] = {"label": label, "kind": kind, "seq": record.seq}
+        if record.module:
+            node["module"] = record.module
+        if record.created is not None:
+            node["file"] = self.file_index(record.created.file)
+            node["line"] = record.created.line
+        if record.output is not None:
+            node["out"] = self.tensor(record.output)
+        if leaf and record.variable is not None:
+            node["var"] = self.tensor(record.variable)
+        saved = []
+        for s in record.saved:
+            if s.tensor is None:
+                continue
+            note = notes.saved.get((nid, s.name))
+            row: dict[str, Any] = {"name": s.name, "t": self.tensor(s.tensor), "v": s.saved_version}
+            if note is not None:
+                row["mark"] = note.style
+                row["note"] = " ".join(note.lines)
+            saved.append(row)
+        if saved:
+            node["saved"] = saved
+            marks = [s["mark"] for s in saved if "mark" in s]
+            if marks:
+                node["mark"] = marks[0]
+        if nid in freed:
+            node["freed"] = freed[nid]
+        return node
+
+    def _finding(self, f: Finding, copies: dict[str, list[int]], mapping: dict[str, str], notes: Any) -> dict[str, Any]:
+        """A finding and exactly the graph nodes it points at: its nodes, the nodes of its tensors, the parameters'
+        AccumulateGrad nodes and the two ends of the cut edges it made."""
+        trace = self.trace
+        wanted: list[str] = list(f.nodes)
+        tensors = set(f.tensors)
+        for nid, record in trace.nodes.items():
+            if record.output in tensors or record.variable in tensors:
+                wanted.append(nid)
+        if f.kind.value == "cut_edge":
+            for cut in notes.cuts:
+                if cut.alias in tensors:
+                    wanted += [n for n in (cut.source, cut.target) if n is not None]
+        if f.kind.value in ("poisoned_saved_tensor", "silently_corrupted_saved_tensor", "detach_inplace_saved"):
+            wanted += [nid for (nid, _name) in notes.saved if nid in f.nodes or not f.nodes]
+        targets = sorted({i for n in wanted for i in copies.get(mapping.get(n, n), [])})
+        return {
+            "kind": f.kind.value, "severity": f.severity.value, "message": f.message, "fix": f.fix,
+            "file": self.file_index(f.file), "line": f.line, "code": f.code.strip(), "count": f.count,
+            "parameter": f.parameter, "nodes": targets,
+            "tensors": [i for i in (self.tensor(t) for t in f.tensors) if i is not None],
+        }
+
+    def _events(self) -> list[dict[str, Any]]:
+        rows = timeline_rows(self.trace, self.findings, max_rows=MAX_EVENTS)
+        out = []
+        for row in rows:
+            versions = [[self.tensor(v["tensor"]), v["before"], v["after"]]
+                        for v in row["versions"] if v["tensor"] in self.trace.tensors]
+            event = {
+                "seq": row["seq"], "last": max(row["seqs"]) if row["seqs"] else row["seq"], "kind": row["kind"],
+                "file": self.file_index(row["file"]), "line": row["line"], "code": row["code"],
+                "alias": row["alias"], "versions": versions, "text": row["versions_text"],
+                "outcome": row["error"] or row["outcome"] or "", "count": row["count"],
+                "severity": row["severity"], "findings": [k.replace("_", " ") for k in row["findings"]],
+            }
+            out.append(event)
+        return out
+
+    def _memory(self) -> dict[str, Any]:
+        """The tensors the memory tables follow, grouped by storage, with what each version counter holds."""
+        trace = self.trace
+        followed, left_out = relevant_tensors(trace, self.findings, max_tensors=MAX_MEMORY_TENSORS)
+        names = {sid: f"storage {n + 1}" for n, sid in enumerate(trace.storages)}
+        storages: dict[str, list[int]] = {}
+        for tid in followed:
+            sid = trace.tensors[tid].storage
+            if sid is not None and sid in trace.storages:
+                storages.setdefault(sid, []).append(self.tensor(tid) or 0)
+        # versions before any event: a record holds the version when first seen, which can be after a write
+        first: dict[str, int | None] = {}
+        for event in trace.events:
+            for change in event.versions:
+                first.setdefault(change.tensor, change.before)
+        start = {}
+        for tid in followed:
+            v = first.get(tid, trace.tensors[tid].version)
+            start[str(self.tensor(tid))] = v if v is not None else trace.tensors[tid].version
+        counters: dict[str, list[int]] = {}
+        for tid in followed:
+            cid = trace.tensors[tid].version_counter
+            if cid is not None:
+                counters.setdefault(cid, []).append(self.tensor(tid) or 0)
+        return {
+            "storages": [
+                {"name": names[sid], "bytes": trace.storages[sid].nbytes,
+                 "device": trace.storages[sid].device, "tensors": members}
+                for sid, members in storages.items()
+            ],
+            "counters": [members for members in counters.values() if len(members) > 1],
+            "start": start,
+            "left_out": left_out,
+        }
+
+    def _chart(self) -> dict[str, Any] | None:
+        if not self.trace.nodes:
+            return None
+        profile = memory_profile(self.trace)
+        points = profile.points
+        if len(points) > MAX_CHART_POINTS:  # keep the shape: every k-th point and the peak
+            k = len(points) // MAX_CHART_POINTS + 1
+            keep = set(range(0, len(points), k)) | {len(points) - 1}
+            if profile.peak is not None:
+                keep.add(points.index(profile.peak) if profile.peak in points else 0)
+            points = [points[i] for i in sorted(keep)]
+        return {
+            "headline": headline(self.trace),
+            "points": [list(p) for p in points], "end": profile.end,
+            "backwards": [s for s, _ in profile.backwards], "peak": list(profile.peak) if profile.peak else None,
+            "holders": [list(h) for h in profile.top_holders],
+        }
+
+    def _tensor_rows(self) -> list[dict[str, Any]]:
+        """Every tensor the document refers to: its name, shape, bytes, storage, where it was made, written,
+        aliased and read. Tensors referred to while filling these rows are added (and filled) too."""
+        trace = self.trace
+        reads: dict[str, list[tuple[str | None, int | None]]] = defaultdict(list)
+        for op in trace.ops:
+            for tid in op.inputs:
+                if tid in self.tensor_index and len(reads[tid]) < MAX_READS:
+                    reads[tid].append((op.file, op.line))
+        touched: dict[str, list[tuple[str, int | None, int | None, str]]] = defaultdict(list)
+        for e in trace.events:
+            involved = {v.tensor for v in e.versions} | {t for t in (e.tensor, e.result) if t}
+            for tid in involved:
+                if tid in self.tensor_index and len(touched[tid]) < MAX_READS:
+                    loc = e.location
+                    touched[tid].append((e.kind.value, self.file_index(loc.file) if loc else None,
+                                         loc.line if loc else None, loc.code.strip() if loc else ""))
+        storage_names = {sid: f"storage {n + 1}" for n, sid in enumerate(trace.storages)}
+        self.by_storage: dict[str, list[int]] = defaultdict(list)  # the document's tensors of each storage
+        for tid, i in self.tensor_index.items():
+            sid = trace.tensors[tid].storage
+            if sid is not None and len(self.by_storage[sid]) <= MAX_READS:
+                self.by_storage[sid].append(i)
+        by_index = {i: tid for tid, i in self.tensor_index.items()}
+        for i in range(len(self.tensor_rows)):
+            self.tensor_rows[i] = self._tensor_row(trace.tensors[by_index[i]], storage_names, reads, touched)
+        return self.tensor_rows
+
+    def _tensor_row(self, t: TensorRecord, storage_names: dict[str, str],
+                    reads: dict[str, list[tuple[str | None, int | None]]],
+                    touched: dict[str, list[tuple[str, int | None, int | None, str]]]) -> dict[str, Any]:
+        trace = self.trace
+        itemsize = (t.byte_range[1] - t.byte_range[0]) if t.byte_range else None
+        row: dict[str, Any] = {
+            "name": self.name(t.id), "shape": t.shape, "dtype": t.dtype.removeprefix("torch."), "device": t.device,
+            "bytes": itemsize, "origin": t.origin, "version": t.version, "grad": t.requires_grad,
+        }
+        if t.parameter:
+            row["parameter"] = t.parameter
+        if t.names:
+            row["names"] = t.names[:4]
+        if t.storage is not None:
+            row["storage"] = storage_names.get(t.storage, "a storage")
+            row["range"] = list(t.byte_range) if t.byte_range else None
+            # its other aliases: tensors of the same storage the document already shows
+            row["aliases"] = [i for i in self.by_storage[t.storage] if i != self.tensor_index[t.id]][:MAX_READS]
+        if t.created is not None:
+            row["made"] = [self.file_index(t.created.file), t.created.line, t.created.code.strip()]
+        if t.source is not None and t.source in trace.tensors and t.source in self.tensor_index:
+            row["source"] = self.tensor_index[t.source]
+        if touched.get(t.id):
+            row["events"] = [list(e) for e in touched[t.id]]
+        if reads.get(t.id):
+            row["reads"] = [[self.file_index(f), line] for f, line in reads[t.id]]
+        return row
+
+    def _files(self) -> list[dict[str, Any]]:
+        """The source of every file the document points at; library files only around the lines pointed at."""
+        trace = self.trace
+        pointed: dict[int, set[int]] = defaultdict(set)
+        marks: dict[int, dict[int, str]] = defaultdict(dict)
+        rank = {"error": 0, "warning": 1, "info": 2}
+        for f in self.findings:
+            fi = self.file_index(f.file)
+            if fi is not None and f.line is not None:
+                old = marks[fi].get(f.line)
+                if old is None or rank[f.severity.value] < rank[old]:
+                    marks[fi][f.line] = f.severity.value
+        for e in trace.events:
+            if e.location and e.location.file in self.files:
+                pointed[self.files.index(e.location.file)].add(e.location.line)
+        out = []
+        for i, file in enumerate(self.files):
+            text = trace.sources.get(file)
+            label = trace.file_name(file)
+            entry: dict[str, Any] = {"name": label, "path": file, "marks": {str(k): v for k, v in marks[i].items()},
+                                     "events": sorted(pointed[i])}
+            if text is None:
+                entry["lines"] = None
+            elif _is_library(file):
+                lines = text.splitlines()
+                keep = sorted({n for h in set(marks[i]) | pointed[i] for n in range(h - _CONTEXT, h + _CONTEXT + 1)
+                               if 1 <= n <= len(lines)})
+                entry["library"] = True
+                entry["excerpt"] = [[n, lines[n - 1]] for n in keep[:400]]
+                entry["lines"] = None
+            else:
+                entry["lines"] = text.splitlines()
+            out.append(entry)
+        return out
+
+
+def _is_library(file: str) -> bool:
+    parts = Path(file).parts
+    return "site-packages" in parts or "dist-packages" in parts

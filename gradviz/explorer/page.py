@@ -1,0 +1,67 @@
+"""The explorer page: one self-contained HTML file (works from file://, loads nothing) around one JSON document."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from importlib import resources
+from typing import TYPE_CHECKING, Any
+
+from ..render.escape import html_text
+from .document import explorer_document
+
+if TYPE_CHECKING:
+    from ..analysis.findings import Finding
+    from ..model import Trace
+
+__all__ = ["embed_json", "explorer_html", "read_document"]
+
+#: What the page inlines, in order: the layout library (third party, built by build.sh), then the page's own code.
+SCRIPTS = ("vendor/dagre.min.js", "explorer.js")
+
+
+def explorer_html(trace: Trace, findings: Sequence[Finding] = (), *, title: str | None = None) -> str:
+    """The explorer for `trace` and its findings as one HTML string: no external scripts, styles, fonts or images."""
+    document = explorer_document(trace, findings, title=title)
+    return page_html(document)
+
+
+def page_html(document: dict[str, Any]) -> str:
+    scripts = "".join(f"<script>{_asset(name)}</script>\n" for name in SCRIPTS)
+    return (
+        "<!DOCTYPE html>\n"
+        '<html lang="en"><head><meta charset="utf-8">\n'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+        '<link rel="icon" href="data:,">\n'  # no favicon request, even from file://
+        f"<title>{html_text(document['title'])}</title>\n"
+        f"<style>{_asset('explorer.css')}</style>\n"
+        "</head><body>\n"
+        '<div id="gv-app" class="gv-app"><noscript>This page needs JavaScript to draw the trace.</noscript></div>\n'
+        f'<script type="application/json" id="gv-data">{embed_json(document)}</script>\n'
+        f"{scripts}"
+        "</body></html>\n"
+    )
+
+
+def embed_json(document: Any) -> str:
+    """JSON text safe inside a <script> element: no `</script>`, `<!--` or `]]>` can appear, whatever the trace's
+    names hold (`<`, `>` and `&` are written as \\u escapes, which JSON.parse reads back as the same characters)."""
+    text = json.dumps(document, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return (text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+            .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
+
+
+def read_document(page: str) -> dict[str, Any]:
+    """The JSON document embedded in an explorer page (what the page draws); ValueError if there is none."""
+    start = page.find('<script type="application/json" id="gv-data">')
+    end = page.find("</script>", start)
+    if start < 0 or end < 0:
+        raise ValueError("not a gradviz explorer page: no embedded trace document")
+    document: dict[str, Any] = json.loads(page[start + len('<script type="application/json" id="gv-data">'):end])
+    return document
+
+
+def _asset(name: str) -> str:
+    text = resources.files("gradviz.explorer").joinpath("assets", name).read_text(encoding="utf-8")
+    # inlined code must not end its own <script> element early
+    return text.replace("</script", "<\\/script")

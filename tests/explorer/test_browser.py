@@ -1,0 +1,338 @@
+"""The explorer in Debian's Chromium (selenium + chromium-driver, nothing downloaded): what a user clicks, types and
+drags, and what the page then shows. One browser for the whole module."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import gradviz
+from gradviz.explorer import explorer_document, explorer_html
+from gradviz.model import Trace
+
+webdriver = pytest.importorskip("selenium.webdriver")
+from selenium.webdriver.chrome.service import Service  # noqa: E402
+from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
+from selenium.webdriver.common.actions.wheel_input import ScrollOrigin  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.common.keys import Keys  # noqa: E402
+
+DRIVER = "/usr/bin/chromedriver"
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not os.path.exists(DRIVER) or shutil.which("chromium") is None,
+                       reason="Debian's chromium and chromium-driver are not installed (./dev installs them)"),
+]
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--no-first-run", "--disable-sync"]
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    options = webdriver.ChromeOptions()
+    for flag in FLAGS:
+        options.add_argument(flag)
+    options.add_argument("--window-size=1280,800")
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(DRIVER), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+@pytest.fixture(scope="module")
+def pages(tmp_path_factory: pytest.TempPathFactory, data_trace: Trace, training_trace: Trace) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("explorer")
+    out = {}
+    for name, trace in (("data", data_trace), ("training", training_trace)):
+        out[name] = folder / f"{name} page.html"
+        out[name].write_text(explorer_html(trace, gradviz.diagnose(trace)), encoding="utf-8")
+    return out
+
+
+def open_page(driver: Any, path: Path, fragment: str = "") -> None:
+    driver.set_window_size(1280, 800)
+    driver.get(path.as_uri() + fragment)
+    deadline = time.monotonic() + 30
+    while driver.execute_script("return document.getElementById('gv-app').dataset.ready") != "1":
+        assert time.monotonic() < deadline, "the page never finished drawing"
+        time.sleep(0.05)
+    driver.get_log("browser")  # start each page with an empty console
+
+
+def console_errors(driver: Any) -> list[str]:
+    return [e["message"] for e in driver.get_log("browser") if e["level"] in ("SEVERE", "WARNING")]
+
+
+def hits(driver: Any) -> list[str]:
+    return sorted(driver.execute_script(
+        "return [...document.querySelectorAll('.gv-node.gv-hit')].map(g => g.dataset.node)"))
+
+
+def view_box(driver: Any) -> list[float]:
+    text = driver.execute_script("return document.querySelector('svg.gv-graph').getAttribute('viewBox')")
+    return [float(v) for v in text.split()]
+
+
+def click_box(driver: Any, group: int) -> None:
+    driver.find_element(By.CSS_SELECTOR, f'.gv-node[data-group="{group}"] rect').click()
+
+
+# ---------------------------------------------------------------------- findings
+def test_clicking_a_finding_highlights_exactly_its_nodes(browser: Any, pages: dict[str, Path], data_trace: Trace) -> None:
+    open_page(browser, pages["data"])
+    assert hits(browser) == []
+    browser.find_element(By.CSS_SELECTOR, '.gv-finding[data-finding="1"]').click()
+    tanh = next(n.id for n in data_trace.nodes.values() if n.name == "TanhBackward0")
+    assert hits(browser) == [tanh]
+    assert "gv-focus" in browser.find_element(By.CSS_SELECTOR, "svg.gv-graph").get_attribute("class")  # the rest fades
+    current = browser.find_element(By.CSS_SELECTOR, ".gv-source .gv-ln.gv-current")
+    assert current.get_attribute("data-line") == "24" and "c.zero_()" in current.text
+    assert current.is_displayed()  # scrolled into the source panel
+    # the message's Markdown is rendered: `out` is code, no literal backticks
+    message = browser.find_element(By.CSS_SELECTOR, ".gv-finding .gv-message")
+    assert "`" not in message.text and message.find_element(By.TAG_NAME, "code").text == "out"
+    assert console_errors(browser) == []
+
+
+def test_a_cut_edge_finding_highlights_both_ends(browser: Any, pages: dict[str, Path], training_trace: Trace) -> None:
+    document = explorer_document(training_trace, gradviz.diagnose(training_trace))
+    number = next(i for i, f in enumerate(document["findings"]) if f["kind"] == "cut_edge") + 1
+    expected = sorted(document["ids"][i] for i in document["findings"][number - 1]["nodes"])
+    assert len(expected) >= 2
+    open_page(browser, pages["training"], f"#finding={number}")  # the address opens the page in that state
+    assert hits(browser) == expected
+    assert browser.find_elements(By.CSS_SELECTOR, "path.gv-cut")  # the cut edge is drawn, dashed red
+    assert console_errors(browser) == []
+
+
+def test_an_address_opens_a_node(browser: Any, pages: dict[str, Path], data_trace: Trace) -> None:
+    leaf = next(n.id for n in data_trace.nodes.values() if n.variable is not None)
+    open_page(browser, pages["data"], f"#node={leaf}")
+    assert hits(browser) == [leaf]
+    assert browser.find_element(By.CSS_SELECTOR, ".gv-details h2").text == "a"
+
+
+# ---------------------------------------------------------------------- hierarchy
+def test_module_boxes_open_and_close_in_place(browser: Any, pages: dict[str, Path], training_trace: Trace) -> None:
+    groups = explorer_document(training_trace, [])["groups"]
+    model = next(i for i, g in enumerate(groups) if g.get("path") == "model" and groups[g["parent"]]["numbers"][-1] == 3)
+    step = groups[model]["parent"]
+    encoder = next(i for i, g in enumerate(groups) if g.get("path") == "model.encoder" and g["parent"] == model)
+    fc1 = next(i for i, g in enumerate(groups) if g.get("path") == "model.encoder.fc1" and g["parent"] == encoder)
+    open_page(browser, pages["training"])
+    browser.find_element(By.XPATH, "//button[text()='close all']").click()
+    shown = lambda: browser.execute_script(  # noqa: E731
+        "return [...document.querySelectorAll('.gv-node[data-group]')].map(g => +g.dataset.group)")
+    assert step in shown() and model not in shown()
+    click_box(browser, step)
+    assert model in shown() and step not in shown()
+    click_box(browser, model)
+    click_box(browser, encoder)
+    assert fc1 in shown() and model not in shown()
+    head = next(i for i, g in enumerate(groups) if g.get("path") == "model.head" and g["parent"] == model)
+    assert head in shown()  # the head stays a closed box beside the opened encoder
+    labels = browser.execute_script("return [...document.querySelectorAll('.gv-node[data-node] .gv-label')].map(t => t.textContent)")
+    assert "ReluBackward0" in labels  # the encoder's own op, between its two layers
+    # closing the model closes what is inside it
+    browser.find_element(By.CSS_SELECTOR, f'.gv-cluster[data-group="{model}"] .gv-cluster-label').click()
+    assert model in shown() and fc1 not in shown() and encoder not in shown()
+    assert console_errors(browser) == []
+
+
+# ---------------------------------------------------------------------- search, scrubber, zoom
+def test_search_finds_a_parameter_by_name(browser: Any, pages: dict[str, Path], training_trace: Trace) -> None:
+    open_page(browser, pages["training"])
+    browser.find_element(By.XPATH, "//button[text()='close all']").click()
+    box = browser.find_element(By.CSS_SELECTOR, "input.gv-search")
+    box.send_keys("encoder.fc1.weight")
+    leaf = next(n.id for n in training_trace.nodes.values()
+                if n.variable and training_trace.tensors[n.variable].parameter == "model.encoder.fc1.weight")
+    found = browser.execute_script("return [...document.querySelectorAll('.gv-node.gv-found[data-node]')].map(g => g.dataset.node)")
+    assert found and set(found) == {leaf}  # opened from inside its closed boxes
+    assert browser.find_element(By.CSS_SELECTOR, ".gv-details h2").text == "model.encoder.fc1.weight"
+    count = browser.find_element(By.CSS_SELECTOR, ".gv-search-count").text
+    assert count.startswith("1 of ")
+    box.send_keys(Keys.ENTER)  # steps to the next copy (one per step box using it)
+    assert browser.find_element(By.CSS_SELECTOR, ".gv-search-count").text.startswith("2 of ") or count == "1 of 1"
+
+
+def test_the_scrubber_moves_versions_in_the_memory_panel(browser: Any, pages: dict[str, Path]) -> None:
+    open_page(browser, pages["data"])
+    version = lambda name: browser.execute_script(  # noqa: E731
+        "const row = [...document.querySelectorAll('.gv-memory-table tr[data-tensor]')]"
+        ".find(r => r.querySelector('td').textContent === arguments[0]); return row.querySelector('.gv-version').textContent",
+        name)
+    assert browser.find_element(By.CSS_SELECTOR, "input.gv-scrub").get_attribute("value") == "3"
+    assert version("c") == "v1" and version("out") == "v0"
+    browser.find_element(By.CSS_SELECTOR, "button[title^='previous event']").click()  # to the write, c.zero_()
+    assert "c.zero_()" in browser.find_element(By.CSS_SELECTOR, ".gv-event").text
+    assert version("c") == "v1"
+    changed = browser.execute_script("return [...document.querySelectorAll('.gv-memory-table tr.gv-changed td:first-child')].map(t => t.textContent)")
+    assert sorted(changed) == ["c", "out"]  # the write moved c's counter; out's bytes changed, its version did not
+    browser.find_element(By.TAG_NAME, "body").send_keys(Keys.ARROW_LEFT)  # before the write
+    assert version("c") == "v0" and version("out") == "v0"
+    # the graph moves with it: before the first event the backward's nodes do not exist yet
+    scrub = browser.find_element(By.CSS_SELECTOR, "input.gv-scrub")
+    browser.execute_script("arguments[0].value = 0; arguments[0].dispatchEvent(new Event('input'))", scrub)
+    assert browser.find_elements(By.CSS_SELECTOR, ".gv-node.gv-future")
+    assert console_errors(browser) == []
+
+
+def test_zoom_and_pan_change_the_view_box(browser: Any, pages: dict[str, Path]) -> None:
+    open_page(browser, pages["training"])
+    first = view_box(browser)
+    browser.find_element(By.XPATH, "//button[text()='+']").click()
+    zoomed = view_box(browser)
+    assert zoomed[2] == pytest.approx(first[2] / 1.25, rel=1e-3)
+    graph = browser.find_element(By.CSS_SELECTOR, "svg.gv-graph")
+    ActionChains(browser).scroll_from_origin(ScrollOrigin.from_element(graph), 0, 200).perform()
+    wheeled = view_box(browser)
+    assert wheeled[2] > zoomed[2]  # the wheel zooms out around the pointer
+    ActionChains(browser).move_to_element(graph).click_and_hold().move_by_offset(-120, -40).release().perform()
+    dragged = view_box(browser)
+    assert dragged[0] > wheeled[0] and dragged[2] == pytest.approx(wheeled[2])  # a drag pans
+    browser.find_element(By.TAG_NAME, "body").send_keys("-")
+    assert view_box(browser)[2] > dragged[2]
+    browser.find_element(By.XPATH, "//button[text()='fit']").click()
+    fitted = view_box(browser)
+    bounds = browser.execute_script("const b = document.getElementById('gv-layer').getBBox(); return [b.width, b.height]")
+    assert fitted[2] >= bounds[0] and fitted[3] >= bounds[1]
+    assert console_errors(browser) == []
+
+
+# ---------------------------------------------------------------------- fit and labels
+LABEL_OVERFLOW = """return [...document.querySelectorAll('.gv-node')].flatMap(node => {
+    const box = node.querySelector('.gv-shape').getBBox();
+    return [...node.querySelectorAll('text')].map(t => [t.textContent, t.getBBox()])
+        .filter(([, b]) => b.x < box.x - 0.5 || b.y < box.y - 0.5 || b.x + b.width > box.x + box.width + 0.5
+                           || b.y + b.height > box.y + box.height + 0.5)
+        .map(([text]) => text);
+})"""
+
+
+def test_no_label_leaves_its_shape_and_the_page_fits_the_window(browser: Any, pages: dict[str, Path]) -> None:
+    for name in ("data", "training"):
+        open_page(browser, pages[name])
+        browser.find_element(By.XPATH, "//button[text()='open all']").click()
+        assert browser.execute_script("return document.querySelectorAll('.gv-node').length") > 2
+        assert browser.execute_script(LABEL_OVERFLOW) == []
+        fonts = browser.execute_script("return [...new Set([...document.querySelectorAll('.gv-node text')].map(t => getComputedStyle(t).fontFamily))]")
+        assert fonts == ['"DejaVu Sans Mono", monospace']
+        width = browser.execute_script("return [document.documentElement.scrollWidth, document.documentElement.clientWidth, innerWidth]")
+        assert width[0] <= width[1] == width[2] == 1280, width
+        # findings, graph, scrubber and memory all begin on the first screen
+        for selector in (".gv-findings", "svg.gv-graph", ".gv-time", ".gv-memory"):
+            top = browser.execute_script(f"return document.querySelector({json.dumps(selector)}).getBoundingClientRect().top")
+            assert 0 <= top < 800, selector
+        assert console_errors(browser) == []
+
+
+# ---------------------------------------------------------------------- bad input
+def test_hostile_names_are_shown_as_text_and_never_run(browser: Any, data_trace: Trace, tmp_path: Path) -> None:
+    trace = Trace.loads(data_trace.to_json())
+    trace.tensor("out").names = ['<img src=x onerror="window.pwned=1">']
+    trace.tensor("c").names = ["</script><script>window.pwned=2</script>"]
+    for node in trace.nodes.values():
+        node.module = 'm.<svg onload="window.pwned=3">'
+    assert trace.script is not None
+    trace.file_labels[trace.script] = '"><img src=y onerror="window.pwned=4">.py'
+    page = tmp_path / "hostile.html"
+    page.write_text(explorer_html(trace, gradviz.diagnose(trace), title='<b onclick="x">t</b>'), encoding="utf-8")
+    open_page(browser, page)
+    browser.find_element(By.CSS_SELECTOR, '.gv-finding[data-finding="1"]').click()
+    browser.find_element(By.XPATH, "//button[text()='open all']").click()
+    assert browser.execute_script("return window.pwned") is None
+    assert browser.execute_script("return document.querySelectorAll('img, b[onclick], svg [onload]').length") == 0
+    assert browser.find_element(By.CSS_SELECTOR, ".gv-title").text == '<b onclick="x">t</b>'
+    names = browser.execute_script("return [...document.querySelectorAll('.gv-memory-table td:first-child')].map(t => t.textContent)")
+    assert '<img src=x onerror="window.pwned=1">' in names
+    assert browser.execute_script(LABEL_OVERFLOW) == []
+    assert console_errors(browser) == []
+
+
+def test_a_trace_without_a_graph_and_a_script_that_raised(browser: Any, trace_of: Any, tmp_path: Path) -> None:
+    trace = trace_of("import torch\nraise ValueError('<i>bad</i> config')\n")
+    page = tmp_path / "raised.html"
+    page.write_text(explorer_html(trace, gradviz.diagnose(trace)), encoding="utf-8")
+    open_page(browser, page)
+    assert "No autograd graph" in browser.find_element(By.CSS_SELECTOR, ".gv-empty").text
+    assert browser.find_element(By.CSS_SELECTOR, ".gv-exception").text.startswith("The program raised ValueError at ")
+    assert browser.find_element(By.CSS_SELECTOR, ".gv-exception").text.endswith(": <i>bad</i> config")
+    empty = tmp_path / "empty.html"
+    empty.write_text(explorer_html(Trace(), []), encoding="utf-8")
+    open_page(browser, empty)
+    assert "No findings" in browser.find_element(By.CSS_SELECTOR, ".gv-findings").text
+    assert console_errors(browser) == []
+
+
+def test_a_graph_of_20000_nodes_opens_quickly_as_a_box(browser: Any, tmp_path: Path) -> None:
+    from gradviz.model import Event, EventKind, Location, NodeRecord, TensorRecord
+
+    trace = Trace(script="/x/loop.py", sources={"/x/loop.py": "import torch\nx = torch.ones(1)\nfor _ in range(20000): x = x * 2\n"})
+    trace.tensors["t0"] = TensorRecord("t0", [1], "torch.float32", "cpu", True, True, None, None, None, None, 0, "op", 0, names=["x"])
+    trace.nodes["n0"] = NodeRecord("n0", "AccumulateGrad", [], 0, variable="t0")
+    for i in range(1, 20001):
+        trace.nodes[f"n{i}"] = NodeRecord(f"n{i}", "MulBackward0", [f"n{i - 1}"], i, created=Location("/x/loop.py", 3, ""))
+    trace.events.append(Event(20002, EventKind.BACKWARD, Location("/x/loop.py", 3, ""), data={"outcome": "ok"}))
+    page = tmp_path / "big.html"
+    page.write_text(explorer_html(trace, []), encoding="utf-8")
+    open_page(browser, page)
+    boxes = browser.execute_script("return [...document.querySelectorAll('.gv-node[data-group] .gv-label')].map(t => t.textContent)")
+    assert boxes == ["▸ line 3 ×20,000"]
+    browser.find_element(By.CSS_SELECTOR, ".gv-node[data-group] rect").click()  # too many to draw: says so
+    assert "too many to draw" in browser.find_element(By.CSS_SELECTOR, ".gv-note").text
+    assert browser.find_elements(By.CSS_SELECTOR, ".gv-node[data-group]")
+    assert console_errors(browser) == []
+
+
+# ---------------------------------------------------------------------- in a notebook
+@pytest.mark.kernel
+def test_the_explorer_fits_a_notebook_output_area(browser: Any, tmp_path: Path, gallery: Path) -> None:
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    nbconvert = pytest.importorskip("nbconvert")
+    source = (gallery / "plot_02_data_silent.py").read_text(encoding="utf-8")
+    body = source.split('"""', 2)[2]  # the example without its docstring
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("%load_ext gradviz"),
+        nbformat.v4.new_code_cell("%%gradviz\n" + body),
+    ])
+    nbclient.NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    outputs = nb.cells[1].outputs
+    shown = [o for o in outputs if "text/html" in o.get("data", {})]
+    assert len(shown) == 1 and "image/svg+xml" in shown[0]["data"]  # the explorer, the static picture beside it
+    exported, _ = nbconvert.HTMLExporter().from_notebook_node(nb)
+    page = tmp_path / "notebook.html"
+    page.write_text(exported, encoding="utf-8")
+    browser.set_window_size(1280, 800)
+    browser.get(page.as_uri())
+    frame = browser.find_element(By.CSS_SELECTOR, "iframe.gradviz-explorer")
+    widths = browser.execute_script(
+        "const f = arguments[0]; return [f.getBoundingClientRect().right, f.parentElement.getBoundingClientRect().right,"
+        " document.documentElement.scrollWidth, document.documentElement.clientWidth]", frame)
+    assert widths[0] <= widths[1] + 1 and widths[2] <= widths[3]
+    browser.switch_to.frame(frame)
+    try:
+        deadline = time.monotonic() + 30
+        while browser.execute_script("return document.getElementById('gv-app').dataset.ready") != "1":
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        inner = browser.execute_script("return [document.documentElement.scrollWidth, document.documentElement.clientWidth]")
+        assert inner[0] <= inner[1]
+        browser.find_element(By.CSS_SELECTOR, '.gv-finding[data-finding="1"]').click()
+        assert browser.execute_script("return document.querySelectorAll('.gv-node.gv-hit').length") == 1
+        assert browser.execute_script(LABEL_OVERFLOW) == []
+    finally:
+        browser.switch_to.default_content()
+    # nbconvert's own template asks a CDN for require.js and MathJax (unreachable here); nothing else may fail
+    errors = [e["message"] for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    assert [m for m in errors if not m.startswith("https://cdn")] == []
