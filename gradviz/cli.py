@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import difflib
 import json
 import os
-import re
 import sys
 import time
 from collections.abc import Callable
@@ -32,6 +32,7 @@ from .text import for_terminal, safe_str
 from .runner_options import OptionsError, add_render_options, check_suffix, output_paths, render_kwargs
 from .window_options import DEFAULT_CHECK_STEPS, WindowOptionsError, add_window_options, window_kwargs
 from .terminal import (
+    COLOR_CHOICES,
     EXIT_FINDINGS,
     EXIT_INTERNAL,
     EXIT_OK,
@@ -62,6 +63,20 @@ class UsageError(Exception):
     """Something the user can fix (missing script, bad output path...): one line on stderr, exit 2."""
 
 
+#: The choices of --fail-on: the least severe finding that makes the exit status 1.
+FAIL_ON = ("error", "warning", "never")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse without silent abbreviations (`--col` is not `--collapse-modules`); `children` are the
+    subcommands' parsers, so a misspelt option is reported with its subcommand's usage."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+        self.children: dict[str, argparse.ArgumentParser] = {}
+
+
 # ---------------------------------------------------------------------------------------------- commands
 @dataclass(frozen=True)
 class Command:
@@ -89,8 +104,26 @@ def _add_script(parser: argparse.ArgumentParser) -> None:
         help="run a module as `python -m MODULE ARGS...` would (sys.argv[0], __main__, __spec__, relative imports)",
     )
     parser.add_argument(
-        "--quiet", "-q", action="store_true", help="no progress display and no informational lines; errors still print"
+        "--quiet", "-q", action="store_true",
+        help="no progress display and no informational lines (files written, the tally); findings and errors still print",
     )
+    parser.add_argument(
+        "--color", choices=COLOR_CHOICES, default="auto",
+        help="colour in the findings and messages: auto (default: on a terminal, unless NO_COLOR is set), always, never",
+    )
+    parser.add_argument(
+        "--progress", action="store_true",
+        help="show progress on stderr (steps traced, time elapsed) even when stderr is not a terminal",
+    )
+
+
+def _add_fail_on(parser: argparse.ArgumentParser, *, default: str, strict: bool = False) -> None:
+    parser.add_argument(
+        "--fail-on", choices=FAIL_ON, default=None,
+        help=f"exit 1 when a finding is at least this severe (default: {default}); never: the exit status is the "
+        "script's own (0 for a saved trace)" + ("; --strict is --fail-on warning" if strict else ""),
+    )
+    parser.set_defaults(default_fail_on=default)
 
 
 def _add_render_arguments(parser: argparse.ArgumentParser) -> None:
@@ -98,6 +131,7 @@ def _add_render_arguments(parser: argparse.ArgumentParser) -> None:
     add_render_options(parser, many_outputs=True)
     add_window_options(parser)
     add_config_options(parser)
+    _add_fail_on(parser, default="never")
 
 
 def _add_check_arguments(parser: argparse.ArgumentParser) -> None:
@@ -112,6 +146,7 @@ def _add_check_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--json", action="store_true", help="short for --format json")
     parser.add_argument("--strict", action="store_true", help="exit 1 on warnings too, not only on errors")
+    _add_fail_on(parser, default="error", strict=True)
     add_window_options(parser, default=DEFAULT_CHECK_STEPS)
     add_config_options(parser)
 
@@ -131,6 +166,7 @@ examples:
   gradviz render train.py -q -- --epochs 1     arguments after -- go to the script
   gradviz render train.py -o a.svg -o b.html -o run.json   several outputs from one run (.json: the trace)
   gradviz render run.json --view memory        draw a saved trace again, without running anything
+  gradviz render train.py --fail-on error      exit 1 when there is an error finding (default: never)
   gradviz render -m pkg.train -- --epochs 1    run a module as `python -m pkg.train --epochs 1` would
   torchrun --nproc_per_node=2 -m gradviz render train.py
                                                every rank writes train.rank<N>.gradviz.svg; rank 0 prints
@@ -138,7 +174,9 @@ examples:
 
 The script runs as `python train.py --epochs 1` would. If it raises, the diagram is still written
 (showing the state at the failure) and the script's error is printed; the exit status is then 1
-(a SystemExit keeps the script's code). Exit status 2: the script cannot be run or an option is wrong.
+(a SystemExit keeps the script's code). A saved trace's recorded error is described in one line and
+not raised again (exit status 0). --fail-on error|warning: exit 1 on such a finding too.
+Exit status 2: the script cannot be run or an option is wrong.
 """
 
 _CHECK_EPILOG = """\
@@ -162,8 +200,9 @@ If the script ends with os._exit(), the findings are still printed before the pr
 The step window: after N optimizer steps (N backward() calls where no optimizer steps) gradviz stops
 recording and takes its hooks off; the script runs on unchanged and its later steps are only counted
 ("steps 1-100 of 6,000 traced"). With --stop-after the script ends there, with exit status 0.
-exit status: 0 no error finding and the script ran clean; 1 an error finding (--strict: or a warning)
-or the script raised; 2 the script cannot be run (missing, not Python, syntax error, bad options).
+exit status: 0 no error finding and the script ran clean; 1 an error finding (--strict, --fail-on warning:
+or a warning) or the script raised; 2 the script cannot be run (missing, not Python, syntax error, bad options).
+A saved trace's recorded error is described in one line, not raised again: only the findings set the status.
 """
 
 #: The subcommands, in the order `gradviz --help` lists them. Another front end adds itself with one entry.
@@ -201,8 +240,8 @@ def _gallery() -> Any:
     return gallery
 
 
-def build_parser(prog: str = "gradviz") -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+def build_parser(prog: str = "gradviz") -> _Parser:
+    parser = _Parser(
         prog=prog,
         description="See what autograd and memory are really doing in a PyTorch program: "
         ".data vs .detach(), version counters, saved tensors, cut gradient paths.",
@@ -220,9 +259,41 @@ def build_parser(prog: str = "gradviz") -> argparse.ArgumentParser:
             epilog=command.epilog,
             formatter_class=argparse.RawDescriptionHelpFormatter,
             usage="%(prog)s (SCRIPT | -m MODULE | TRACE.json) [options] [-- ARGS...]" if name in ("render", "check") else None,
+            allow_abbrev=False,
         )
         command.add_arguments(child)
+        parser.children[name] = child
     return parser
+
+
+def _parse(parser: _Parser, argv: list[str]) -> argparse.Namespace:
+    """Parse the command line; an unknown option is reported with its subcommand's usage and the closest options."""
+    first = argv[0] if argv and not argv[0].startswith("-") else None
+    if first is not None and first not in parser.children:
+        close = difflib.get_close_matches(first, list(parser.children), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        parser.error(f"argument COMMAND: invalid choice: {first!r} (choose from {', '.join(map(repr, parser.children))}){hint}")
+    options, extras = parser.parse_known_args(argv)
+    if extras:
+        child = parser.children.get(getattr(options, "command", None) or "", parser)
+        child.error(_unknown_arguments(child, extras))
+    return options
+
+
+def _unknown_arguments(parser: argparse.ArgumentParser, extras: list[str]) -> str:
+    """`unrecognized argument: --colapse-modules (did you mean --collapse-modules?)`, or where script arguments go."""
+    known = [o for action in parser._actions for o in action.option_strings]
+    parts = []
+    for word in extras:
+        if word.startswith("-") and len(word) > 1:
+            name = word.split("=", 1)[0]
+            candidates = [o for o in known if o.startswith(name) and o.startswith("--") and len(name) > 2]
+            candidates += [o for o in difflib.get_close_matches(name, known, n=3, cutoff=0.6) if o not in candidates]
+            hint = f" (did you mean {' or '.join(candidates[:3])}?)" if candidates else ""
+            parts.append(f"{word}{hint}")
+        else:
+            parts.append(f"{word} (arguments for the script go after `--`: gradviz COMMAND SCRIPT -- ARGS...)")
+    return f"unrecognized argument{'s' if len(parts) > 1 else ''}: " + "; ".join(parts)
 
 
 def main(argv: list[str] | None = None, *, prog: str = "gradviz") -> int:
@@ -233,7 +304,7 @@ def main(argv: list[str] | None = None, *, prog: str = "gradviz") -> int:
     if "--" in argv[1:]:
         cut = argv.index("--", 1)
         argv, script_args = argv[:cut], argv[cut + 1 :]
-    options = build_parser(prog).parse_args(argv)
+    options = _parse(build_parser(prog), argv)
     options.script_args = script_args
     try:
         return COMMANDS[options.command].run(options)
@@ -261,22 +332,36 @@ def _obtain(
     *,
     json_stdout: bool = False,
     window: dict[str, Any] | None = None,
+    step: int | None = None,
 ) -> tuple[Trace, ProgramRun | None]:
-    """Run the program under the tracer (within the step `window`), or read the saved trace (nothing runs)."""
+    """Run the program under the tracer (within the step `window`), or read the saved trace (nothing runs).
+    `step`: --step K, said at once when the window closes before backward call K."""
     if program.kind == "trace":
         return load_trace(program), None
-    progress.note(f"running {_shown(program.target) if program.kind == 'script' else program.shown} under the tracer")
-    if not json_stdout:
-        run = run_program(program, on_hard_exit=on_hard_exit, **(window or {}))
-        _note_stop(run.trace, program)
-        return run.trace, run
-    with stdout_to_stderr() as redirect:
+    name = _shown(program.target) if program.kind == "script" else program.shown
+    progress.note(f"running {name} under the tracer")
+    watcher = progress.watch(name, step=step if window else None)
+    on_start = watcher.start if watcher is not None else None
 
-        def hard_exit(trace: Trace, code: int) -> int:
-            redirect.restore()  # our JSON document goes to the real stdout
-            return on_hard_exit(trace, code)
+    def stop_watching(trace: Trace, code: int) -> int:
+        if watcher is not None:
+            watcher.stop()
+        return on_hard_exit(trace, code)
 
-        run = run_program(program, on_hard_exit=hard_exit, **(window or {}))
+    try:
+        if not json_stdout:
+            run = run_program(program, on_hard_exit=stop_watching, on_start=on_start, **(window or {}))
+        else:
+            with stdout_to_stderr() as redirect:
+
+                def hard_exit(trace: Trace, code: int) -> int:
+                    redirect.restore()  # our JSON document goes to the real stdout
+                    return stop_watching(trace, code)
+
+                run = run_program(program, on_hard_exit=hard_exit, on_start=on_start, **(window or {}))
+    finally:
+        if watcher is not None:
+            watcher.stop()
     _note_stop(run.trace, program)
     return run.trace, run
 
@@ -312,13 +397,14 @@ def run_render(options: argparse.Namespace) -> int:
         check_suffix(out, shown=_shown(out))
     check_program(program)
     window = _window_of(options, program)
-    progress = Progress(quiet=options.quiet)
+    fail_on = _fail_on(options)
+    progress = Progress(quiet=options.quiet, color=options.color, forced=options.progress)
     started = time.time()
 
     def finish(trace: Trace, run: ProgramRun | None) -> int:
-        return _finish_render(trace, run, program, options, outs, progress, rank=rank, started=started)
+        return _finish_render(trace, run, program, options, outs, progress, rank=rank, started=started, fail_on=fail_on)
 
-    trace, run = _obtain(program, progress, lambda trace, code: finish(trace, None), window=window)
+    trace, run = _obtain(program, progress, lambda trace, code: finish(trace, None), window=window, step=options.step)
     return finish(trace, run)
 
 
@@ -332,8 +418,10 @@ def _finish_render(
     *,
     rank: Rank | None,
     started: float,
+    fail_on: str,
 ) -> int:
     prepare_streams()
+    _check_step(trace, program, options)
     findings, analysis_error = _diagnose(trace, progress)
     findings, suppressed = _accept(findings, options)
     _warn_if_empty(trace, program)
@@ -350,21 +438,23 @@ def _finish_render(
                 trace.to_json(trace_file)
                 _error(f"wrote the trace to {_shown(trace_file)}")
             return _internal_error(exc)
+    console = _stdout_console(color=options.color)
     if not options.quiet:
-        console = _stdout_console()
         for path in written:
             console.print(f"{rank_prefix()}gradviz: wrote {_shown(path)}", highlight=False, markup=False)
         if trace.window is not None and trace.window.closed:
             console.print(f"{rank_prefix()}gradviz: {trace.window.describe()}", highlight=False, markup=False)
-        if rank is None:  # under torchrun, rank 0 prints the findings of all ranks at once
-            for finding in findings:
-                _print_summary(console, finding)
-            _print_suppressed(console, suppressed, options, count=True)
-    report_program_error(run, trace)
-    status = exit_status(trace)
+    if rank is None:  # the same text as `gradviz check`, never hidden by -q; under torchrun rank 0 prints all ranks
+        print_findings(console, findings)
+        _print_suppressed(console, suppressed, options, count=True)
+    status = _report_ending(run, trace, program)
+    failing = _fails(findings, fail_on)
     if rank is not None:
-        _merge_ranks(rank, trace, findings, written, started, quiet=options.quiet, json_document=None,
-                     full_report=False, suppressed=suppressed, options=options)
+        merged = _merge_ranks(rank, trace, findings, written, started, quiet=options.quiet, json_document=None,
+                              fail_on=fail_on, suppressed=suppressed, options=options)
+        failing = failing or merged.failing
+    if failing:
+        status = max(status, EXIT_FINDINGS)
     for problem in problems:
         _error(safe_str(problem))
     if problems:
@@ -398,19 +488,6 @@ def _write_diagram(trace: Trace, findings: list[Finding], out: Path, options: ar
     return out
 
 
-def _print_summary(console: Console, finding: Finding, ranks: str = "") -> None:
-    from rich.text import Text
-
-    text = Text("" if ranks else rank_prefix())  # the merged summary of all ranks names them itself
-    text.append(f"{finding.severity.value:<8}", style=_STYLE[finding.severity.value])
-    text.append(f"{_where(finding.file, finding.line)}  ")
-    text.append(finding.kind.value, style="bold")
-    if ranks:
-        text.append(f"  ({ranks})")
-    text.append(for_terminal(f": {_first_sentence(finding.message)}"))
-    console.print(text)
-
-
 # ---------------------------------------------------------------------------------------------- check
 def run_check(options: argparse.Namespace) -> int:
     from .ranks import current_rank
@@ -421,11 +498,13 @@ def run_check(options: argparse.Namespace) -> int:
     rank = current_rank()
     options.json = options.json or options.format == "json"  # --json: the short form of --format json
     machine = options.json or options.format in ("sarif", "github")  # stdout holds only that output
-    progress = Progress(quiet=options.quiet or machine)
+    fail_on = _fail_on(options)
+    progress = Progress(quiet=options.quiet or machine, color=options.color, forced=options.progress)
     started = time.time()
 
     def finish(trace: Trace, run: ProgramRun | None, hard_exit: int | None = None) -> int:
-        return _finish_check(trace, run, program, options, progress, rank=rank, started=started, hard_exit=hard_exit)
+        return _finish_check(trace, run, program, options, progress, rank=rank, started=started, hard_exit=hard_exit,
+                             fail_on=fail_on)
 
     trace, run = _obtain(
         program, progress, lambda trace, code: finish(trace, None, code), json_stdout=machine, window=window
@@ -443,6 +522,7 @@ def _finish_check(
     rank: Rank | None,
     started: float,
     hard_exit: int | None = None,
+    fail_on: str = "error",
 ) -> int:
     prepare_streams()
     findings, analysis_error = _diagnose(trace, progress)
@@ -470,26 +550,29 @@ def _finish_check(
     elif options.format in ("sarif", "github"):
         pass  # written below, once the exit status (which SARIF records) is known
     elif rank is None:
-        _print_report(findings, program, trace, quiet=options.quiet, suppressed=suppressed)
-        _print_suppressed(_stdout_console(), suppressed, options)
+        _print_report(findings, program, trace, quiet=options.quiet, suppressed=suppressed, color=options.color)
+        _print_suppressed(_stdout_console(color=options.color), suppressed, options)
     elif not options.quiet:  # under torchrun, rank 0 prints the findings of all ranks at once
-        _stdout_console().print(_tally_line(findings, program, trace, suppressed=suppressed), highlight=False, markup=False)
+        _stdout_console(color=options.color).print(
+            _tally_line(findings, program, trace, suppressed=suppressed), highlight=False, markup=False
+        )
     if analysis_error is not None:
         if options.format in ("sarif", "github") and (rank is None or rank.rank == 0):
             _print_ci_output(options.format, findings, trace, EXIT_INTERNAL, analysis_error, suppressed=suppressed)
         return _internal_error(analysis_error)
-    if options.format == "text":
-        report_program_error(run, trace)
+    if options.format == "text" or program.kind == "trace":
+        ended = _report_ending(run, trace, program)
+    else:
+        ended = exit_status(trace)
     if hard_exit is not None:  # os._exit(code): the process ends with the program's code, or 1 for an error finding
         status = hard_exit
     else:
-        status = min(exit_status(trace), EXIT_FINDINGS)
-    worst = {f.severity.value for f in findings}
-    failing = "error" in worst or (options.strict and "warning" in worst)
+        status = min(ended, EXIT_FINDINGS)
+    failing = _fails(findings, fail_on)
     if rank is not None:
         merged = _merge_ranks(
             rank, trace, findings, [], started, quiet=options.quiet, json_document=document,
-            strict=options.strict, full_report=True, suppressed=suppressed, options=options,
+            fail_on=fail_on, suppressed=suppressed, options=options,
         )
         failing = failing or merged.failing
     if failing:
@@ -539,8 +622,9 @@ def _script_exception(trace: Trace) -> dict[str, Any] | None:
 def _print_report(
     findings: list[Finding], program: Program, trace: Trace, *, quiet: bool, ranks: dict[int, str] | None = None,
     suppressed: list[Suppressed] | None = None,
+    color: str = "auto",
 ) -> None:
-    console = _stdout_console()
+    console = _stdout_console(color=color)
     print_findings(console, findings, labels=ranks)
     if not quiet and ranks is None:
         console.print(_tally_line(findings, program, trace, suppressed=suppressed), highlight=False, markup=False)
@@ -555,7 +639,7 @@ def _tally_line(findings: list[Finding], program: Program, trace: Trace, *, supp
         tally += f", {len(suppressed)} suppressed"
     record = trace.exception
     status = exit_status(trace)
-    if record is None or status == 0:
+    if record is None or status == 0 or program.kind == "trace":  # a saved trace's error: one line on stderr
         ending = ""
     elif record.type in ("SystemExit", "os._exit"):
         ending = f"; the script exited with status {status}"
@@ -579,9 +663,6 @@ def _window_dict(trace: Trace) -> dict[str, Any]:
     return asdict(trace.window) if trace.window is not None else {}
 
 
-_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
-
-
 # ---------------------------------------------------------------------------------------------- torchrun ranks
 @dataclass
 class _Merged:
@@ -601,8 +682,7 @@ def _merge_ranks(
     *,
     quiet: bool,
     json_document: dict[str, Any] | None,
-    strict: bool = False,
-    full_report: bool,
+    fail_on: str = "error",
     suppressed: list[Suppressed] | None = None,
     options: argparse.Namespace | None = None,
 ) -> _Merged:
@@ -627,20 +707,21 @@ def _merge_ranks(
         own["sarif_notifications"] = script_notifications(trace, who=f"rank {rank.rank}")
     if rank.rank != 0:
         if not publish(rank, own, since=started):
-            _print_late_rank(rank, trace, findings, suppressed or [], format=format, full_report=full_report)
+            _print_late_rank(rank, trace, findings, suppressed or [], format=format)
         return _Merged([], [])
     results, missing = gather(rank, own, since=started)
     try:
         merged = _Merged(results, missing)
         merged.failing = _print_merged(rank, results, missing, trace, quiet=quiet, json_document=json_document,
-                                       strict=strict, full_report=full_report, machine=format in ("sarif", "github"))
+                                       fail_on=fail_on, machine=format in ("sarif", "github"),
+                                       color=getattr(options, "color", "auto"))
         return merged
     finally:
         release(rank, [r["rank"] for r in results])
 
 
 def _print_late_rank(
-    rank: Rank, trace: Trace, findings: list[Finding], suppressed: list[Suppressed], *, format: str, full_report: bool
+    rank: Rank, trace: Trace, findings: list[Finding], suppressed: list[Suppressed], *, format: str
 ) -> None:
     """Rank 0 printed its summary without this rank: this rank's findings, printed by itself (on stdout as workflow
     commands or text; on stderr when stdout holds rank 0's JSON or SARIF document)."""
@@ -657,11 +738,7 @@ def _print_late_rank(
             sys.stdout.flush()
         return
     console = _stdout_console(sys.stderr if format in ("json", "sarif") else None)
-    if full_report:
-        print_findings(console, findings, labels={i: f"rank {rank.rank}" for i in range(len(findings))})
-    else:
-        for finding in findings:
-            _print_summary(console, finding, f"rank {rank.rank}")
+    print_findings(console, findings, labels={i: f"rank {rank.rank}" for i in range(len(findings))})
     program = Program("script", trace.script or "?")
     console.print(_tally_line(findings, program, trace, suppressed=suppressed), highlight=False, markup=False)
 
@@ -674,17 +751,15 @@ def _print_merged(
     *,
     quiet: bool,
     json_document: dict[str, Any] | None,
-    strict: bool,
-    full_report: bool,
+    fail_on: str,
     machine: bool = False,
+    color: str = "auto",
 ) -> bool:
     from .analysis.findings import Finding as FindingRecord
     from .ranks import timeout_seconds
 
     merged = _merged_findings(results)
-    failing = any(
-        data.get("severity") == "error" or (strict and data.get("severity") == "warning") for data, _ in merged.values()
-    )
+    failing = any(_severe(data.get("severity"), fail_on) for data, _ in merged.values())
     absent = ""
     if missing:
         absent = (f"no result from rank{'s' if len(missing) > 1 else ''} " + ", ".join(map(str, missing))
@@ -716,7 +791,7 @@ def _print_merged(
         return failing
     if quiet and not merged and not missing:
         return failing
-    console = _stdout_console()
+    console = _stdout_console(color=color)
     per_rank = "; ".join(
         f"rank {r['rank']}: " + ", ".join(
             _plural(sum(f.get("severity") == level for f in r.get("findings", [])), level) for level in ("error", "warning", "info")
@@ -732,11 +807,7 @@ def _print_merged(
     console.print(for_terminal(head), highlight=False, markup=False)
     merged_findings = [FindingRecord.from_dict(data) for data, _ in merged.values()]
     labels = {i: ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(map(str, ranks)) for i, (_, ranks) in enumerate(merged.values())}
-    if full_report:
-        _print_report(merged_findings, Program("script", trace.script or "?"), trace, quiet=True, ranks=labels)
-    else:
-        for i, finding in enumerate(merged_findings):
-            _print_summary(console, finding, labels[i])
+    _print_report(merged_findings, Program("script", trace.script or "?"), trace, quiet=True, ranks=labels, color=color)
     return failing
 
 
@@ -829,6 +900,60 @@ def _print_suppressed(console: Console, suppressed: list[Suppressed], options: a
 
 
 # ---------------------------------------------------------------------------------------------- helpers
+def _fail_on(options: argparse.Namespace) -> str:
+    """--fail-on, or the command's default; --strict (check) is --fail-on warning."""
+    strict = getattr(options, "strict", False)
+    if strict and options.fail_on not in (None, "warning"):
+        raise UsageError(f"--strict and --fail-on {options.fail_on} disagree: give one of them")
+    return "warning" if strict else (options.fail_on or options.default_fail_on)
+
+
+def _severe(severity: str | None, fail_on: str) -> bool:
+    return severity == "error" and fail_on != "never" or severity == "warning" and fail_on == "warning"
+
+
+def _fails(findings: list[Finding], fail_on: str) -> bool:
+    return any(_severe(f.severity.value, fail_on) for f in findings)
+
+
+def _report_ending(run: ProgramRun | None, trace: Trace, program: Program) -> int:
+    """Say how the program ended, as Python would (its traceback; its own excepthook); the status it ended with.
+    A saved trace's recorded error is history: one line, not raised again, and status 0."""
+    if program.kind != "trace":
+        report_program_error(run, trace)
+        return exit_status(trace)
+    record = trace.exception
+    if record is None or record.exit_code == 0:
+        return EXIT_OK
+    name = _shown(program.target)
+    if record.type in ("SystemExit", "os._exit"):
+        _error(f"{name}: the recorded run exited with status {record.exit_code} (not repeated here)")
+        return EXIT_OK
+    at = f" at line {record.location.line}" if record.location else ""
+    first = (record.message or "").strip().splitlines()
+    message = f": {first[0]}" if first else ""
+    _error(f"{name}: the recorded run raised {record.type}{at}{message} (recorded, not raised again)")
+    return EXIT_OK
+
+
+def _check_step(trace: Trace, program: Program, options: argparse.Namespace) -> None:
+    """--step K beyond the backward calls the trace holds: said as soon as the trace is known (right after a saved
+    trace is read, before anything is drawn), naming the steps there are."""
+    step = getattr(options, "step", None)
+    if step is None:
+        return
+    from .render.steps import split_steps
+
+    count = len(split_steps(trace))
+    if step > count:
+        window = f" ({trace.window.describe()})" if trace.window is not None and trace.window.closed else ""
+        where = "the saved trace holds" if program.kind == "trace" else "the run made"
+        choose = f"choose 1-{count}" if count > 1 else ("only --step 1 exists" if count == 1 else "there is no step to draw")
+        raise UsageError(
+            f"--step {step} does not exist: {where} {count} backward call(s) with a graph{window}; {choose}"
+        )
+
+
 def _warn_if_empty(trace: Trace, program: Program) -> None:
     if not trace.tensors:
         name = _shown(program.target) if program.kind != "module" else program.shown
@@ -858,17 +983,5 @@ def _check_writable(out: Path) -> None:
         raise UsageError(f"cannot write {_shown(out)}: permission denied")
 
 
-def _where(file: str | None, line: int | None) -> str:
-    if not file:
-        return "?"
-    return f"{_shown(file)}:{line}" if line else _shown(file)
-
-
 def _plural(count: int, word: str) -> str:
     return f"{count} {word}" + ("" if count == 1 or word == "info" else "s")
-
-
-def _first_sentence(message: str) -> str:
-    first = message.strip().splitlines()[0] if message.strip() else ""
-    match = re.match(r"(.+?[.!?])\s+(?=[A-Z`\"'(])", first)
-    return match.group(1) if match else first

@@ -138,7 +138,8 @@ def findings_text(findings: list[Finding]) -> str:
     from rich.console import Console
 
     buffer = io.StringIO()
-    print_findings(Console(file=buffer, color_system=None, highlight=False, soft_wrap=True), findings)
+    # force_jupyter=False: inside a notebook rich would display each line as a cell output instead of writing it
+    print_findings(Console(file=buffer, color_system=None, highlight=False, soft_wrap=True, force_jupyter=False), findings)
     return buffer.getvalue()
 
 

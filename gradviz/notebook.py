@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import ast
+import dataclasses
+import html
+import re
+from collections.abc import Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -12,10 +16,11 @@ from .window_options import WindowOptionsError, window_kwargs
 if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
 
+    from .analysis.findings import Finding
     from .model import Trace
     from .render.diagram import Diagram
 
-__all__ = ["gradviz_cell", "load_ipython_extension", "run_cell_traced"]
+__all__ = ["count_phrase", "findings_table", "gradviz_cell", "load_ipython_extension", "run_cell_traced"]
 
 
 def load_ipython_extension(ipython: InteractiveShell) -> None:
@@ -54,10 +59,13 @@ def gradviz_cell(shell: InteractiveShell, cell: str, options: Any) -> Trace:
 
     window = window_kwargs(options) if hasattr(options, "steps") else {}
     trace, value, error = run_cell_traced(shell, cell, **window)
-    diagram = _render(trace, options)
+    findings = _diagnose(trace)
+    diagram = _render(trace, findings, options)
     if value is not None and not cell.rstrip().endswith(";"):  # a trailing `;` silences the value, as in IPython
         display(value)
     display(_shown(diagram))
+    if findings:  # the findings' text under the picture, folded: the picture comes first
+        display(_FindingsBelow(findings, trace.file_labels))
     if options.output:
         _save(diagram, options.output)
     if error is not None:
@@ -98,7 +106,7 @@ def _compile_cell(shell: InteractiveShell, cell: str) -> tuple[str, Any, Any]:
     """Compile the cell body so that line N in findings and tracebacks is line N of the cell as shown,
     counting the `%%gradviz` line; a final expression is compiled apart so its value can be displayed."""
     source = "\n" + shell.transform_cell(cell)  # line 1 is the %%gradviz line
-    filename = shell.compile.cache(source, shell.execution_count, raw_code=source)
+    filename = shell.compile.cache(source, _cell_number(shell), raw_code=source)
     tree = ast.parse(source, filename)
     last = None
     if tree.body and isinstance(tree.body[-1], ast.Expr):
@@ -107,11 +115,111 @@ def _compile_cell(shell: InteractiveShell, cell: str) -> tuple[str, Any, Any]:
     return filename, module, last
 
 
-def _render(trace: Trace, options: Any) -> Diagram:
+def _cell_number(shell: InteractiveShell) -> int:
+    """The number of the cell running the magic, `In [6]`: the cell's own code is on the stack under a file name
+    IPython maps to it. (`shell.execution_count` is already the next cell's number while a cell runs.)"""
+    import sys
+
+    namer = getattr(shell.compile, "format_code_name", None)
+    frame = sys._getframe(1)
+    while frame is not None and namer is not None:
+        try:
+            named = namer(frame.f_code.co_filename)
+        except Exception:  # noqa: BLE001 - an IPython that names code differently: fall back below
+            named = None
+        if named:
+            match = re.fullmatch(r"In\s*\[(\d+)\]", named[1])
+            if match:
+                return int(match.group(1))
+        frame = frame.f_back  # type: ignore[assignment]
+    return max(int(shell.execution_count) - 1, 1)
+
+
+def _diagnose(trace: Trace) -> list[Finding]:
     from .analysis import diagnose
+
+    return list(diagnose(trace))
+
+
+def _render(trace: Trace, findings: list[Finding], options: Any) -> Diagram:
     from .render import render
 
-    return render(trace, findings=list(diagnose(trace)), **render_kwargs(options))
+    return render(trace, findings=findings, **render_kwargs(options))
+
+
+# ---------------------------------------------------------------------------------------------- findings displays
+_SEVERITY_COLOUR = {"error": "#c62828", "warning": "#b26a00", "info": "#00838f"}
+
+
+def count_phrase(findings: Sequence[Finding]) -> str:
+    """`1 finding (1 error)`, `3 findings (1 error, 2 warnings)`, `no findings`."""
+    if not findings:
+        return "no findings"
+    counts = {level: sum(f.severity.value == level for f in findings) for level in ("error", "warning", "info")}
+    parts = [f"{n} {level}{'' if n == 1 or level == 'info' else 's'}" for level, n in counts.items() if n]
+    return f"{len(findings)} finding{'' if len(findings) == 1 else 's'} ({', '.join(parts)})"
+
+
+def _labelled(findings: Sequence[Finding], file_labels: dict[str, str]) -> list[Finding]:
+    """The findings with each cell's file named as IPython names the cell (`In[6]`), not the kernel's temporary file."""
+    return [dataclasses.replace(f, file=file_labels.get(f.file, f.file)) if f.file else f for f in findings]
+
+
+def findings_plain_text(findings: Sequence[Finding], *, file_labels: dict[str, str] | None = None) -> str:
+    """The findings as `gradviz check` prints them (severity, cell or file:line, kind, source line, message, fix)."""
+    from .formats import findings_text
+
+    if not findings:
+        return "gradviz: no findings"
+    return f"gradviz: {count_phrase(findings)}\n\n" + findings_text(_labelled(findings, file_labels or {})).rstrip()
+
+
+def findings_table(findings: Sequence[Finding], *, file_labels: dict[str, str] | None = None) -> str:
+    """An HTML table of the findings: severity, where (cell or file:line, with the source line), kind, what happened,
+    the fix."""
+    if not findings:
+        return "<p><b>gradviz</b>: no findings</p>"
+    rows = []
+    for finding in _labelled(findings, file_labels or {}):
+        severity = finding.severity.value
+        where = html.escape(f"{finding.file}:{finding.line}" if finding.file and finding.line else finding.file or "?")
+        code = f"<br><code>{html.escape(finding.code.strip())}</code>" if finding.code.strip() else ""
+        kind = html.escape(finding.kind.value) + (f"<br>({html.escape(finding.parameter)})" if finding.parameter else "")
+        rows.append(
+            f'<tr><td style="color:{_SEVERITY_COLOUR[severity]};font-weight:bold">{severity}</td>'
+            f'<td style="text-align:left">{where}{code}</td><td style="text-align:left"><code>{kind}</code></td>'
+            f'<td style="text-align:left">{html.escape(finding.message)}</td>'
+            f'<td style="text-align:left">{html.escape(finding.fix)}</td></tr>'
+        )
+    head = "".join(f'<th style="text-align:left">{h}</th>' for h in ("severity", "where", "kind", "what happened", "fix"))
+    return (
+        f'<table class="gradviz-findings"><caption style="text-align:left"><b>gradviz</b>: {count_phrase(findings)}'
+        f"</caption><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    )
+
+
+class _FindingsBelow:
+    """What `%%gradviz` shows under its picture: the findings' text in a collapsible block (open when one is an
+    error), plain text where the front end shows no HTML."""
+
+    def __init__(self, findings: Sequence[Finding], file_labels: dict[str, str]) -> None:
+        self.findings = list(findings)
+        self.file_labels = dict(file_labels)
+
+    def _repr_html_(self) -> str:
+        from .formats import findings_text
+
+        opened = " open" if any(f.severity.value == "error" for f in self.findings) else ""
+        first = _labelled(self.findings[:1], self.file_labels)[0]
+        where = f"{first.file}:{first.line}" if first.file and first.line else first.file or "?"
+        summary = f"<b>gradviz</b>: {count_phrase(self.findings)}: {html.escape(where)} <code>{first.kind.value}</code>"
+        if len(self.findings) > 1:
+            summary += ", ..."
+        text = html.escape(findings_text(_labelled(self.findings, self.file_labels)).rstrip())
+        return f'<details class="gradviz-findings"{opened}><summary>{summary}</summary><pre>{text}</pre></details>'
+
+    def __repr__(self) -> str:
+        return findings_plain_text(self.findings, file_labels=self.file_labels)
 
 
 def _shown(diagram: Diagram) -> Any:

@@ -14,7 +14,7 @@ from .text import safe_str
 
 if TYPE_CHECKING:
     from .model import Trace
-    from .tracer.runner import HardExitHandler, ProgramRun
+    from .tracer.runner import HardExitHandler, ProgramRun, StartHandler
 
 #: Suffixes read as a saved trace rather than run as a script.
 TRACE_SUFFIXES = (".json",)
@@ -73,8 +73,11 @@ def check_program(program: Program) -> None:
         check_module(program.target)
     else:
         path = Path(program.target).expanduser()
-        if not path.is_file():
+        if not path.exists():
             raise ScriptError(f"no such trace file: {program.target!r}")
+        if path.is_dir():
+            raise ScriptError(f"{program.target!r} is a folder, not a trace file")
+        _regular(path, program.target, "trace file")
 
 
 def check_script(name: str) -> Path:
@@ -86,6 +89,7 @@ def check_script(name: str) -> Path:
         raise ScriptError(f"{name!r} is a folder, not a Python script")
     if path.suffix.lower() not in (".py", ".pyw", ""):
         raise ScriptError(f"{name!r} is not a Python file (expected a .py script, or a saved trace .json)")
+    _regular(path, name, "Python script")
     try:
         raw = path.read_bytes()
     except OSError as exc:
@@ -103,7 +107,23 @@ def check_script(name: str) -> Path:
         raise ScriptError(syntax_message(exc, name)) from None
     except ValueError as exc:
         raise ScriptError(f"{name!r} is not a Python file ({exc})") from None
+    except (RecursionError, MemoryError) as exc:  # nested too deeply for the compiler: Python fails the same way
+        raise ScriptError(f"cannot compile {name}: {type(exc).__name__}: {safe_str(exc)}") from None
     return path
+
+
+def _regular(path: Path, name: str, what: str) -> None:
+    """Refuse a FIFO, a device or a socket by its type, before opening it (a FIFO would block the open)."""
+    import stat
+
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        raise ScriptError(f"cannot read {name!r}: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(mode):
+        kind = "a FIFO (named pipe)" if stat.S_ISFIFO(mode) else (
+            "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket or other special file")
+        raise ScriptError(f"{name!r} is not a regular file ({kind}), so it is not a {what}")
 
 
 def check_module(name: str) -> None:
@@ -111,19 +131,18 @@ def check_module(name: str) -> None:
     parts = name.split(".")
     if not name or not all(part.isidentifier() for part in parts):
         raise ScriptError(f"-m {name!r}: not a module name (expected dotted names like pkg.train)")
-    import importlib.util
+    from .tracer.runner import module_origin
 
-    # `python -m` looks in the current folder first; only the top package is looked up here, which imports nothing
+    # `python -m` looks in the current folder first; parent packages are found without importing them (their
+    # __init__ is the program's code: it runs under the tracer)
     saved = list(sys.path)
     sys.path.insert(0, os.getcwd())
     try:
-        found = importlib.util.find_spec(parts[0]) is not None
-    except (ImportError, ValueError):
-        found = False
+        module_origin(name)
+    except ModuleNotFoundError as exc:
+        raise ScriptError(f"-m {name}: {safe_str(exc)}") from None
     finally:
         sys.path[:] = saved
-    if not found:
-        raise ScriptError(f"-m {name}: no module named {parts[0]!r} (looked in the current folder and sys.path)")
 
 
 def syntax_message(exc: SyntaxError, name: str) -> str:
@@ -145,9 +164,12 @@ def load_trace(program: Program) -> Trace:
         raise ScriptError(f"cannot read trace file {program.target!r}: {safe_str(exc)}") from None
 
 
-def run_program(program: Program, *, on_hard_exit: HardExitHandler | None = None, **window: Any) -> ProgramRun:
+def run_program(
+    program: Program, *, on_hard_exit: HardExitHandler | None = None, on_start: StartHandler | None = None, **window: Any
+) -> ProgramRun:
     """Trace `program` as `python script args...` / `python -m module args...` would run it, putting back what it
     may change in this process (stdout, stderr, working folder). ScriptError when it cannot be run at all.
+    `on_start`: called with the live trace as tracing begins (a progress display).
     `window`: `steps` and `stop_after` (the step window), as `window_options.window_kwargs` gives them."""
     from .tracer.runner import run_module, run_script
 
@@ -172,9 +194,11 @@ def run_program(program: Program, *, on_hard_exit: HardExitHandler | None = None
 
     try:
         if program.kind == "module":
-            run = run_module(program.target, program.args, on_hard_exit=handler, **window)
+            run = run_module(program.target, program.args, on_hard_exit=handler, on_start=on_start, **window)
         else:
-            run = run_script(Path(program.target).expanduser(), program.args, on_hard_exit=handler, **window)
+            run = run_script(
+                Path(program.target).expanduser(), program.args, on_hard_exit=handler, on_start=on_start, **window
+            )
     except ModuleNotFoundError as exc:
         raise ScriptError(f"-m {program.target}: {safe_str(exc)}") from None
     except FileNotFoundError as exc:  # it vanished since we looked

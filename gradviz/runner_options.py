@@ -165,6 +165,7 @@ def magic_parser() -> OptionParser:
     """The parser for the `%%gradviz` line: the render options, with errors raised instead of exiting."""
     parser = OptionParser(
         prog="%%gradviz",
+        allow_abbrev=False,  # `--col` is not silently `--collapse-modules`
         description="Trace the cell and display what autograd and memory did below it.",
         epilog="Examples: %%gradviz --view memory --max-nodes 50;  %%gradviz --steps 5 (trace the first 5 steps only)",
     )

@@ -9,6 +9,7 @@ import json
 import operator
 import os
 import re
+import stat
 import sys
 import types
 import typing
@@ -193,9 +194,20 @@ def read_text(path: str | Path, *, max_bytes: int | None = DEFAULT_MAX_BYTES) ->
     chunks: list[bytes] = []
     size = 0
     try:
+        # stat first: opening a FIFO blocks until a writer comes, a device never ends, and a file over the limit
+        # is refused by its size, before a byte of it is read
+        info = os.stat(path)
+        if stat.S_ISDIR(info.st_mode):
+            raise ValueError(f"cannot read trace file {shown!r}: it is a folder, not a trace file")
+        if not stat.S_ISREG(info.st_mode):
+            kind = "a FIFO (named pipe)" if stat.S_ISFIFO(info.st_mode) else (
+                "a device" if stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode) else "a socket or other special file")
+            raise ValueError(f"cannot read trace file {shown!r}: not a regular file ({kind})")
+        if max_bytes is not None and info.st_size > max_bytes:
+            raise ValueError(_too_big(shown, max_bytes))
         with open(path, "rb") as stream:
             while True:
-                # read in chunks: a character device (/dev/zero) or a pipe has no size to check up front
+                # read in chunks all the same: the file may grow while it is read
                 chunk = stream.read(_CHUNK)
                 if not chunk:
                     break
@@ -205,10 +217,7 @@ def read_text(path: str | Path, *, max_bytes: int | None = DEFAULT_MAX_BYTES) ->
                     raise ValueError(f"{shown} is not a gradviz trace: it holds binary data (NUL bytes)")
                 size += len(chunk)
                 if max_bytes is not None and size > max_bytes:
-                    raise ValueError(
-                        f"{shown} is larger than the limit of {_size(max_bytes)} for a trace file; if it is one, raise "
-                        f"the limit: {LIMIT_VARIABLE}=2G on the command line, Trace.load(path, max_bytes=...) in Python"
-                    )
+                    raise ValueError(_too_big(shown, max_bytes))
                 chunks.append(chunk)
     except OSError as exc:
         raise ValueError(f"cannot read trace file {shown!r}: {exc.strerror or exc}") from None
@@ -218,6 +227,13 @@ def read_text(path: str | Path, *, max_bytes: int | None = DEFAULT_MAX_BYTES) ->
         return data.decode("utf-8")
     except UnicodeDecodeError:
         raise ValueError(f"{shown} is not a gradviz trace: not UTF-8 text") from None
+
+
+def _too_big(shown: str, max_bytes: int) -> str:
+    return (
+        f"{shown} is larger than the limit of {_size(max_bytes)} for a trace file; if it is one, raise "
+        f"the limit: {LIMIT_VARIABLE}=2G on the command line, Trace.load(path, max_bytes=...) in Python"
+    )
 
 
 def parse(text: str, origin: str) -> Any:

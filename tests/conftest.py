@@ -15,6 +15,25 @@ if TYPE_CHECKING:
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def _hypothesis_profiles() -> None:
+    """In CI (CI=true, as GitHub Actions, GitLab and most CI services set it) property tests are derandomized: the same
+    examples on every run, so a counterexample found by chance never fails an unrelated change. Elsewhere each run
+    searches new random programs (and the example database replays any failure found); HYPOTHESIS_PROFILE picks a
+    profile by name."""
+    import os
+
+    from hypothesis import HealthCheck, settings
+
+    settings.register_profile("ci", derandomize=True, database=None, deadline=None, print_blob=True,
+                              suppress_health_check=[HealthCheck.too_slow])
+    settings.register_profile("dev", derandomize=False, deadline=None)  # explicit: hypothesis has its own CI guess
+    default = "ci" if os.environ.get("CI", "").lower() in ("true", "1", "yes") else "dev"
+    settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", default))
+
+
+_hypothesis_profiles()
+
+
 @pytest.fixture(scope="session")
 def gallery() -> Path:
     """The folder of gallery example scripts (the seed document's examples among them)."""

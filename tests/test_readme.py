@@ -67,6 +67,8 @@ def test_readme_command_runs(command: str, workdir: Path) -> None:
         assert written.stat().st_size > 1000
         head = written.read_bytes()[:64]
         assert head.startswith(b"\x89PNG") if output.endswith(".png") else b"<" in head
+    for name in _outputs(command):
+        _check_output(workdir / name)
     if "--json" in command:
         document = json.loads(result.stdout)
         assert {(f["kind"], f["line"]) for f in document["findings"]} == {("cut_edge", 29), ("dead_parameter", 29)}
@@ -84,7 +86,60 @@ def test_readme_python_example_runs(workdir: Path, monkeypatch: pytest.MonkeyPat
     assert [f.line for f in namespace["gradviz"].diagnose(namespace["t"])] == [8]  # type: ignore[attr-defined]
     assert (workdir / "memory.svg").read_text().startswith(("<?xml", "<svg"))
     assert namespace["same"].to_dict() == namespace["t"].to_dict()  # type: ignore[attr-defined]
-    assert (workdir / "loss.svg").exists()
+    memory = _svg_texts(workdir / "memory.svg")
+    assert any("v0 → v1" in t for t in memory), memory  # the write through c moved the version counter
+    loss = _svg_texts(workdir / "loss.svg")  # gradviz.draw(loss): the graph of the Linear layer's loss
+    assert {"SumBackward0", "AddmmBackward0", "TBackward0", "AccumulateGrad"} <= set(loss), loss
+    assert "(1, 3)" in loss and "(1)" in loss  # the weight's and the bias's leaves, with their shapes
+    assert "digraph" in namespace["dot"].source  # type: ignore[attr-defined]
+
+
+def _outputs(command: str) -> list[str]:
+    """Every file a README command names with -o."""
+    words = shlex.split(command)
+    return [words[i + 1] for i, word in enumerate(words) if word == "-o"]
+
+
+def _svg_texts(path: Path) -> list[str]:
+    import html
+
+    text = path.read_text(encoding="utf-8")
+    assert text.lstrip().startswith(("<?xml", "<svg")), text[:80]
+    return [html.unescape(t).replace("\xa0", " ") for t in re.findall(r"<text[^>]*>([^<]*)</text>", text)]
+
+
+def _check_output(path: Path) -> None:
+    """Open what a README command wrote and check it shows what the README says it shows."""
+    import gradviz
+
+    name = path.name
+    if name == "data.svg":
+        texts = _svg_texts(path)
+        assert "TanhBackward0" in texts and "version unchanged (v0)" in texts, texts
+        assert any("c = out.data" in t and "line 24" in t for t in texts), texts
+    elif name == "data-trace.json":
+        trace = gradviz.Trace.load(path)
+        assert trace.script is not None and trace.script.endswith("plot_02_data_silent.py")
+        assert [(f.kind.value, f.line) for f in gradviz.diagnose(trace)] == [("silently_corrupted_saved_tensor", 24)]
+    elif name.endswith(".html"):  # the explorer page: the trace document it draws is embedded in it
+        from gradviz.explorer.page import read_document
+
+        page = path.read_text(encoding="utf-8")
+        kind = "poisoned_saved_tensor" if "detach" in name else "silently_corrupted_saved_tensor"
+        assert page.lstrip().lower().startswith("<!doctype html")
+        assert kind in str(read_document(page)), f"{name} does not carry the {kind} finding"
+    elif name.endswith(".png"):
+        import struct
+
+        header = path.read_bytes()[:24]
+        assert header.startswith(b"\x89PNG\r\n\x1a\n") and header[12:16] == b"IHDR"
+        width, height = struct.unpack(">II", header[16:24])
+        assert width > 200 and height > 100, (width, height)
+    elif name == "first-steps.svg":
+        texts = _svg_texts(path)
+        assert any("steps 1-2 of 3 traced" in t for t in texts) or "TanhBackward0" in texts, texts
+    else:
+        raise AssertionError(f"the README writes {name}: say here what it must contain")
 
 
 def _dev_line(needle: str) -> str:

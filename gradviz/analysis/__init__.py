@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .. import collector
 from ..model import Trace
+from .collection import Findings
 from .findings import Finding, FindingKind, Severity
 from .graphs import Dataflow, autograd_graph, dataflow_graph
 from .lifetime import backward_through_freed_graph_findings, graph_kept_alive_findings, kept_alive, lifetimes
@@ -17,13 +18,14 @@ from .passes import (
     update_without_gradient_findings,
 )
 
-__all__ = ["Dataflow", "Finding", "FindingKind", "Severity", "autograd_graph", "dataflow_graph", "diagnose"]
+__all__ = ["Dataflow", "Finding", "FindingKind", "Findings", "Severity", "autograd_graph", "dataflow_graph", "diagnose"]
 
 
-def diagnose(trace: Trace) -> list[Finding]:
-    """All findings for `trace`, one per kind, line and parameter, ordered by severity, then file and line."""
+def diagnose(trace: Trace) -> Findings:
+    """All findings for `trace`, one per kind, line and parameter, ordered by severity, then file and line (a list
+    that displays itself as a table in a notebook)."""
     with collector.paused():  # the passes only build indexes and findings: no full collections over the trace
-        return _diagnose(trace)
+        return Findings(_diagnose(trace), file_labels=trace.file_labels)
 
 
 def _diagnose(trace: Trace) -> list[Finding]:

@@ -161,7 +161,8 @@ class Diagram:
         return bundle
 
     def __repr__(self) -> str:
-        return f"<gradviz.Diagram view={self.view!r}, {len(self.findings)} findings>"
+        count = len(self.findings)
+        return f"<gradviz.Diagram view={self.view!r}, {count} finding{'' if count == 1 else 's'}>"
 
 
 def write_text(path: Path, text: str) -> None:

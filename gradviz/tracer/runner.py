@@ -81,6 +81,10 @@ class ProgramRun:
 #: with (the process ends right after, as the program asked).
 HardExitHandler = Callable[[Trace, int], int]
 
+#: Called as tracing begins with the trace being recorded and the step window's record (None without a window),
+#: for a front end's progress display; it may read them from another thread and must not change them.
+StartHandler = Callable[[Trace, Any], None]
+
 
 def trace_script(
     path: str | os.PathLike[str],
@@ -110,6 +114,7 @@ def run_script(
     argv: tuple[str, ...] | list[str] = (),
     *,
     on_hard_exit: HardExitHandler | None = None,
+    on_start: StartHandler | None = None,
     steps: int | None = None,
     stop_after: bool = False,
 ) -> ProgramRun:
@@ -125,6 +130,7 @@ def run_script(
         path0=str(script.resolve().parent),
         argv=argv,
         on_hard_exit=on_hard_exit,
+        on_start=on_start,
         window=_window(steps, stop_after),
     )
 
@@ -134,6 +140,7 @@ def run_module(
     argv: tuple[str, ...] | list[str] = (),
     *,
     on_hard_exit: HardExitHandler | None = None,
+    on_start: StartHandler | None = None,
     steps: int | None = None,
     stop_after: bool = False,
 ) -> ProgramRun:
@@ -145,24 +152,65 @@ def run_module(
     saved_path = list(sys.path)
     sys.path.insert(0, cwd)
     try:
-        spec = importlib.util.find_spec(module)
-        if spec is not None and spec.submodule_search_locations is not None:
-            spec = importlib.util.find_spec(module + ".__main__")
-    except (ImportError, ValueError) as exc:
-        raise ModuleNotFoundError(f"cannot find module {module!r}: {exc}") from None
+        # found without importing the parent packages: their __init__ is the program's code, run under the tracer
+        # (an error there is the program's error, with its traceback, as `python -m` shows it)
+        origin = module_origin(module)
     finally:
         sys.path[:] = saved_path
-    if spec is None or spec.origin is None:
-        raise ModuleNotFoundError(f"no module named {module!r}")
     return _run(
         lambda: runpy.run_module(module, run_name="__main__", alter_sys=True),
-        script_path=os.path.abspath(spec.origin),
+        script_path=os.path.abspath(origin),
         argv0="-m",
         path0=cwd,
         argv=argv,
         on_hard_exit=on_hard_exit,
+        on_start=on_start,
         window=_window(steps, stop_after),
     )
+
+
+def module_origin(module: str) -> str:
+    """The file `python -m module` runs (a package's `__main__.py`), found on sys.path without importing anything
+    already not imported; ModuleNotFoundError with Python's own words otherwise."""
+    import importlib.machinery
+    import importlib.util
+
+    parts = module.split(".")
+    spec = None
+    path: list[str] | None = None
+    for depth in range(1, len(parts) + 1):
+        name = ".".join(parts[:depth])
+        try:
+            if name in sys.modules or depth == 1:  # imported already, or a top-level name: find_spec imports nothing
+                spec = importlib.util.find_spec(name)
+            else:
+                spec = importlib.machinery.PathFinder.find_spec(name, path)
+        except (ImportError, ValueError) as exc:
+            raise ModuleNotFoundError(f"Error while finding module specification for {module!r} ({exc})") from None
+        if spec is None:  # Python's words, as `python -m` prints them
+            if depth == len(parts):
+                raise ModuleNotFoundError(f"No module named {module}")
+            raise ModuleNotFoundError(
+                f"Error while finding module specification for {module!r} (ModuleNotFoundError: No module named {name!r})"
+            )
+        if depth < len(parts):
+            if spec.submodule_search_locations is None:
+                raise ModuleNotFoundError(
+                    f"Error while finding module specification for {module!r} (ModuleNotFoundError: __path__ attribute "
+                    f"not found on {name!r} while trying to find {'.'.join(parts[: depth + 1])!r})"
+                )
+            path = list(spec.submodule_search_locations)
+    assert spec is not None
+    if spec.submodule_search_locations is not None:  # a package: python runs its __main__
+        main = importlib.machinery.PathFinder.find_spec(module + ".__main__", list(spec.submodule_search_locations))
+        if main is None or main.origin is None:
+            raise ModuleNotFoundError(
+                f"No module named {module}.__main__; {module!r} is a package and cannot be directly executed"
+            )
+        spec = main
+    if spec.origin is None or spec.origin in ("built-in", "frozen"):
+        raise ModuleNotFoundError(f"No code object available for {module}")
+    return spec.origin
 
 
 def _run(
@@ -173,6 +221,7 @@ def _run(
     path0: str,
     argv: tuple[str, ...] | list[str],
     on_hard_exit: HardExitHandler | None,
+    on_start: StartHandler | None = None,
     window: StepWindow | None = None,
 ) -> ProgramRun:
     recorder = Recorder(window)
@@ -194,6 +243,8 @@ def _run(
 
         os._exit = _hard_exit(recorder, script_path, on_hard_exit, saved_exit, restore)  # type: ignore[assignment]
     try:
+        if on_start is not None:
+            on_start(recorder.trace, window.record if window is not None else None)
         recorder.start()
         try:
             namespace = body()

@@ -40,10 +40,11 @@ def test_render_data_example_writes_annotated_svg_and_lists_the_finding(gradviz_
     assert "tensor([1., 1., 1.])" in lines
     wrote = lines.index("gradviz: wrote plot_02_data_silent.gradviz.svg")
     assert wrote > lines.index("tensor([1., 1., 1.])")
+    # the finding as `gradviz check` prints it: severity, place, kind; the source line; the message; the fix
     findings = lines[wrote + 1 :]
-    assert len(findings) == 1
-    assert findings[0].startswith("error")
-    assert f"plot_02_data_silent.py:{write_line}  silently_corrupted_saved_tensor: " in findings[0]
+    assert findings[0] == f"error  {DATA}:{write_line}  silently_corrupted_saved_tensor"
+    assert findings[1].split("|", 1)[1].strip().startswith("c.zero_()")
+    assert "TanhBackward0" in findings[2] and findings[3].startswith("  fix: ") and findings[4:] == [""]
     assert result.stderr == ""  # no progress display when stderr is not a terminal
 
 

@@ -126,5 +126,25 @@ def test_dash_m_of_a_missing_module_is_one_line_and_exit_2(python_m_gradviz, tmp
         assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr, result.stderr
     assert "pkg.nothing" in python_m_gradviz("check", "-m", "pkg.nothing").stderr
     assert python_m_gradviz("check", "-m", "no_such_module.train").stderr == (
-        "gradviz: -m no_such_module.train: no module named 'no_such_module' (looked in the current folder and sys.path)\n"
+        "gradviz: -m no_such_module.train: Error while finding module specification for 'no_such_module.train' "
+        "(ModuleNotFoundError: No module named 'no_such_module')\n"
     )
+    # Python's own words for a package without __main__.py
+    assert python_m_gradviz("check", "-m", "pkg").stderr == (
+        "gradviz: -m pkg: No module named pkg.__main__; 'pkg' is a package and cannot be directly executed\n"
+    )
+
+
+def test_dash_m_when_the_package_init_raises_behaves_like_python(python_m_gradviz, tmp_path):
+    (tmp_path / "bad").mkdir()
+    write(tmp_path / "bad", "__init__.py", "import torch\nscale = torch.ones(2)\nraise ValueError('boom in init')\n")
+    write(tmp_path / "bad", "mod.py", "print('never runs')\n")
+    python = subprocess.run([sys.executable, "-m", "bad.mod"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert python.returncode == 1
+
+    for command in ("check", "render"):
+        result = python_m_gradviz(command, "-m", "bad.mod")
+        assert result.returncode == 1, result.stderr  # the program's error, not "a bug in gradviz" (3)
+        assert "bug in gradviz" not in result.stderr and "never runs" not in result.stdout
+        assert f'File "{tmp_path / "bad" / "__init__.py"}", line 3, in <module>' in result.stderr
+        assert result.stderr.rstrip().endswith("ValueError: boom in init")

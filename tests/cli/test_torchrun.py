@@ -62,7 +62,9 @@ def test_each_rank_writes_its_own_files_and_rank_0_sums_up(tmp_path):
         assert "TanhBackward0" in svg_texts(tmp_path / f"graph.{rank}.svg")
         assert json.loads((tmp_path / f"trace.rank{rank}.json").read_text())
     summary = lines.index("gradviz: all 2 ranks: rank 0: 0 errors, 0 warnings, 0 info; rank 1: 1 error, 0 warnings, 0 info")
-    assert lines[summary + 1].startswith("error   ddp_train.py:14  silently_corrupted_saved_tensor  (rank 1): ")
+    # the finding in full, as `gradviz check` prints it, labelled with the rank that had it
+    assert lines[summary + 1] == "error  ddp_train.py:14  silently_corrupted_saved_tensor  [rank 1]"
+    assert lines[summary + 2].split("|", 1)[1].strip().startswith("out.data.zero_()")
     assert not list(Path(tmp_path).glob("*.gradviz.svg"))
 
 
@@ -145,3 +147,22 @@ def test_a_late_rank_under_sarif_is_a_notification_and_its_findings_go_to_stderr
     assert notice["level"] == "warning"
     assert notice["message"]["text"].startswith("gradviz: no result from rank 1 after 3 s (GRADVIZ_RANK_TIMEOUT)")
     assert "error  ddp_train.py:14  silently_corrupted_saved_tensor  [rank 1]" in result.stderr.splitlines()
+
+
+def test_each_rank_trace_holds_that_rank_s_own_run(tmp_path):
+    import gradviz
+
+    write(tmp_path, "ddp_train.py", DDP_TRAIN)
+    result = _torchrun(tmp_path, "render", "ddp_train.py", "-o", "run.json", "-q")
+
+    assert result.returncode == 0, result.stderr
+    found = {}
+    for rank in (0, 1):
+        trace = gradviz.Trace.load(tmp_path / f"run.rank{rank}.json")
+        assert trace.script == str(tmp_path / "ddp_train.py")
+        assert len(trace.events_of(gradviz.EventKind.OPTIMIZER_STEP)) == 3  # the three steps of that rank
+        assert len(trace.events_of(gradviz.EventKind.BACKWARD)) == 3
+        found[rank] = [(f.kind.value, f.line) for f in gradviz.diagnose(trace)]
+        data_reads = [e.location.line for e in trace.events_of(gradviz.EventKind.DATA_GET) if e.location]
+        assert data_reads == ([14] if rank == 1 else [])  # only rank 1 ran the buggy line
+    assert found == {0: [], 1: [("silently_corrupted_saved_tensor", 14)]}

@@ -145,3 +145,35 @@ def test_module_runs_take_the_window_too(python_m_gradviz, tmp_path):
     result = python_m_gradviz("check", "-m", "pkg.train", "--steps", "2", "--", "12", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[-1] == "-m pkg.train: no problems found (steps 1-2 of 12 traced)"
+
+
+LATE_BUG = """\
+import torch
+w = torch.ones(2, requires_grad=True)
+optimizer = torch.optim.SGD([w], lr=0.01)
+for step in range(130):
+    out = (w * 1.0).tanh()
+    if step == 119:
+        out.data.zero_()  # a bug in step 120 only: beyond the default window of 100 steps
+    optimizer.zero_grad()
+    out.sum().backward()
+    optimizer.step()
+print("done")
+"""
+
+
+def test_steps_all_traces_past_the_default_window_of_100_steps(python_m_gradviz, tmp_path):
+    write(tmp_path, "late.py", LATE_BUG)
+
+    default = python_m_gradviz("check", "late.py", "--json")
+    whole = python_m_gradviz("check", "late.py", "--json", "--steps", "all")
+
+    assert default.returncode == 0, default.stderr
+    windowed = json.loads(default.stdout)
+    assert windowed["findings"] == []  # the default window ends at step 100, before the bug
+    assert windowed["window"]["description"] == "steps 1-100 of 130 traced"
+    assert whole.returncode == 1, whole.stderr
+    document = json.loads(whole.stdout)
+    assert "window" not in document  # nothing left untraced
+    assert [(f["kind"], f["line"]) for f in document["findings"]] == [("silently_corrupted_saved_tensor", 7)]
+    assert "done" in whole.stderr  # the whole run ran, to its last line

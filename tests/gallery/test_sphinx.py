@@ -14,17 +14,9 @@ pytestmark = [pytest.mark.dot, pytest.mark.slow]
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
+# exactly the README's configuration: `image_scrapers: ("gradviz",)` makes sphinx-gallery call
+# gradviz._get_sg_image_scraper(), which the package itself must provide
 CONF = """
-import gradviz
-
-# `image_scrapers: ("gradviz",)` makes sphinx-gallery call gradviz._get_sg_image_scraper(); until the
-# package exposes it, add it here the same way
-if not hasattr(gradviz, "_get_sg_image_scraper"):
-    def _get_sg_image_scraper():
-        from gradviz.sphinx import scraper
-        return scraper
-    gradviz._get_sg_image_scraper = _get_sg_image_scraper
-
 project = "gradviz-gallery-test"
 extensions = ["sphinx_gallery.gen_gallery"]
 sphinx_gallery_conf = {
@@ -105,13 +97,21 @@ def _images(page: Path) -> list[Path]:
     return [(page.parent / s).resolve() for s in sources]
 
 
+GALLERY = Path(__file__).resolve().parents[2] / "gallery"
+#: plain scripts of gradviz's own gallery (no Trace, no Diagram in them) that run to their end
+PLAIN = ("plot_01_testdetach.py", "plot_02_data_silent.py")
+
+
 def test_sphinx_gallery_pages_show_gradviz_diagrams(tmp_path: Path) -> None:
     docs = tmp_path / "docs"
     _write(docs / "conf.py", CONF)
+    assert "_get_sg_image_scraper" not in (docs / "conf.py").read_text()
     _write(docs / "index.rst", INDEX)
     _write(docs / "examples" / "README.txt", "Examples\n========\n")
     _write(docs / "examples" / "plot_data.py", EXAMPLE_DATA)
     _write(docs / "examples" / "plot_two_blocks.py", EXAMPLE_TWO_BLOCKS)
+    for name in PLAIN:
+        (docs / "examples" / name).write_text((GALLERY / name).read_text(encoding="utf-8"), encoding="utf-8")
     done = subprocess.run(
         [sys.executable, "-m", "sphinx", "-b", "html", "-q", str(docs), str(tmp_path / "html")],
         capture_output=True, text=True, timeout=600,
@@ -130,3 +130,25 @@ def test_sphinx_gallery_pages_show_gradviz_diagrams(tmp_path: Path) -> None:
     assert all(p.is_file() for p in two)
     assert "version counter" in two[0].read_text(encoding="utf-8")
     assert "AccumulateGrad" in two[1].read_text(encoding="utf-8")
+
+    # the gallery's plain scripts: traced after their last block and drawn as `gradviz render` draws them
+    silent = [p for p in _images(html / "plot_02_data_silent.html") if "sphx_glr_plot_02_data_silent_0" in p.name]
+    assert [p.name for p in silent] == ["sphx_glr_plot_02_data_silent_001.svg"]
+    texts = _svg_texts(silent[0])
+    assert "TanhBackward0" in texts and "version unchanged (v0)" in texts
+    assert any("c = out.data" in t and "line 24" in t for t in texts), texts
+    module = [p for p in _images(html / "plot_01_testdetach.html") if "sphx_glr_plot_01_testdetach_0" in p.name]
+    assert [p.name for p in module] == ["sphx_glr_plot_01_testdetach_001.svg"]
+    texts = _svg_texts(module[0])
+    assert "model.layer1.weight" in texts and "no gradient" in texts
+    assert any(t.startswith("✂ x.detach()") for t in texts), texts
+    # the example's own output is shown once: the second, traced run prints nothing into the page
+    page = (html / "plot_02_data_silent.html").read_text(encoding="utf-8")
+    assert page.count("tensor([0.4200, 0.0707, 0.0099])") == 1  # the printed correct gradient
+
+
+def _svg_texts(path: Path) -> list[str]:
+    import html as html_module
+
+    text = path.read_text(encoding="utf-8")
+    return [html_module.unescape(t).replace("\xa0", " ") for t in re.findall(r"<text[^>]*>([^<]*)</text>", text)]

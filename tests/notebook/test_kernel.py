@@ -30,6 +30,8 @@ def kinds(cell) -> list[str]:
             out.append("stream")
         elif "image/svg+xml" in output.get("data", {}):
             out.append("svg")
+        elif output.get("data", {}).get("text/html", "").startswith('<details class="gradviz-findings"'):
+            out.append("findings")  # the findings' text under the picture
         else:
             out.append(output.output_type)
     return out
@@ -68,7 +70,8 @@ def test_only_the_last_magic_cell_raises(executed):
     errors = [c.source.splitlines()[0] for c in executed.cells if any(o.output_type == "error" for o in c.get("outputs", []))]
     assert errors == ["%%gradviz"]
     assert executed.cells[-1].source.startswith("%%gradviz")
-    assert kinds(executed.cells[-1]) == ["svg", "error:RuntimeError"]  # the diagram first, then the error
+    # the diagram first, its findings under it, then the error
+    assert kinds(executed.cells[-1]) == ["svg", "findings", "error:RuntimeError"]
 
 
 @pytest.mark.kernel
@@ -77,7 +80,7 @@ def test_data_example_shows_the_silently_corrupted_saved_tensor_through_the_magi
     magic = cell_starting(executed, "%%gradviz", 0)
     traced = cell_starting(executed, "t_data")
 
-    assert kinds(magic) == ["stream", "svg"]
+    assert kinds(magic) == ["stream", "svg", "findings"]
     assert "tensor([1., 1., 1.])" in magic.outputs[0]["text"]
     for output in (magic.outputs[1], traced.outputs[0]):
         texts = texts_of(output)
@@ -98,7 +101,8 @@ def test_testdetach_shows_the_cut_edge_and_the_parameter_without_gradient(execut
     traced = cell_starting(executed, "t_module")
 
     assert "layer1.weight.grad: None" in magic.outputs[0]["text"]
-    for output in (magic.outputs[-1], traced.outputs[0]):
+    picture = next(o for o in magic.outputs if "image/svg+xml" in o.get("data", {}))
+    for output in (picture, traced.outputs[0]):
         texts = texts_of(output)
         assert any(t.startswith("✂ x.detach()") for t in texts), texts
         assert "model.layer1.weight" in texts and "model.layer2.weight" in texts
@@ -127,8 +131,12 @@ def test_detach_example_shows_the_poisoned_saved_tensor_and_the_error(executed):
         assert "saved v0, now v1," in texts
         assert f"written at line {backward_line - 1} via c" in texts
         assert any(t.startswith(f"raised RuntimeError at line {backward_line}") for t in texts), texts
-    error = magic.outputs[1]
+    error = magic.outputs[2]
     assert error.ename == "RuntimeError"
+    # the traceback names the cell as it is numbered, In [N], not the next cell's number
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(error.traceback))
+    assert f"In[{magic.execution_count}]" in plain or f"In [{magic.execution_count}]" in plain, plain
+    assert f"In[{magic.execution_count + 1}]" not in plain
     assert "is at version 1; expected version 0 instead" in error.evalue
     frames = "\n".join(error.traceback)
     assert "/gradviz/" not in re.sub(r"\x1b\[[0-9;]*m", "", frames)

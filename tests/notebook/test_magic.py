@@ -174,6 +174,8 @@ def test_magic_options_parser_is_the_clis():
         parse_magic_line("--max-nodes many")
     with pytest.raises(OptionsError, match="usage: %%gradviz"):
         parse_magic_line("--help")
+    with pytest.raises(OptionsError, match="unrecognized arguments: --col$"):  # no silent abbreviation
+        parse_magic_line("--col")
 
 
 def test_importing_gradviz_and_its_notebook_module_does_not_import_ipython():

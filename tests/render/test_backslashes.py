@@ -18,7 +18,7 @@ SHORT_PATH = r"C:\Temp\Gradients"
 SCRIPT = f'''
 import torch
 a = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
-out = a.tanh()
+out = a.tanh() if r"{SHORT_PATH}" else None
 c = out.data
 c.zero_() if r"{SHORT_PATH}" else None  # {WINDOWS_PATH}
 out.sum().backward()
@@ -62,6 +62,12 @@ def test_a_windows_path_in_the_source_is_drawn_literally(windows_trace: gradviz.
         # the code line of the write, in its row and (with its comment) in the row's tooltip
         assert any(t.startswith(f'c.zero_() if r"{SHORT_PATH}"') for t in texts), texts
         assert any(WINDOWS_PATH in t for t in titles), titles
+    elif view == "graph":
+        # the node tanh made names the line that created it, backslashes and all
+        assert any(t.startswith(f'line 4: out = a.tanh() if r"{SHORT_PATH}"') for t in texts), texts
+    else:
+        # the write that moved the version counter, with its code line
+        assert any(t.startswith(f'line 6: c.zero_() if r"{SHORT_PATH}"') for t in texts), texts
     for t in texts + titles:
         if "C:" in t:
             assert r"C:\Temp\Gradients" in t, t
