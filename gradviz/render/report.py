@@ -11,9 +11,10 @@ from typing import TYPE_CHECKING, Any
 
 import graphviz
 
-from ..model import Event, EventKind, OpRecord, Trace
+from ..model import Event, EventKind, Trace
 from .escape import html_text, quote_id
-from .memory import memory_digraph, producers, relevant_tensors, tensor_title
+from ..analysis.names import Namer
+from .memory import memory_digraph, relevant_tensors
 from .steps import split_steps
 from .timeline import timeline_digraph, timeline_rows
 
@@ -259,6 +260,7 @@ class _State:
 
 def _simulate(trace: Trace, followed: list[str], positions: list[int]) -> dict[int, _State]:
     """The state before event number `p` (an index into trace.events) for every p in positions."""
+    namer = Namer(trace)
     followed_set = set(followed)
     counter_of = {tid: trace.tensors[tid].version_counter for tid in followed}
     members: dict[str, list[str]] = {}
@@ -289,7 +291,7 @@ def _simulate(trace: Trace, followed: list[str], positions: list[int]) -> dict[i
         if index == len(events):
             break
         event = events[index]
-        via = trace.tensors[event.tensor].label if event.tensor in trace.tensors else (event.op or "?")
+        via = namer.tensor(event.tensor) if event.tensor in trace.tensors else (event.op or "?")
         line = f"line {event.location.line}" if event.location else "?"
         for change in event.versions:
             tid = change.tensor
@@ -335,7 +337,7 @@ def _steps_section(trace: Trace, findings: Sequence[Finding], rows: list[dict[st
         # stretch shows the state across all of it
         spans.append((min(indices), max(indices) + 1) if row["kind"] == "omitted" else (indices[0], indices[0] + 1))
     touched_by_row = [_touched(trace, row, events_by_seq) for row in rows]
-    made_by = producers(trace)
+    namer = Namer(trace)
     followed, _ = relevant_tensors(trace, findings, max_tensors=_STATE_TENSORS)
     followed += [tid for tid in dict.fromkeys(t for touched in touched_by_row for t in touched) if tid not in followed]
     states = _simulate(trace, followed, [p for span in spans for p in span])
@@ -350,7 +352,7 @@ def _steps_section(trace: Trace, findings: Sequence[Finding], rows: list[dict[st
     for number, (row, (start, stop), touched) in enumerate(zip(rows, spans, touched_by_row), start=1):
         before, after = states[start], states[stop]
         panels.append(_step_panel(trace, row, number, len(rows), before, after, followed, by_storage, saved, files,
-                                  touched, made_by))
+                                  touched, namer))
     controls = ('<div class="controls"><button type="button" id="step-prev" aria-label="previous event">'
                 "\N{LEFTWARDS ARROW} prev</button>"
                 f'<span id="step-counter">1 / {len(rows)}</span>'
@@ -404,7 +406,7 @@ def _step_panel(
     saved: list[tuple[str, str, str, int | None]],
     files: list[str],
     touched: list[str],
-    made_by: dict[str, OpRecord],
+    namer: Namer,
 ) -> str:
     shown: list[str] = []
     for tid in touched:
@@ -432,9 +434,9 @@ def _step_panel(
         elif not exists:
             note = "appears here"
         state_rows.append(
-            f'<tr class="{" ".join(classes)}"><td>{html_text(tensor_title(trace, tid, made_by))}</td>'
-            f'<td>{html_text(t.storage or "-")}</td>'
-            f"<td>{html_text(t.version_counter or '-')}</td><td>{_v(v0) if exists else '-'}</td><td>{_v(v1)}</td>"
+            f'<tr class="{" ".join(classes)}"><td>{html_text(namer.tensor(tid))}</td>'
+            f'<td>{html_text(namer.storage(t.storage) if t.storage else "-")}</td>'
+            f"<td>{html_text(namer.counter(t.version_counter) if t.version_counter else '-')}</td><td>{_v(v0) if exists else '-'}</td><td>{_v(v1)}</td>"
             f"<td>{html_text(note)}</td></tr>"
         )
     saved_rows = []
@@ -448,7 +450,7 @@ def _step_panel(
         changed = " changed" if status0 != status1 else ""
         saved_rows.append(
             f'<tr class="saved-{status1[0]}{changed}"><td>{html_text(trace.nodes[node_id].name)}</td>'
-            f"<td>{html_text(name)}</td><td>{html_text(tensor_title(trace, tid, made_by))}</td>"
+            f"<td>{html_text(name)}</td><td>{html_text(namer.tensor(tid))}</td>"
             f"<td>{html_text(status0[1])}</td><td>{html_text(status1[1])}</td></tr>"
         )
         if len(saved_rows) >= 20:

@@ -8,9 +8,10 @@ from typing import TYPE_CHECKING, Any
 
 import graphviz
 
-from ..model import Event, EventKind, OpRecord, Trace, VersionChange
+from ..model import Event, EventKind, Trace, VersionChange
 from .escape import FONT, html_label_text, shorten, tooltip_text
-from .memory import alias_text, change_text, code_text, producers, tensor_title
+from ..analysis.names import Namer
+from .memory import change_text, code_text
 
 if TYPE_CHECKING:
     from ..analysis.findings import Finding
@@ -45,8 +46,8 @@ def timeline_rows(
     Rows beyond `max_rows` are dropped, keeping those with findings, and replaced by rows of kind "omitted".
     """
     causes, affected = _findings_by_event(trace, findings)
-    made_by = producers(trace)
-    rows = [_row(trace, e, causes.get(e.seq, []), affected.get(e.seq, []), made_by) for e in trace.events]
+    namer = Namer(trace)
+    rows = [_row(trace, e, causes.get(e.seq, []), affected.get(e.seq, []), namer) for e in trace.events]
     rows = _fold(rows)
     if max_rows is not None and len(rows) > max_rows:
         rows = _bound(rows, max_rows)
@@ -113,18 +114,19 @@ def _place(event: Event) -> tuple[str | None, int | None, str]:
 
 
 def _row(
-    trace: Trace, event: Event, findings: list[Finding], affected: list[Finding], made_by: dict[str, OpRecord]
+    trace: Trace, event: Event, findings: list[Finding], affected: list[Finding], namer: Namer
 ) -> dict[str, Any]:
     loc = event.location
     versions = [
         {
             "tensor": v.tensor,
-            "label": tensor_title(trace, v.tensor, made_by) if v.tensor in trace.tensors else v.tensor,
+            "label": namer.tensor(v.tensor),
             "before": v.before,
             "after": v.after,
             "noticed": v.before != v.after,
         }
-        for v in event.versions
+        for v in (event.written() if event.kind in (EventKind.INPLACE_WRITE, EventKind.OPTIMIZER_STEP)
+                  else event.versions)
     ]
     is_write = event.kind in (EventKind.INPLACE_WRITE, EventKind.OPTIMIZER_STEP)
     if not is_write:
@@ -140,8 +142,8 @@ def _row(
         "line": loc.line if loc else None,
         "where": trace.where(loc.file, loc.line) if loc else "",
         "code": loc.code.strip() if loc else "",
-        "alias": _alias(trace, event, made_by),
-        "tensor": trace.tensors[event.tensor].label if event.tensor in trace.tensors else None,
+        "alias": _alias(trace, event, namer),
+        "tensor": namer.tensor(event.tensor) if event.tensor in trace.tensors else None,
         "versions": versions,
         "versions_text": ", ".join(
             change_text(trace, VersionChange(v["tensor"], v["before"], v["after"]), write=is_write, label=v["label"])
@@ -155,15 +157,15 @@ def _row(
     }
 
 
-def _alias(trace: Trace, event: Event, made_by: dict[str, OpRecord]) -> str:
+def _alias(trace: Trace, event: Event, namer: Namer) -> str:
     kind = event.kind
 
     def name(tid: str | None) -> str:
-        return tensor_title(trace, tid, made_by) if tid in trace.tensors else "?"
+        return namer.tensor(tid) if tid in trace.tensors else "?"
 
     if kind in (EventKind.DATA_GET, EventKind.DETACH):
         if event.result in trace.tensors:
-            text = alias_text(trace, event.result)
+            text = namer.alias(event.result)
             if " = " in text or "." in text:
                 return text
         source = event.data.get("expression") or name(event.tensor)
@@ -174,8 +176,7 @@ def _alias(trace: Trace, event: Event, made_by: dict[str, OpRecord]) -> str:
     if kind is EventKind.DETACH_:
         return f"{name(event.tensor)}.detach_()"
     if kind is EventKind.INPLACE_WRITE and event.tensor in trace.tensors:
-        alias = alias_text(trace, event.tensor)
-        return "via " + (name(event.tensor) if alias == event.tensor else alias)
+        return "via " + namer.alias(event.tensor)
     if kind is EventKind.BACKWARD:
         roots = [name(r) for r in event.data.get("roots") or [] if r in trace.tensors]
         return f"{', '.join(roots) or '?'}.backward()"

@@ -89,8 +89,11 @@ def test_steps_show_versions_and_saved_tensors_changing(data_report: str) -> Non
     assert "c = out.data" in text_of(first)
     text = text_of(second)
     assert "Step 2 of 3" in text and "c.zero_()" in text and "c: v0 → v1, out: v0 → v0 (not noticed)" in text
-    rows = {text_of(r).split()[0]: text_of(r).split() for r in re.findall(r"<tr[^>]*>.*?</tr>", second)}
+    rows = {cells[0]: cells for r in re.findall(r"<tr[^>]*>.*?</tr>", second)
+            if (cells := [text_of(c).strip() for c in re.findall(r"<td>.*?</td>", r)])}
     assert rows["c"][3:5] == ["v0", "v1"] and rows["out"][3:5] == ["v0", "v0"]
+    # storages by their first owner, counters by their tensors: the recorder's ids never show
+    assert rows["c"][1] == "storage of out" and rows["c"][2].startswith("version counter of c")
     assert "bytes written, version NOT moved" in text_of(re.search(r"<tr[^>]*><td>out</td>.*?</tr>", second).group(0))
     saved = re.search(r'<tr class="saved-silent changed">(.*?)</tr>', second)
     assert saved, "the saved tensor's status does not change at the write"
