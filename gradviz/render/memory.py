@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import graphviz
 
+from ..analysis.initialisation import initialisation_writes
 from ..analysis.names import Namer
 from ..model import Event, EventKind, OpRecord, Trace, VersionChange
 from .escape import FONT, html_label_text, plain_label, quote_id, shorten
@@ -64,11 +65,24 @@ def memory_digraph(
     """
     ranked = _ranked(trace, findings, show_all=show_all)
     grouped, keep = (set(), set()) if show_all else _grouped_activations(trace, findings)
+    summarised: list[str] = []
+    repeated: dict[tuple[str, int | None, str | None], list[str]] = {}
     if keep:  # a training script: the model, the findings and the aliases; the step's activations as one table
-        ranked = [tid for tid in ranked if tid in keep]
+        summarised = _summarised_parameters(trace, findings)
+        repeated = _repeated_aliases(trace, findings)
+        middle = {tid for group in repeated.values() for tid in group[1:-1]}
+        named = {tid for f in findings for tid in f.tensors}
+        # with each middle alias goes what it aliases: the memory they share is one of the summarised copies
+        kept = named | {tid for group in repeated.values() for tid in (group[0], group[-1])}
+        middle_storages = {trace.tensors[tid].storage for tid in middle} - {trace.tensors[tid].storage for tid in kept
+                                                                           if tid in trace.tensors}
+        middle |= {t.id for t in trace.tensors.values()
+                   if t.storage in middle_storages and t.id not in named and t.parameter is None}
+        dropped = set(summarised) | middle
+        ranked = [tid for tid in ranked if tid in keep and tid not in dropped]
     tensor_ids = _bounded(trace, ranked, max_tensors)
     over_limit = len(ranked) - len(tensor_ids)
-    uninvolved = len(trace.tensors) - len(ranked)
+    uninvolved = len(trace.tensors) - len(ranked) - len(summarised)
     shown = set(tensor_ids)
     hot_tensor, hot_event = _finding_colours(findings)
     saved_by = _saved_by(trace, shown)
@@ -128,6 +142,9 @@ def memory_digraph(
                      color=colour, minlen="2", penwidth="1.6" if tid in hot_tensor else "1")
 
     writes = [e for e in trace.events if e.kind in _WRITES and any(v.tensor in shown for v in e.written())]
+    if keep:  # initialising the model is setup, not the story: the counters still list those writes
+        initial = initialisation_writes(trace)
+        writes = [e for e in writes if e.seq not in initial or e.seq in hot_event]
     if keep:  # every optimizer step reads alike: the last one, and any a finding points at (counters show the rest)
         steps_seen = [e for e in writes if e.kind is EventKind.OPTIMIZER_STEP]
         last = {e.seq for e in steps_seen[-1:]}
@@ -169,6 +186,13 @@ def memory_digraph(
         notes.append(f"\N{HORIZONTAL ELLIPSIS} {len(writes) - len(drawn_writes)} other writes not shown")
     if not tensor_ids:
         notes.insert(0, "no tensor shares memory, is written, or is saved for backward")
+    for (origin, line, source), group in repeated.items():
+        if len(group) > 2:
+            made = ".data" if origin == "data" else ".detach()"
+            notes.append(f"\N{HORIZONTAL ELLIPSIS} {len(group) - 2} more `{source or 'tensor'}{made}` made at line {line} "
+                         "(one a step; the first and the last are drawn)")
+    if summarised:
+        dot.node("parameters", _parameter_table(trace, summarised, namer), shape="plaintext")
     if activations is not None:
         dot.node("activations", activations, shape="plaintext")
     with dot.subgraph(name="cluster_legend") as legend:
@@ -658,3 +682,106 @@ def saved_by_module(trace: Trace, limit: int = 8) -> list[str]:
     if len(ranked) > limit:
         lines.append(f"  \N{HORIZONTAL ELLIPSIS} {len(ranked) - limit} more places")
     return lines
+
+
+# ---------------------------------------------------------------------- a real model's parameters, by module
+def _summarised_parameters(trace: Trace, findings: Sequence[Finding]) -> list[str]:
+    """The parameters the parameter table sums up: all but those a finding names, that share their memory with
+    another tensor (a `.data` / `.detach()` alias, a tied weight), or that the program wrote other than by
+    initialising them or stepping an optimizer. Those are drawn one by one."""
+    named = {tid for f in findings for tid in f.tensors}
+    finding_events = {seq for f in findings for seq in f.events}
+    sharing: dict[str, int] = {}  # storage -> parameters and program-made aliases in it (not a linear's `.t()`)
+    for t in trace.tensors.values():
+        if t.storage is not None and (t.parameter is not None or t.origin in ("parameter", "data", "detach")):
+            sharing[t.storage] = sharing.get(t.storage, 0) + 1
+    initial = initialisation_writes(trace)
+    own_writes = {
+        v.tensor for e in trace.events
+        if (e.kind is EventKind.INPLACE_WRITE and e.seq not in initial) or e.seq in finding_events
+        for v in e.written()
+    }
+    return [
+        t.id for t in trace.tensors.values()
+        if (t.parameter is not None or t.origin == "parameter") and t.id not in named and t.id not in own_writes
+        and (t.storage is None or sharing.get(t.storage, 0) <= 1)
+    ]
+
+
+def _repeated_aliases(trace: Trace, findings: Sequence[Finding]) -> dict[tuple[str, int | None, str | None], list[str]]:
+    """`.data` / `.detach()` aliases made at one line again and again (one a step), by (kind, line, what of), in
+    creation order; a finding's tensors are never among them."""
+    named = {tid for f in findings for tid in f.tensors}
+    out: dict[tuple[str, int | None, str | None], list[str]] = {}
+    for t in sorted(trace.tensors.values(), key=lambda t: t.seq):
+        if t.origin in ("data", "detach") and t.id not in named and t.source in trace.tensors:
+            source = trace.tensors[t.source]  # type: ignore[index]
+            of = source.parameter or (source.names[0] if source.names else None)
+            out.setdefault((t.origin, t.created.line if t.created else None, of), []).append(t.id)
+    return {key: group for key, group in out.items() if len(group) > 2}
+
+
+def _module_of(parameter: str) -> tuple[str, str]:
+    module, _, leaf = parameter.rpartition(".")
+    return module or "(top level)", leaf
+
+
+def _parameter_table(trace: Trace, tids: list[str], namer: Namer, limit: int = 40) -> str:
+    """One row per module: its parameters, their bytes, and what wrote them (initialisation, optimizer steps)."""
+    initial = initialisation_writes(trace)
+    writers: dict[str, dict[str, int]] = {}  # tensor -> writer -> times
+    wanted = set(tids)
+    for e in trace.events:
+        if e.kind not in _WRITES:
+            continue
+        for v in e.written():
+            if v.tensor not in wanted:
+                continue
+            if e.seq in initial:
+                key = f"initialised (line {e.location.line})" if e.location else "initialised"
+            elif e.kind is EventKind.OPTIMIZER_STEP:
+                key = f"{e.data.get('optimizer', 'optimizer')}.step()"
+            else:
+                key = f"line {e.location.line}: {e.op}" if e.location else str(e.op)
+            times = writers.setdefault(v.tensor, {})
+            times[key] = times.get(key, 0) + 1
+    modules: dict[str, list[str]] = {}
+    for tid in tids:
+        t = trace.tensors[tid]
+        module, _ = _module_of(t.parameter or namer.tensor(tid))
+        modules.setdefault(module, []).append(tid)
+    total = sum(_nbytes(trace, tid) for tid in tids)
+    head = (f"parameters by module: {len(tids)} in {len(modules)} module{'s' if len(modules) != 1 else ''}, "
+            f"{_bytes(total)} (no finding, alias or write of the program's own: drawn here, not one by one)")
+    columns = "".join(f'<TD ALIGN="LEFT"><FONT POINT-SIZE="9" COLOR="#555555">{name}</FONT></TD>'
+                      for name in ("module", "parameters", "bytes", "written by"))
+    rows = [f'<TR><TD COLSPAN="4" ALIGN="LEFT"><B>{html_label_text(head)}</B></TD></TR>', f"<TR>{columns}</TR>"]
+    for module, members in list(modules.items())[:limit]:
+        leaves = [_module_of(trace.tensors[tid].parameter or namer.tensor(tid))[1] for tid in members]
+        written: dict[str, list[str]] = {}
+        for tid, leaf in zip(members, leaves):
+            for key, times in writers.get(tid, {}).items():
+                once = times == 1 or key.startswith("initialised")  # an init call writing twice is one setup
+                written.setdefault(key if once else f"{key} \N{MULTIPLICATION SIGN}{times}", []).append(leaf)
+        parts = [key if len(who) == len(members) else f"{key}: {', '.join(who)}" for key, who in written.items()]
+        never = [leaf for tid, leaf in zip(members, leaves) if tid not in writers]
+        if never:
+            parts.append(f"never written: {', '.join(never)}")
+        rows.append(
+            "<TR>"
+            f'<TD ALIGN="LEFT">{html_label_text(shorten(module, 48))}</TD>'
+            f'<TD ALIGN="LEFT"><FONT POINT-SIZE="9">{html_label_text(shorten(", ".join(leaves), 36))}</FONT></TD>'
+            f'<TD ALIGN="RIGHT">{html_label_text(_bytes(sum(_nbytes(trace, tid) for tid in members)))}</TD>'
+            f'<TD ALIGN="LEFT"><FONT POINT-SIZE="9">{html_label_text(shorten("; ".join(parts), 72))}</FONT></TD>'
+            "</TR>"
+        )
+    if len(modules) > limit:
+        rows.append(f'<TR><TD COLSPAN="4" ALIGN="LEFT">{html_label_text(f"… {len(modules) - limit} more modules")}'
+                    "</TD></TR>")
+    return (f'<<TABLE BORDER="1" CELLBORDER="0" CELLSPACING="0" CELLPADDING="3" COLOR="#6b8fb5" '
+            f'BGCOLOR="#eef4fb">{"".join(rows)}</TABLE>>')
+
+
+def _nbytes(trace: Trace, tid: str) -> int:
+    byte_range = trace.tensors[tid].byte_range
+    return byte_range[1] - byte_range[0] if byte_range else 0
