@@ -26,22 +26,16 @@ _ID = re.compile(r"(?<![\w.\-/#])([tsvn])(\d+)(?![\w(])")
 
 
 def _ids(text: str) -> list[str]:
-    """Recorder ids in visible text. A version number (`v0`, `v12`) is the one legitimate `v<digits>`: it follows
-    `: `, `→ `, `at `, `saved `, `now `, `still ` or `(`, or heads a counter's history."""
-    found = []
-    for match in _ID.finditer(text):
-        letter, start = match.group(1), match.start()
-        before = text[max(0, start - 8):start]
-        after = text[match.end():match.end() + 2]
-        if letter == "v" and (re.search(r"(→ |: |at |saved |now |still |\()$", before) or after == " →"):
-            continue
-        found.append(match.group(0))
-    return found
+    """Recorder ids in visible text. `v<digits>` is also how every view writes a version number (`v0 → v1`,
+    `saved at v0`, a table's `v0  v1`): there, only a counter titled by its id (`version counter v23`) is one."""
+    return [match.group(0) for match in _ID.finditer(text)
+            if match.group(1) != "v" or text[max(0, match.start() - 8):match.start()] == "counter "]
 
 
 def test_the_id_scanner_tells_ids_from_versions() -> None:
     assert _ids("storage s23 · version counter v23: t19 = h1.data, n5") == ["s23", "v23", "t19", "n5"]
     assert _ids("c: v0 → v1, out: v0 → v0 (not noticed); saved at v0, now v2 (v3); fc1(x), h1.data, x1") == []
+    assert _ids("version counter of x\nv0, never moved") == []
 
 
 def _png_size(data: bytes) -> tuple[int, int]:
