@@ -177,3 +177,33 @@ def test_no_recorder_id_in_any_output(program: Path, tmp_path: Path) -> None:
     assert len(texts["memory.svg"]) > 100 and messages is not None
     leaks = {name: _ids(text) for name, text in texts.items() if _ids(text)}
     assert not leaks, leaks
+
+
+# ---------------------------------------------------------------------- the graph-memory chart shows what grows
+def _nodes_at_backwards(trace: Trace) -> list[int]:
+    from gradviz.analysis.lifetime import memory_profile
+
+    profile = memory_profile(trace)
+    counts = []
+    for seq, _line in profile.backwards:
+        alive = [n for at, n in profile.live_nodes if at <= seq]
+        counts.append(alive[-1] if alive else 0)
+    return counts
+
+
+def test_live_nodes_rise_step_by_step_when_total_loss_keeps_the_graphs(gallery: Path) -> None:
+    """`total_loss += loss`: backward frees every step's saved tensors (the bytes fall back), but the nodes stay
+    linked to total_loss: the chart's node curve climbs by the same amount each step."""
+    counts = _nodes_at_backwards(gradviz.trace_script(gallery / "plot_22_total_loss_kept_alive.py"))
+    assert len(counts) == 6
+    growth = [b - a for a, b in zip(counts, counts[1:])]
+    assert len(set(growth)) == 1 and growth[0] > 0, counts
+    from gradviz.render.graph_memory import headline
+
+    assert f"grows by +{growth[0]} live autograd nodes per step" in headline(
+        gradviz.trace_script(gallery / "plot_22_total_loss_kept_alive.py"))
+
+
+def test_live_nodes_stay_flat_in_a_clean_loop(gallery: Path) -> None:
+    counts = _nodes_at_backwards(gradviz.trace_script(gallery / "plot_19_clean_training_loop.py"))
+    assert len(counts) > 2 and len(set(counts[1:])) == 1, counts
