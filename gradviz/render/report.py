@@ -14,6 +14,7 @@ import graphviz
 from ..model import Event, EventKind, Trace
 from .escape import html_text, quote_id
 from ..analysis.names import Namer
+from .diagram import scalable_svg
 from .memory import memory_digraph, relevant_tensors
 from .steps import split_steps
 from .timeline import timeline_digraph, timeline_rows
@@ -181,7 +182,7 @@ _XMLNS = re.compile(r'\s+xmlns(?::\w+)?="[^"]*"')
 
 def _inline_svg(svg: str) -> str:
     """Graphviz's SVG made fit for inlining: no XML prolog, DOCTYPE, comments or namespace URLs."""
-    svg = _PROLOG.sub("", svg)
+    svg = _PROLOG.sub("", scalable_svg(svg))
     head, sep, rest = svg.partition(">")
     return _XMLNS.sub("", head) + sep + rest
 

@@ -207,3 +207,21 @@ def test_live_nodes_rise_step_by_step_when_total_loss_keeps_the_graphs(gallery: 
 def test_live_nodes_stay_flat_in_a_clean_loop(gallery: Path) -> None:
     counts = _nodes_at_backwards(gradviz.trace_script(gallery / "plot_19_clean_training_loop.py"))
     assert len(counts) > 2 and len(set(counts[1:])) == 1, counts
+
+
+# ---------------------------------------------------------------------- static SVGs scale to their container
+@pytest.mark.dot
+@needs_dot
+def test_svgs_scale_to_their_container(gallery: Path, tmp_path: Path) -> None:
+    trace = gradviz.trace_script(gallery / "plot_02_data_silent.py")
+    for view in ("graph", "memory", "timeline", "graph-memory"):
+        diagram = render(trace, view)
+        for svg in (diagram.svg(), diagram._repr_mimebundle_()["image/svg+xml"],
+                    diagram.save(tmp_path / f"{view}.svg").read_text(encoding="utf-8")):
+            root = re.search(r"<svg\b[^>]*>", svg).group(0)
+            assert 'width="100%"' in root and "viewBox=" in root and "height=" not in root.replace("height: auto", "")
+            natural = re.search(r"max-width: ([\d.]+)(pt|px)", root)
+            assert natural is not None and float(natural.group(1)) > 50
+    page = render(trace, "report").html()
+    roots = re.findall(r"<svg\b[^>]*>", page)
+    assert len(roots) >= 4 and all('width="100%"' in root and "viewBox=" in root for root in roots)
