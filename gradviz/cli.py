@@ -120,7 +120,7 @@ examples:
   gradviz render train.py --view report        an HTML page with every view and the findings (train.gradviz.html)
   gradviz render train.py --view graph-memory -o mem.png   bytes held by live autograd graphs, step by step
   gradviz render train.py --max-nodes 200      summarise beyond 200 nodes, for big graphs
-  gradviz render train.py --collapse-modules   one box per nn.Module call
+  gradviz render train.py --depth 1            one box per child module of each model (--depth all: every op)
   gradviz render train.py --no-show-saved      hide saved tensors
   gradviz render train.py --steps 3            trace the first 3 optimizer steps, run the rest untraced
   gradviz render train.py --stop-after 3       trace 3 steps, then end the script there
@@ -373,7 +373,8 @@ def _write_diagram(trace: Trace, findings: list[Finding], out: Path, options: ar
 
     with progress.spinner(f"laying out the {options.view} view"):
         try:
-            render(trace, findings=findings, **render_kwargs(options)).save(out)
+            diagram = render(trace, findings=findings, **render_kwargs(options))
+            diagram.save(out)
         except GraphvizNotFound as exc:
             dot_file = getattr(exc, "dot_path", None) or out.with_suffix(".dot")
             raise UsageError(
@@ -384,6 +385,9 @@ def _write_diagram(trace: Trace, findings: list[Finding], out: Path, options: ar
             raise UsageError(f"cannot write {_shown(out)}: {exc.strerror or exc}") from None
         except ValueError as exc:  # unknown suffix, caught earlier unless render knows fewer formats
             raise UsageError(safe_str(exc)) from None
+    if not options.quiet:
+        for message in diagram.messages:  # which module depth the graph view chose, and how to change it
+            _stdout_console().print(f"{rank_prefix()}{message}", highlight=False, markup=False)
     return out
 
 

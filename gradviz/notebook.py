@@ -27,7 +27,7 @@ def _magic(line: str, cell: str) -> None:
     """Trace the cell and display what autograd and memory did below it.
 
     Usage: %%gradviz [-o OUT] [--view graph|memory|timeline|report|graph-memory] [--max-nodes N]
-                     [--collapse-modules] [--no-show-saved] [--steps N | --stop-after N]
+                     [--depth N|all] [--collapse-modules] [--no-show-saved] [--steps N | --stop-after N]
 
     Variables the cell defines stay in the notebook. If the cell raises, the diagram (showing the state
     at the failure and the finding that explains it) is displayed first, then the error.

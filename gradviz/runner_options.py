@@ -27,6 +27,19 @@ class OptionParser(argparse.ArgumentParser):
         raise OptionsError((message or self.format_help()).rstrip())
 
 
+def module_depth(text: str) -> int | str:
+    """argparse type for --depth: `all`, or a whole number of at least 0."""
+    if text.strip().lower() == "all":
+        return "all"
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number or 'all', got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more (0: one box per model), got {value}")
+    return value
+
+
 def positive_int(text: str) -> int:
     """argparse type for --max-nodes: a whole number of at least 1."""
     try:
@@ -69,9 +82,16 @@ def add_render_options(parser: argparse.ArgumentParser, *, output: bool = True, 
         help="draw at most N autograd nodes, summarising the rest (keeps layout of big graphs fast)",
     )
     parser.add_argument(
+        "--depth",
+        type=module_depth,
+        metavar="N",
+        help="graph view: draw nn.Module calls as boxes at depth N of the module tree (0: one box per model, "
+        "1: its children, ...; `all`: every op). Default: the deepest depth that fits about 80 boxes",
+    )
+    parser.add_argument(
         "--collapse-modules",
         action="store_true",
-        help="draw each nn.Module call as one box instead of its individual operations",
+        help="the same as --depth 1: one box per child of each model",
     )
     parser.add_argument(
         "--step",
@@ -100,6 +120,7 @@ def render_kwargs(options: argparse.Namespace) -> dict[str, Any]:
         "view": options.view,
         "max_nodes": options.max_nodes,
         "collapse_modules": options.collapse_modules,
+        "depth": getattr(options, "depth", None),
         "show_saved": options.show_saved,
         "step": getattr(options, "step", None),
         "show_all": getattr(options, "show_all", False),

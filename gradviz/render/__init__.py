@@ -32,22 +32,28 @@ def render(
     path: str | Path | None = None,
     max_nodes: int | None = None,
     collapse_modules: bool = False,
+    depth: int | str | None = None,
     show_saved: bool = True,
     step: int | None = None,
     show_all: bool = False,
 ) -> Diagram:
-    """Draw one view of `trace`; with `path`, also save it there (the suffix, or `format`, picks the format)."""
+    """Draw one view of `trace`; with `path`, also save it there (the suffix, or `format`, picks the format).
+
+    Graph view: `depth` 0 draws one box per outermost model, 1 its children, ..., "all" every op; the default is the
+    deepest depth that fits about 80 boxes (`diagram.messages` says which). `collapse_modules=True` is depth 1."""
     if view not in VIEWS:
         raise ValueError(f"unknown view {view!r}; choose one of {', '.join(repr(v) for v in VIEWS)}")
     if findings is None:
         findings = _diagnose(trace)
     if view == "graph":
-        from .graph import graph_digraph
+        from .graph import graph_view
 
-        digraph = graph_digraph(
-            trace, findings, max_nodes=max_nodes, collapse_modules=collapse_modules, show_saved=show_saved, step=step
+        drawn = graph_view(
+            trace, findings, max_nodes=max_nodes, collapse_modules=collapse_modules, depth=depth,
+            show_saved=show_saved, step=step,
         )
-        diagram = Diagram(view=view, trace=trace, findings=findings, digraph=digraph)
+        diagram = Diagram(view=view, trace=trace, findings=findings, digraph=drawn.digraph)
+        diagram.messages = drawn.messages
     elif view == "memory":
         from .memory import memory_digraph
 

@@ -64,6 +64,7 @@ class Diagram:
         self._html = html
         self._image = image  # a chart drawn without Graphviz (graph-memory): format name -> bytes
         self._svg: str | None = None
+        self.messages: list[str] = []  # how the view was drawn, for the user (`modules drawn at depth 2 ...`)
 
     # ------------------------------------------------------------------ content
     @property

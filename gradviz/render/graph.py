@@ -5,24 +5,31 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Hashable
 
 import graphviz
 
 from .. import collector
+from ..analysis.hierarchy import Hierarchy, module_hierarchy
 from .annotate import Annotations, annotate
 from .escape import FONT, html_label_text, quote_id, shorten
 from .simplify import Core, CoreNode, Roll
-from .steps import StepRoll, only_step, roll_steps, split_steps
+from .steps import StepRoll, after_window, only_step, roll_steps, split_steps
 
 if TYPE_CHECKING:
     from ..analysis.findings import Finding
     from ..model import NodeRecord, SavedTensorRecord, TensorRecord, Trace
 
-__all__ = ["DEFAULT_MAX_NODES", "LEGEND", "graph_digraph"]
+__all__ = ["BOX_BUDGET", "DEFAULT_MAX_NODES", "LEGEND", "GraphView", "graph_digraph", "graph_view"]
 
-#: Drawn nodes (autograd nodes plus the tensors hanging off them) above which the graph is simplified.
+#: Drawn nodes (autograd nodes plus the tensors hanging off them) above which the graph is summarised.
 DEFAULT_MAX_NODES = 300
+#: Boxes the default view aims for: above it, modules are drawn as boxes at the deepest depth that fits.
+BOX_BUDGET = 80
+#: Ranks (boxes on the longest path) the default view aims for: about 2,500 px tall at 96 dpi.
+RANK_BUDGET = 32
+#: Boxes side by side on one level the default view aims for: about 2,500 px wide at 96 dpi.
+WIDE_BUDGET = 7
 BIG = 150  # above this many autograd nodes: compact labels, saved tensors only where a finding points, fast layout
 SPLIT_SHARED_ABOVE = 60  # above this many autograd nodes, a parameter used many times gets a node per use
 
@@ -48,6 +55,10 @@ LEGEND: dict[str, tuple[str, str]] = {
     "freed": ("#ffcccc", "graph an earlier backward freed, built on again (dashed)"),
 }
 
+# torch.utils.checkpoint(..., use_reentrant=True): the block runs under no_grad, its graph is built again in backward
+_CHECKPOINT = "CheckpointFunctionBackward"
+_RECOMPUTED = "recomputed in backward (checkpoint, use_reentrant=True): its ops are not drawn"
+
 _NODE_ATTR = {
     "style": "filled",
     "shape": "box",
@@ -65,30 +76,61 @@ class _Drawn:
     used: set[str] = field(default_factory=set)
 
 
+@dataclass
+class GraphView:
+    """The graph view's DOT and the lines to tell the person who asked for it (which module depth was chosen)."""
+
+    digraph: graphviz.Digraph
+    messages: list[str] = field(default_factory=list)
+
+
 def graph_digraph(
     trace: Trace,
     findings: list[Finding],
     *,
     max_nodes: int | None = None,
     collapse_modules: bool | int = False,
+    depth: int | str | None = None,
     show_saved: bool = True,
     step: int | None = None,
 ) -> graphviz.Digraph:
-    """The annotated autograd graph of every tensor in `trace` as a `graphviz.Digraph`.
+    """The annotated autograd graph of every tensor in `trace` as a `graphviz.Digraph` (see `graph_view`)."""
+    return graph_view(
+        trace, findings, max_nodes=max_nodes, collapse_modules=collapse_modules, depth=depth, show_saved=show_saved,
+        step=step,
+    ).digraph
+
+
+def graph_view(
+    trace: Trace,
+    findings: list[Finding],
+    *,
+    max_nodes: int | None = None,
+    collapse_modules: bool | int = False,
+    depth: int | str | None = None,
+    show_saved: bool = True,
+    step: int | None = None,
+) -> GraphView:
+    """The annotated autograd graph of every tensor in `trace`, and what to tell the user about how it was drawn.
 
     Steps (backward calls) that built the same graph are drawn once, marked with their count; `step=K` draws
-    only the graph backward K used.
+    only the graph backward K used. `depth`: 0 draws one box per outermost model, 1 its children, ..., "all" every
+    op; None (default) the deepest depth that fits BOX_BUDGET boxes (or `max_nodes`). `collapse_modules=True` is
+    depth 1 (an int: that depth).
     """
+    if depth is not None and depth != "all" and (isinstance(depth, bool) or not isinstance(depth, int) or depth < 0):
+        raise ValueError(f"depth must be a whole number of at least 0 or 'all', got {depth!r}")
     budget = DEFAULT_MAX_NODES if max_nodes is None else max(int(max_nodes), 1)
-    if collapse_modules is not False:
+    if collapse_modules is not False or isinstance(depth, int):
         # the overview: module calls as boxes, saved tensors only where a finding points at one
         show_saved = False
     with collector.paused():  # only allocation happens here; collections triggered by 10k+ new objects would dominate
         notes = annotate(trace, findings)
         core, copies = _simplify(
-            trace, notes, budget=budget, collapse_modules=collapse_modules, show_saved=show_saved, step=step
+            trace, notes, budget=budget, explicit_budget=max_nodes is not None, collapse_modules=collapse_modules,
+            depth=depth, show_saved=show_saved, step=step,
         )
-        return _emit(trace, notes, core, copies, budget=budget, show_saved=show_saved)
+        return GraphView(_emit(trace, notes, core, copies, budget=budget, show_saved=show_saved), list(core.messages))
 
 
 # ---------------------------------------------------------------------- simplification
@@ -97,12 +139,16 @@ def _is_leaf_node(node: NodeRecord) -> bool:
 
 
 def _simplify(
-    trace: Trace, notes: Annotations, *, budget: int, collapse_modules: bool | int, show_saved: bool, step: int | None
+    trace: Trace, notes: Annotations, *, budget: int, explicit_budget: bool, collapse_modules: bool | int,
+    depth: int | str | None, show_saved: bool, step: int | None,
 ) -> tuple[Core, dict[str, str]]:
     core = Core()
     nodes = trace.nodes
     steps = split_steps(trace)
     keep = only_step(trace, steps, step) if step is not None else None
+    beyond = after_window(trace, steps)  # the forward of step N + 1, recorded before the window closed
+    if beyond:
+        keep = (keep if keep is not None else set(nodes)) - beyond
     for node in nodes.values():
         if keep is None or node.id in keep:
             core.add_node(CoreNode(node.id, node.name, module=node.module))
@@ -155,25 +201,47 @@ def _simplify(
     # the loss stays its own box, painted as the output, even inside a module (nn.BCEWithLogitsLoss)
     ran_backward = any(e.kind.value == "backward" for e in trace.events)  # else every sink counts as an output
     unfolded = notes.protected | (_outputs(trace, core, core.parents(), copies) if ran_backward else set())
-    total = sum(weight(c) for c in core.nodes)
-    roots = _module_roots(trace)
-    depths = sorted({len(n.module.split(".")) - (n.module.split(".")[0] in roots) for n in nodes.values()
-                     if n.module and n.module not in roots}, reverse=True)
-    depth: int | None = None
-    if collapse_modules is not False and depths:
-        depth = 1 if collapse_modules is True else max(int(collapse_modules), 1)
-    elif total > budget and depths:
-        for d in depths:  # the finest grouping that fits
-            trial = _copy_core(core)
-            trial.collapse_modules(d, unfolded, attach, zone, roots)
-            if sum(1 if trial.nodes[c].kind != "node" else weight(c) for c in trial.nodes) <= budget:
-                depth = d
-                break
-        else:
-            depth = 1
-        core.notes.append(f"modules collapsed to fit max_nodes={budget}")
-    if depth is not None:
-        core.collapse_modules(depth, unfolded, attach, zone, roots)
+    tree = module_hierarchy(trace)
+    chosen = depth
+    if collapse_modules is not False and depth is None:
+        chosen = 1 if collapse_modules is True else max(int(collapse_modules), 0)
+    if chosen is None and len(tree):  # the deepest depth that fits
+        fit = budget if explicit_budget else BOX_BUDGET
+
+        def measure(c: Core) -> tuple[int, int, int]:
+            """boxes, boxes deep (+ 1: the loss and saved tensors below their node), boxes side by side"""
+            return _weight_total(c, weight), c.ranks() + 1, c.widest(lambda x: 1 if c.nodes[x].kind != "node" else weight(x))
+
+        def fits(size: tuple[int, int, int]) -> bool:  # a page: about 2,500 px either way (its own budget: boxes only)
+            return size[0] <= fit and (explicit_budget or (size[1] <= RANK_BUDGET and size[2] <= WIDE_BUDGET))
+
+        whole = size = measure(core)
+        if not fits(whole):
+            for d in range(tree.max_depth, -1, -1):
+                trial = _copy_core(core)
+                trial.collapse_modules(_box_keys(trial, tree, d), unfolded, attach, zone)
+                size = measure(trial)
+                if fits(size) or d == 0:
+                    chosen = d
+                    break
+            shallowest = "one box per model" if tree.max_depth > 0 else "the only depth"
+            if fits(size):
+                why = f"{fit} boxes" if explicit_budget else "a page"
+                core.notes.append(f"modules drawn at depth {chosen} of 0-{tree.max_depth} to fit {why} (--depth)")
+                core.messages.append(
+                    f"graph view: {_size(whole, boxes_only=explicit_budget)}, so modules are drawn at depth {chosen} (0-{tree.max_depth}) to fit "
+                    f"{why}; --depth N draws another depth, --depth all every op"
+                )
+            else:
+                more = f"more than {fit} boxes" if explicit_budget else "it may not fit a page"
+                core.notes.append(f"{_size(size, boxes_only=explicit_budget)} even at depth 0 ({shallowest})")
+                core.messages.append(
+                    f"graph view: {_size(size, boxes_only=explicit_budget)} even at depth 0 ({shallowest}), {more}; "
+                    + ("what does not fit is summarised" if explicit_budget
+                       else "--step K draws one step, --max-nodes N summarises beyond N boxes")
+                )
+    if chosen is not None and chosen != "all" and len(tree):
+        core.collapse_modules(_box_keys(core, tree, int(chosen)), unfolded, attach, zone)
 
     # 4. still too big: keep the outputs, every finding's neighbourhood and what is nearest the outputs
     users = core.parents()
@@ -182,22 +250,43 @@ def _simplify(
     keep_first = [cid for cid in core.nodes if origin(cid) in notes.protected] + [c for c in core.nodes if c in losses] + roots
     weights = {c: (weight(c) if core.nodes[c].kind == "node" else 1) for c in core.nodes}
     leaves = {c for c, n in core.nodes.items() if n.kind == "node" and _is_leaf_node(nodes[origin(c)])}
-    core.cut_to(budget, keep_first, weights, leaves - set(keep_first))
+    # a hidden stretch stays inside its training step: one summary per step, drawn in the step's box
+    where: dict[str, Hashable] = {}
+    if zone:
+        where = {c: next((zone[m] for m in ([origin(c)] if n.kind == "node" else n.members) if m in zone), None)
+                 for c, n in core.nodes.items()}
+        for c in leaves:  # a parameter goes with the step of its first user
+            where[c] = next((where[u] for u in users.get(c, []) if where.get(u) is not None), None)
+    core.cut_to(budget, keep_first, weights, leaves - set(keep_first), zone=where)
+    if core.hidden and not core.messages:
+        core.messages.append(
+            f"graph view: {core.hidden} node{'s' if core.hidden != 1 else ''} summarised to fit max_nodes={budget}"
+            + ("" if len(tree) else " (no nn.Module to group them by)") + "; --max-nodes N draws more"
+        )
     return core, copies
 
 
-def _module_roots(trace: Trace) -> set[str]:
-    """Names of the outermost modules: the variables the program holds its models in (`model`, `netD`), read from the
-    parameters named after them (`netD.main.0.weight`) and from module paths that continue below them."""
-    modules = {n.module for n in trace.nodes.values() if n.module}
-    firsts = {m.split(".")[0] for m in modules if "." in m}
-    roots = {m for m in modules if "." not in m and m in firsts}
-    for t in trace.tensors.values():
-        if t.parameter and "." in t.parameter:
-            first = t.parameter.split(".")[0]
-            if first in firsts:
-                roots.add(first)
-    return roots
+def _size(size: tuple[int, int, int], *, boxes_only: bool = False) -> str:
+    if boxes_only:
+        return f"{size[0]} boxes"
+    return f"{size[0]} boxes, {size[1]} deep, up to {size[2]} side by side"
+
+
+def _weight_total(core: Core, weight) -> int:  # type: ignore[no-untyped-def]
+    return sum(1 if core.nodes[x].kind != "node" else weight(x) for x in core.nodes)
+
+
+def _box_keys(core: Core, tree: Hierarchy, depth: int) -> dict[str, str | None]:
+    """The module box each drawn autograd node belongs in at `depth`: its module's ancestor at that depth. The ops a
+    module with submodules runs itself (the residual add of a block, the relu between a model's layers) stay drawn
+    as themselves when that module is shallower than `depth`: they sit between the boxes of its children."""
+    keys: dict[str, str | None] = {}
+    for cid, cnode in core.nodes.items():
+        module = cnode.module
+        if cnode.kind != "node" or not module:
+            continue
+        keys[cid] = None if tree.depth(module) < depth and tree.children(module) else tree.ancestor(module, depth)
+    return keys
 
 
 def _roll_steps(trace: Trace, notes: Annotations, core: Core, steps: list) -> None:  # type: ignore[type-arg]
@@ -310,7 +399,7 @@ def _emit(
             return
         if cnode.kind == "summary":
             drawn.used.add("summary")
-            text = html_label_text(f"\N{HORIZONTAL ELLIPSIS} {cnode.name} nodes not shown")
+            text = html_label_text(f"\N{HORIZONTAL ELLIPSIS} {cnode.name} node{'s' if cnode.name != '1' else ''} not shown")
             target.node(cid, f"<{text}>", shape="note", fillcolor="white", style="filled,dashed")
             return
         record = nodes[copies.get(cid, cid)]
@@ -391,10 +480,10 @@ def _emit(
         else:
             dot.edge(src, dst)
 
-    _emit_cuts(dot, trace, notes, core, copies, drawn)
+    _emit_cuts(dot, trace, notes, core, copies, drawn, step_of)
     summary = []
     if core.hidden:
-        summary.append(f"{core.hidden} nodes not shown (max_nodes={budget})")
+        summary.append(f"{core.hidden} node{'s' if core.hidden != 1 else ''} not shown (max_nodes={budget})")
     summary.extend(core.notes)
     if big and show_saved and any(n.saved for n in nodes.values()):
         summary.append("saved tensors shown only where a finding points (large graph)")
@@ -405,8 +494,13 @@ def _emit(
 def _step_label(roll: StepRoll) -> str:
     at = f": backward at line {roll.line}" if roll.line else ""
     if roll.count == 1:
-        return f"step {roll.numbers[0]}{at}"
-    return f"\N{CLOCKWISE OPEN CIRCLE ARROW} step \N{MULTIPLICATION SIGN}{roll.count} (steps {_numbers(roll.numbers)}){at}"
+        title = f"step {roll.numbers[0]}"
+    else:
+        title = f"\N{CLOCKWISE OPEN CIRCLE ARROW} step \N{MULTIPLICATION SIGN}{roll.count} (steps {_numbers(roll.numbers)})"
+    if roll.difference:
+        title += f": {roll.difference},"
+        at = at.replace(": ", " ", 1)
+    return "\n".join([title + at, *roll.notes])
 
 
 def _outputs(trace: Trace, core: Core, users: dict[str, list[str]], copies: dict[str, str]) -> set[str]:
@@ -478,6 +572,8 @@ def _emit_autograd_node(
         detail = f"{detail}: {code}" if detail else code
     if detail:
         rows.append(f'<FONT POINT-SIZE="8" COLOR="gray30">{html_label_text(detail)}</FONT>')
+    if record.name == _CHECKPOINT:
+        rows.append(f'<FONT POINT-SIZE="8" COLOR="blue">{html_label_text(_RECOMPUTED)}</FONT>')
     if marks:
         which = "step" if len(marks) == 1 else "steps"
         rows.append(f'<FONT POINT-SIZE="8" COLOR="red">{html_label_text(f"finding in {which} {_numbers(marks)}")}</FONT>')
@@ -534,11 +630,14 @@ def _group_label(cnode: CoreNode, nodes: dict[str, NodeRecord]) -> str:
     lines.append(f'<FONT POINT-SIZE="8">{html_label_text(detail)}</FONT>')
     if top:
         lines.append(f'<FONT POINT-SIZE="8" COLOR="gray30">{html_label_text(top)}</FONT>')
+    if _CHECKPOINT in names:
+        lines.append(f'<FONT POINT-SIZE="8" COLOR="blue">{html_label_text(_RECOMPUTED)}</FONT>')
     return "<BR/>".join(lines)
 
 
 def _emit_cuts(
-    dot: graphviz.Digraph, trace: Trace, notes: Annotations, core: Core, copies: dict[str, str], drawn: _Drawn
+    dot: graphviz.Digraph, trace: Trace, notes: Annotations, core: Core, copies: dict[str, str], drawn: _Drawn,
+    box_of: dict[str, int] | None = None,
 ) -> None:
     # where did each autograd node end up (itself, its loop representative, its group, a summary)?
     home: dict[str, str] = {}
@@ -567,9 +666,11 @@ def _emit_cuts(
             continue
         seen.add(key)
         drawn.used.add("cut")
-        dot.edge(
-            src, dst, label=f"<{html_label_text(cut.label)}>", style="dashed", color="red", fontcolor="red", penwidth="1.5"
-        )
+        text = f"<{html_label_text(cut.label)}>"
+        # an edge into another step's box enters it under the box's title, where a label at the middle of a short
+        # edge would sit on the title: a longer edge puts its label a level above the box, outside it
+        extra = {"minlen": "2"} if (box_of or {}).get(src) != (box_of or {}).get(dst) else {}
+        dot.edge(src, dst, label=text, style="dashed", color="red", fontcolor="red", penwidth="1.5", **extra)
 
 
 def _emit_legend(dot: graphviz.Digraph, drawn: _Drawn, summary: list[str]) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from typing import Hashable, Iterable
+from typing import Callable, Hashable, Iterable
 
 __all__ = ["Core", "CoreNode", "Group", "Roll", "find_repeats"]
 
@@ -54,7 +54,8 @@ class Core:
         self.nodes: dict[str, CoreNode] = {}
         self.edges: dict[tuple[str, str], str] = {}  # (src, dst) -> kind: "flow" or "carried"
         self.rolls: list[Roll] = []
-        self.notes: list[str] = []
+        self.notes: list[str] = []  # lines for the legend
+        self.messages: list[str] = []  # lines for the person who asked for the picture (the CLI prints them)
         self.hidden = 0
         self.big = False  # compact drawing: set by the caller for large graphs
         self.steps: list = []  # StepRoll: training steps drawn once for all steps of the same shape
@@ -75,6 +76,42 @@ class Core:
         for src, dst in self.edges:
             out[src].append(dst)
         return out
+
+    def ranks(self) -> int:
+        """Nodes on the longest path (loop-carried edges left out, as the layout leaves them): how tall the drawing is."""
+        return max(self.levels().values(), default=0)
+
+    def widest(self, weight: Callable[[str], int]) -> int:
+        """The most drawn boxes on one level (nodes at the same distance from the leaves, `weight` boxes each): about
+        how wide the drawing is."""
+        per_level: Counter[int] = Counter()
+        for nid, level in self.levels().items():
+            per_level[level] += weight(nid)
+        return max(per_level.values(), default=0)
+
+    def levels(self) -> dict[str, int]:
+        """Each node's level: 1 + the most nodes on a path from a leaf to it (loop-carried edges left out)."""
+        indegree: dict[str, int] = dict.fromkeys(self.nodes, 0)
+        out: dict[str, list[str]] = defaultdict(list)
+        for (src, dst), kind in self.edges.items():
+            if kind != "carried" and src in indegree and dst in indegree and src != dst:
+                out[src].append(dst)
+                indegree[dst] += 1
+        length = dict.fromkeys(self.nodes, 1)
+        ready = [n for n, d in indegree.items() if d == 0]
+        sources = list(ready)
+        while ready:
+            nid = ready.pop()
+            for dst in out.get(nid, ()):
+                length[dst] = max(length[dst], length[nid] + 1)
+                indegree[dst] -= 1
+                if indegree[dst] == 0:
+                    ready.append(dst)
+        for nid in sources:  # a leaf (a parameter) is drawn just above its first user, as the layout puts it
+            users = [length[dst] for dst in out.get(nid, ())]
+            if users:
+                length[nid] = max(min(users) - 1, 1)
+        return length
 
     def remap(self, mapping: dict[str, str], *, carried: Iterable[tuple[str, str]] = ()) -> None:
         """Replace node ids by `mapping` (missing ids stay), merging edges; `carried` edges become loop-carried."""
@@ -144,16 +181,12 @@ class Core:
 
     # ------------------------------------------------------------------ modules
     def collapse_modules(
-        self, depth: int, protected: set[str], attach: set[str], zone: dict[str, Hashable] | None = None,
-        roots: frozenset[str] | set[str] = frozenset(),
+        self, keys: dict[str, str | None], protected: set[str], attach: set[str], zone: dict[str, Hashable] | None = None,
     ) -> list[Group]:
-        """Replace each module call (module name cut to `depth` parts below its outermost module) by one group node.
+        """Replace each module call by one group node; `keys[id]` names the module box a node belongs in (the
+        module cut to the depth drawn), None for a node drawn as itself.
 
-        `roots` are the names of outermost modules (the program's variables: `model`, `netD`): `netD.main.0` cut to
-        depth 1 is `netD.main`, and the ops an outermost module's own forward runs between its submodules (the
-        `torch.relu` between two layers) stay drawn as themselves rather than as one-op boxes named after the model.
-
-        A call is a run of consecutive nodes (in drawing order) in the same module, the same rolled loop and the
+        A call is a run of consecutive nodes (in drawing order) with the same key, the same rolled loop and the
         same `zone` (the training step drawn around it). Leaf nodes in `attach` (AccumulateGrad) join the group of
         their only user. The protected nodes of a call (findings) stay drawn, beside the group of the rest.
         """
@@ -173,11 +206,8 @@ class Core:
             if nid in attach or node.kind != "node":
                 continue
             # a group stays inside its loop body and its step, so the rolled picture keeps its ×N around it
-            key = None
-            if node.module and node.module not in roots:
-                parts = node.module.split(".")
-                keep = depth + 1 if parts[0] in roots else depth
-                key = (".".join(parts[:keep]), node.roll, zone.get(nid))
+            box = keys.get(nid)
+            key = (box, node.roll, zone.get(nid)) if box is not None else None
             if key != current_key:
                 close()
                 current, current_key = [], key
@@ -214,14 +244,17 @@ class Core:
 
     # ------------------------------------------------------------------ budget
     def cut_to(
-        self, budget: int, keep_first: list[str], weight: dict[str, int], attached: set[str] | frozenset[str] = frozenset()
+        self, budget: int, keep_first: list[str], weight: dict[str, int], attached: set[str] | frozenset[str] = frozenset(),
+        *, zone: dict[str, Hashable] | None = None,
     ) -> None:
         """Keep at most `budget` drawn nodes: `keep_first` (findings, outputs) and then the nodes nearest the
         outputs (breadth-first towards the leaves); each connected stretch of the rest becomes one summary node.
 
         `weight[id]` is how many drawn nodes a core node costs (itself plus the tensors hanging off it). Nodes in
         `attached` (parameters' AccumulateGrad) are kept with their user, so what is hidden is whole stretches.
+        A stretch never spans two `zone`s (training steps): each step gets its own summaries.
         """
+        zone = zone or {}
         if sum(weight.get(n, 1) for n in self.nodes) <= budget:
             return
         inputs: dict[str, list[str]] = defaultdict(list)  # node -> its inputs (towards the leaves)
@@ -284,17 +317,22 @@ class Core:
 
         order = self._order_key()
         for src, dst in self.edges:
-            if src in parent and dst in parent:
+            if src in parent and dst in parent and zone.get(src) == zone.get(dst):
                 ra, rb = find(src), find(dst)
                 if ra != rb:
                     parent[max(ra, rb, key=order)] = min(ra, rb, key=order)
         members: dict[str, list[str]] = defaultdict(list)
         for n in hidden:
             members[find(n)].append(n)
-        stretches = sorted(members.values(), key=len, reverse=True)
-        if len(stretches) > 12:  # many small islands: one summary for all the small ones
-            head_part, tail = stretches[:11], [n for s in stretches[11:] for n in s]
-            stretches = head_part + [tail]
+        by_zone: dict[Hashable, list[list[str]]] = defaultdict(list)
+        for stretch in members.values():
+            by_zone[zone.get(stretch[0])].append(stretch)
+        stretches = []
+        for in_zone in by_zone.values():
+            in_zone.sort(key=len, reverse=True)
+            if len(in_zone) > 12:  # many small islands: one summary for all the small ones
+                in_zone = in_zone[:11] + [[n for s in in_zone[11:] for n in s]]
+            stretches.extend(in_zone)
         mapping: dict[str, str] = {}
         new_nodes = {nid: n for nid, n in self.nodes.items() if nid in kept}
         for i, stretch in enumerate(stretches):
@@ -302,7 +340,8 @@ class Core:
             for n in stretch:
                 mapping[n] = sid
             count = sum(weight.get(n, 1) for n in stretch)
-            origins = [self.nodes[n].origin or n for n in stretch]
+            origins = [m for n in stretch for m in (self.nodes[n].members if self.nodes[n].kind != "node"
+                                                    else [self.nodes[n].origin or n])]
             new_nodes[sid] = CoreNode(sid, f"{count}", kind="summary", members=origins)
             self.hidden += count
         self.remap(mapping)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Hashable
 
@@ -10,7 +11,7 @@ if TYPE_CHECKING:
     from ..model import NodeRecord, Trace
     from .annotate import Annotations
 
-__all__ = ["Step", "StepRoll", "split_steps", "roll_steps", "only_step"]
+__all__ = ["Step", "StepRoll", "after_window", "split_steps", "roll_steps", "only_step"]
 
 
 @dataclass
@@ -32,6 +33,8 @@ class StepRoll:
     nodes: list[str]
     line: int | None
     marks: dict[str, list[int]] = field(default_factory=dict)  # representative node -> steps a finding was in
+    notes: list[str] = field(default_factory=list)  # members drawn with other shapes: `step 38: batch of 17`
+    difference: str | None = None  # how it differs from the main group of its backward line: `no carried state`
 
     @property
     def count(self) -> int:
@@ -84,50 +87,98 @@ def split_steps(trace: Trace) -> list[Step]:
     return steps
 
 
-def _signature(trace: Trace, step: Step) -> tuple[Hashable, ...]:
-    """What makes two steps the same picture: each node's kind, module, line, output shape and inputs."""
-    index = {nid: i for i, nid in enumerate(step.nodes)}
-    out: list[Hashable] = []
+class _Labels:
+    """Structural labels of autograd nodes, shared by all steps: two nodes get the same label when they are the same
+    op (kind, module, line) fed by inputs of the same labels. Shapes are left out (a last partial batch is the same
+    graph), and so is the order nodes were first seen in (the first step meets some of them in another order)."""
+
+    def __init__(self, trace: Trace) -> None:
+        self.trace = trace
+        self.intern: dict[Hashable, int] = {}
+
+    def _input(self, nxt: str | None, inside: dict[str, int]) -> Hashable:
+        if nxt is None:
+            return None
+        if nxt in inside:
+            return inside[nxt]
+        node = self.trace.nodes.get(nxt)
+        if node is not None and _is_leaf(node):
+            tensor = self.trace.tensors.get(node.variable) if node.variable else None
+            if tensor is not None and tensor.parameter:
+                return ("leaf", tensor.parameter)
+            # an input that requires grad, a new tensor every step: the same input if it has the same name
+            return ("leaf", tensor.names[0] if tensor is not None and tensor.names else None)
+        return "earlier"  # a value carried from an earlier step (state not detached)
+
+    def of(self, step: Step) -> dict[str, int]:
+        """node id -> label, for every node of `step` (inputs first: an iterative post-order walk)."""
+        nodes = self.trace.nodes
+        members = set(step.nodes)
+        labels: dict[str, int] = {}
+        for start in step.nodes:
+            if start in labels:
+                continue
+            stack: list[tuple[str, bool]] = [(start, False)]
+            while stack:
+                nid, ready = stack.pop()
+                if nid in labels:
+                    continue
+                node = nodes[nid]
+                if not ready:
+                    stack.append((nid, True))
+                    stack.extend((n, False) for n in node.next if n in members and n not in labels)
+                    continue
+                key = (
+                    node.name,
+                    node.module,
+                    node.created.line if node.created else None,
+                    tuple(self._input(n, labels if n in members else {}) for n in node.next),
+                )
+                labels[nid] = self.intern.setdefault(key, len(self.intern))
+        return labels
+
+
+def _shape(trace: Trace, nid: str) -> tuple[int, ...] | None:
+    node = trace.nodes[nid]
+    tensor = trace.tensors.get(node.output) if node.output else None
+    return tuple(tensor.shape) if tensor is not None else None
+
+
+def _pairs(labels: dict[str, int], step: Step) -> dict[int, list[str]]:
+    """label -> the step's nodes with that label, in creation order (how nodes of two steps are paired)."""
+    out: dict[int, list[str]] = {}
     for nid in step.nodes:
-        node = trace.nodes[nid]
-        tensor = trace.tensors.get(node.output) if node.output else None
-        inputs: list[Hashable] = []
-        for nxt in node.next:
-            if nxt is None:
-                inputs.append(None)
-            elif nxt in index:
-                inputs.append(index[nxt])
-            elif nxt in trace.nodes and _is_leaf(trace.nodes[nxt]):
-                inputs.append(("leaf", trace.nodes[nxt].variable or nxt))
-            else:
-                inputs.append("earlier")  # a value carried from an earlier step (state not detached)
-        out.append(
-            (
-                node.name,
-                node.module,
-                node.created.line if node.created else None,
-                tuple(tensor.shape) if tensor is not None else None,
-                tuple(inputs),
-            )
-        )
-    return tuple(out)
+        out.setdefault(labels[nid], []).append(nid)
+    return out
 
 
 def roll_steps(trace: Trace, steps: list[Step], notes: Annotations) -> tuple[list[StepRoll], dict[str, str]]:
     """Group steps with equal graphs; returns the groups and node id -> its representative's node id.
 
-    The representative is the last step of a group, unless a finding sits in only some steps: then the first of
-    those, so that what is drawn is a step the finding was in. Groups of one step are returned too (drawn as a
-    step of their own when the trace has several steps).
+    The representative is the last step of a group with the group's most common shapes, unless a finding sits in
+    only some steps: then the first of those, so that what is drawn is a step the finding was in. Groups of one
+    step are returned too (drawn as a step of their own when the trace has several steps). A group whose members
+    differ in shapes says so in words (`step 5: batch of 6`); a group that differs from a larger group with the same
+    backward line says how (`step 1: no carried state`).
     """
+    labelling = _Labels(trace)
+    labels: dict[int, dict[str, int]] = {}
     groups: dict[tuple[Hashable, ...], list[Step]] = {}
     for step in steps:
-        groups.setdefault(_signature(trace, step), []).append(step)
+        labels[step.number] = labelling.of(step)
+        signature = tuple(sorted(Counter(labels[step.number].values()).items()))
+        groups.setdefault(signature, []).append(step)
     rolls: list[StepRoll] = []
     mapping: dict[str, str] = {}
+    flagged = {nid for nid, _ in notes.saved}
     for members in sorted(groups.values(), key=lambda g: g[0].number):
+        paired = {s.number: _pairs(labels[s.number], s) for s in members}
+        order = sorted(paired[members[0].number])  # labels in a fixed order: the shapes of a step, comparable
+        shapes = {
+            s.number: tuple(_shape(trace, nid) for label in order for nid in paired[s.number][label]) for s in members
+        }
+        common = Counter(shapes.values()).most_common(1)[0][0]
         # a saved tensor's finding belongs to one step; cut edges repeat at one line and are drawn once anyway
-        flagged = {nid for nid, _ in notes.saved}
         marked = [s for s in members if flagged.intersection(s.nodes)]
         protected = [s for s in members if notes.protected.intersection(s.nodes)]
         if marked and len(marked) < len(members):
@@ -135,19 +186,94 @@ def roll_steps(trace: Trace, steps: list[Step], notes: Annotations) -> tuple[lis
         elif protected and len(protected) < len(members):
             rep = protected[0]
         else:
-            rep = members[-1]
+            rep = [s for s in members if shapes[s.number] == common][-1]
         roll = StepRoll(f"step{len(rolls)}", [s.number for s in members], list(rep.nodes), rep.line)
         for step in members:
-            for offset, nid in enumerate(step.nodes):
-                target = rep.nodes[offset]
-                if nid in flagged:
-                    roll.marks.setdefault(target, []).append(step.number)
-                if nid != target:
-                    mapping[nid] = target
+            for label, ids in paired[step.number].items():
+                for nid, target in zip(ids, paired[rep.number][label]):
+                    if nid in flagged:
+                        roll.marks.setdefault(target, []).append(step.number)
+                    if nid != target:
+                        mapping[nid] = target
         if len(marked) == len(members):
             roll.marks = {}  # in every step: nothing to single out
+        roll.notes = _shape_notes(shapes, shapes[rep.number], [s.number for s in members])
         rolls.append(roll)
+    _name_differences(trace, rolls)
     return rolls, mapping
+
+
+def _shape_notes(shapes: dict[int, tuple[Hashable, ...]], drawn: tuple[Hashable, ...], numbers: list[int]) -> list[str]:
+    """`steps 5, 10: batch of 6` for the members whose shapes are not the ones drawn."""
+    odd: dict[str, list[int]] = {}
+    for number in numbers:
+        if shapes[number] == drawn:
+            continue
+        pairs = [(a, b) for a, b in zip(drawn, shapes[number]) if a != b and a is not None and b is not None]
+        batches = {b[0] for a, b in pairs if len(a) == len(b) and a[1:] == b[1:] and a[0] != b[0]}
+        if pairs and len(batches) == 1 and all(len(a) == len(b) and a[1:] == b[1:] for a, b in pairs):
+            words = f"batch of {batches.pop()}"
+        elif pairs:
+            a, b = pairs[0]
+            words = "other shapes (" + ", ".join(map(str, b)) + " where the drawn step has " + ", ".join(map(str, a)) + ")"
+        else:
+            words = "other shapes"
+        odd.setdefault(words, []).append(number)
+    return [f"step{'s' if len(n) > 1 else ''} {', '.join(map(str, n))}: {words}" for words, n in odd.items()]
+
+
+def _name_differences(trace: Trace, rolls: list[StepRoll]) -> None:
+    """Say in words how a group differs from the largest group with the same backward line (`no carried state`)."""
+    for roll in rolls:
+        main = max((r for r in rolls if r.line == roll.line), key=lambda r: (r.count, -r.numbers[0]))
+        if main is roll:
+            continue
+        roll.difference = _difference(trace, roll, main)
+
+
+def _difference(trace: Trace, roll: StepRoll, main: StepRoll) -> str:
+    nodes = trace.nodes
+
+    def carried(r: StepRoll) -> int:
+        members = set(r.nodes)
+        return sum(1 for nid in r.nodes for n in nodes[nid].next
+                   if n is not None and n not in members and n in nodes and not _is_leaf(nodes[n]))
+
+    mine, theirs = carried(roll), carried(main)
+    if theirs and not mine:
+        return "no carried state"
+    if mine and not theirs:
+        return "carries state from an earlier step"
+    own = Counter(nodes[n].module for n in roll.nodes if nodes[n].module)
+    other = Counter(nodes[n].module for n in main.nodes if nodes[n].module)
+    more = [m for m in own if m not in other]
+    fewer = [m for m in other if m not in own]
+    words = []
+    if more:
+        words.append("also runs " + ", ".join(more[:3]) + (", \N{HORIZONTAL ELLIPSIS}" if len(more) > 3 else ""))
+    if fewer:
+        words.append("does not run " + ", ".join(fewer[:3]) + (", \N{HORIZONTAL ELLIPSIS}" if len(fewer) > 3 else ""))
+    if words:
+        return "; ".join(words)
+    delta = len(roll.nodes) - len(main.nodes)
+    if delta:
+        names = Counter(nodes[n].name for n in roll.nodes) - Counter(nodes[n].name for n in main.nodes)
+        if delta < 0:
+            names = Counter(nodes[n].name for n in main.nodes) - Counter(nodes[n].name for n in roll.nodes)
+        top = ", ".join(f"{n} \N{MULTIPLICATION SIGN}{c}" if c > 1 else n for n, c in names.most_common(2))
+        return f"{abs(delta)} {'more' if delta > 0 else 'fewer'} op{'s' if abs(delta) != 1 else ''}" + (f" ({top})" if top else "")
+    return "the same ops, wired differently"
+
+
+def after_window(trace: Trace, steps: list[Step]) -> set[str]:
+    """The autograd nodes a closed step window recorded after its last backward: the start of step N + 1 (its forward,
+    cut off by the window), which no picture of the first N steps draws."""
+    window = trace.window
+    if window is None or not window.closed or not steps:
+        return set()
+    last = max(s.seq for s in steps)
+    claimed = {nid for s in steps for nid in s.nodes}
+    return {nid for nid, node in trace.nodes.items() if node.seq > last and nid not in claimed and not _is_leaf(node)}
 
 
 def only_step(trace: Trace, steps: list[Step], number: int) -> set[str]:

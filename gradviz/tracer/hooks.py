@@ -62,7 +62,9 @@ class HookRecording:
         if _is_compiling() or _jit_tracing() is not None or self._paused or threading.get_ident() != self._thread:  # (module hooks are global: all threads)
             return
         try:
-            if not self._module_stack and id(module) not in self._named_roots:  # an outermost call: name its tree
+            # an outermost call names its tree, unless it is already named as part of another (a checkpointed block
+            # run again by backward is not a model of its own)
+            if not self._module_stack and id(module) not in self._named_roots and id(module) not in self._module_names:
                 self._named_roots.add(id(module))
                 with _quiet():
                     self._name_module(module)

@@ -10,6 +10,8 @@ from ..model import NodeRecord, SavedTensorRecord
 from . import chains
 from .tensors import _storage_key
 
+_PYTHON_FUNCTION = torch.autograd.function.BackwardCFunction  # the node type of every autograd.Function subclass
+
 _ACCUMULATE_GRAD = 2**64 - 1  # the sequence number autograd gives every AccumulateGrad node
 # what a node type saves and how it is called depend only on the type: learnt once per process
 _SAVED_NAMES: dict[type, tuple[tuple[str, str, bool], ...]] = {}  # type -> (name, _raw_saved_ attribute, is output)
@@ -59,6 +61,14 @@ class GraphRecording:
             return number
         return ("leaf", self._tid(fn.variable))
 
+    def _function_module(self, node: Any) -> str | None:
+        """The module a custom Function node runs again in backward (torch.utils.checkpoint keeps it as the
+        context's `run_function`), by the name the tracer gave it; None for other Functions."""
+        try:
+            return self._module_names.get(id(getattr(node, "run_function", None)))  # type: ignore[attr-defined]
+        except Exception:  # a Function whose attributes raise: no module rather than a failed recording
+            return None
+
     def _node(self, fn: Any, output: str | None = None, fresh: bool = False) -> str:
         """The id of autograd node `fn`, registering it and the part of its graph not seen yet.
 
@@ -101,8 +111,13 @@ class GraphRecording:
                 if nxt_id is None:
                     nxt_id = ids[number] = f"n{len(ids)}"
                     kind = type(nxt)
+                    # a custom Function's node found only as another node's input was made elsewhere (the reentrant
+                    # checkpoint's output, seen under no_grad before apply gave it a grad_fn): this op's module and
+                    # line would be false claims, so it has none
+                    made_here = not issubclass(kind, _PYTHON_FUNCTION)
                     nxt_record = nodes[nxt_id] = NodeRecord(
-                        nxt_id, names.get(kind) or self._node_name(nxt), [], seq, None, [], None, module, created
+                        nxt_id, names.get(kind) or self._node_name(nxt), [], seq, None, [],
+                        None, module if made_here else self._function_module(nxt), created if made_here else None,
                     )
                     new.append((nxt, nxt_record, number))
                     stack.append((nxt, nxt_record))

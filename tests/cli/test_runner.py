@@ -139,10 +139,10 @@ def test_help_lists_commands_and_render_help_describes_every_option_with_example
     assert re.search(r"^\s+render\s+run a script", top.stdout, re.M)
     assert re.search(r"^\s+check\s+run a script", top.stdout, re.M)
     for option in ("-o OUT, --output OUT", "--view {graph,memory,timeline,report,graph-memory}", "--max-nodes N",
-                   "--collapse-modules", "--show-saved, --no-show-saved", "--quiet"):
+                   "--depth N", "--collapse-modules", "--show-saved, --no-show-saved", "--quiet"):
         assert option in render.stdout
     examples = render.stdout[render.stdout.index("examples:") :]
-    for example in ("-o graph.png", "--view memory", "--view report", "--max-nodes 200", "--collapse-modules",
+    for example in ("-o graph.png", "--view memory", "--view report", "--max-nodes 200", "--depth 1",
                     "--no-show-saved", "-q -- --epochs 1"):
         assert f"gradviz render train.py {example}" in re.sub(r" +", " ", examples)
     for option in ("--json", "--strict", "--quiet"):

@@ -157,15 +157,19 @@ def test_magic_options_parser_is_the_clis():
 
     options = parse_magic_line("--view timeline --max-nodes 40 --collapse-modules --no-show-saved")
     assert render_kwargs(options) == {
-        "view": "timeline", "max_nodes": 40, "collapse_modules": True, "show_saved": False, "step": None,
-        "show_all": False,
+        "view": "timeline", "max_nodes": 40, "collapse_modules": True, "depth": None, "show_saved": False,
+        "step": None, "show_all": False,
     }
     assert render_kwargs(parse_magic_line("")) == {
-        "view": "graph", "max_nodes": None, "collapse_modules": False, "show_saved": True, "step": None,
-        "show_all": False,
+        "view": "graph", "max_nodes": None, "collapse_modules": False, "depth": None, "show_saved": True,
+        "step": None, "show_all": False,
     }
     assert render_kwargs(parse_magic_line("--view memory --show-all"))["show_all"] is True
     assert render_kwargs(parse_magic_line("--step 3"))["step"] == 3
+    assert render_kwargs(parse_magic_line("--depth 2"))["depth"] == 2
+    assert render_kwargs(parse_magic_line("--depth all"))["depth"] == "all"
+    with pytest.raises(OptionsError, match="--depth: expected a whole number or 'all', got 'deep'"):
+        parse_magic_line("--depth deep")
     with pytest.raises(OptionsError, match="--max-nodes: expected a whole number, got 'many'"):
         parse_magic_line("--max-nodes many")
     with pytest.raises(OptionsError, match="usage: %%gradviz"):

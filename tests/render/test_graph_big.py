@@ -142,11 +142,25 @@ def _modular(blocks: int, ops_per_block: int) -> Trace:
 
 
 def test_too_many_nodes_collapse_module_calls_automatically() -> None:
-    source = render(_modular(60, 8), findings=[]).source  # 480 nodes > 300
+    # 480 nodes: more than the 80 boxes of the default view; depth 0 (one box per outermost module) draws 60 boxes
+    diagram = render(_modular(60, 8), findings=[])
+    source = diagram.source
     groups = re.findall(r"^\s*group\d+ \[label=<<B>([\w.]+)</B>", source, re.M)
     assert groups[:2] == ["layer0", "layer1"] and len(groups) == 60
-    assert "modules collapsed to fit max_nodes=300" in source
+    # but a chain of 60 boxes is taller than a page: said in the legend and to the user
+    assert "60 boxes, 61 deep, up to 1 side by side even at depth 0 (one box per model)" in source
+    assert diagram.messages == [
+        "graph view: 60 boxes, 61 deep, up to 1 side by side even at depth 0 (one box per model), it may not fit a "
+        "page; --step K draws one step, --max-nodes N summarises beyond N boxes"
+    ]
     assert "8 ops" in source
+    # with a budget of its own (max_nodes), only the box count decides
+    budget = render(_modular(60, 8), findings=[], max_nodes=100)
+    assert "modules drawn at depth 0 of 0-1 to fit 100 boxes (--depth)" in budget.source
+    assert budget.messages == [
+        "graph view: 480 boxes, so modules are drawn at depth 0 (0-1) to fit 100 boxes; --depth N draws another "
+        "depth, --depth all every op"
+    ]
 
 
 def test_collapse_modules_depth_is_selectable() -> None:

@@ -68,11 +68,13 @@ def test_lstm_language_model_draws_48_chunks_once(traces: dict[str, Trace]) -> N
     assert group is not None  # nn.LSTM is one box, its four parameters in it
 
 
-def test_cnn_partial_batch_is_its_own_step(traces: dict[str, Trace]) -> None:
+def test_cnn_partial_batch_is_the_same_step_said_in_words(traces: dict[str, Trace]) -> None:
     source = render(traces["cnn"]).source
-    # 70 images in batches of 16, two epochs: the 6-image batch (steps 5 and 10) builds other shapes
-    assert _step_clusters(source) == [(8, "1, 2, 3, 4, 6, 7, …"), (2, "5, 10")]
-    assert "(6, 1, 12, 12)" in source and "(16, 1, 12, 12)" in source
+    # 70 images in batches of 16, two epochs: the 6-image batch (steps 5 and 10) builds the same graph with other
+    # shapes: one box for all ten steps, drawn with the common shapes, the partial batch named in its title
+    assert _step_clusters(source) == [(10, "1-10")]
+    assert "↻ step ×10 (steps 1-10): backward at line 34<BR/>steps 5, 10: batch of 6" in source
+    assert "(16, 10)" in source and "(6, 10)" not in source
 
 
 def test_dcgan_discriminator_and_generator_steps(traces: dict[str, Trace]) -> None:
@@ -100,7 +102,7 @@ def test_actor_critic_episodes_and_lbfgs_closure_calls(traces: dict[str, Trace])
 
 def test_step_k_draws_that_backward_as_it_was(traces: dict[str, Trace]) -> None:
     trace = traces["cnn"]
-    last = render(trace, step=10).source
+    last = render(trace, step=10, depth="all").source  # every op (the default draws the modules as boxes)
     assert "backward 10 of 10 (line 34)" in last and "cluster_step" not in last
     assert "(6, 1, 12, 12)" in last and "(16, 1, 12, 12)" not in last
     with pytest.raises(ValueError, match="step 11 does not exist: the program made 10 backward"):

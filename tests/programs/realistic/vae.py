@@ -1,7 +1,7 @@
-"""A small VAE on random 28x28 images: reparameterisation, KL term, Adam."""
+"""A small VAE on random 28x28 images: reparameterisation, BCE + KL loss, 5 batches with a last partial one."""
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
+from torch.nn import functional as F
 
 torch.manual_seed(0)
 
@@ -21,28 +21,30 @@ class VAE(nn.Module):
 
     def reparameterize(self, mu, logvar):
         std = torch.exp(0.5 * logvar)
-        eps = torch.randn_like(std)
-        return mu + eps * std
+        return mu + torch.randn_like(std) * std
 
     def decode(self, z):
-        h3 = F.relu(self.fc3(z))
-        return torch.sigmoid(self.fc4(h3))
+        return torch.sigmoid(self.fc4(F.relu(self.fc3(z))))
 
     def forward(self, x):
         mu, logvar = self.encode(x.view(-1, 784))
-        z = self.reparameterize(mu, logvar)
-        return self.decode(z), mu, logvar
+        return self.decode(self.reparameterize(mu, logvar)), mu, logvar
+
+
+def loss_function(recon_x, x, mu, logvar):
+    bce = F.binary_cross_entropy(recon_x, x.view(-1, 784), reduction="sum")
+    kld = -0.5 * torch.sum(1 + logvar - mu.pow(2) - logvar.exp())
+    return bce + kld
 
 
 model = VAE()
 optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
-for batch in range(5):
-    data = torch.rand(16, 1, 28, 28)
+images = torch.rand(70, 1, 28, 28)
+for start in range(0, 70, 16):
+    data = images[start:start + 16]
     optimizer.zero_grad()
     recon, mu, logvar = model(data)
-    bce = F.binary_cross_entropy(recon, data.view(-1, 784), reduction="sum")
-    kld = -0.5 * torch.sum(1 + logvar - mu.pow(2) - logvar.exp())
-    loss = bce + kld
+    loss = loss_function(recon, data, mu, logvar)
     loss.backward()
     optimizer.step()
 print(f"loss {loss.item():.1f}")

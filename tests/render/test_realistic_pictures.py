@@ -1,0 +1,232 @@
+"""Pictures of realistic models (GPT-2 from a transformers config, nanoGPT, REINFORCE, a GAN, a VAE, an LSTM with
+TBPTT, reentrant checkpoints, two models one after the other): one box per distinct step, any module depth, and a
+default view that fits a page or says why."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import gradviz
+from gradviz.model import Trace
+from gradviz.render import render
+from gradviz.render.graph import BOX_BUDGET
+
+PROGRAMS = Path(__file__).resolve().parents[1] / "programs" / "realistic"
+HAS_TRANSFORMERS = importlib.util.find_spec("transformers") is not None
+SCRIPTS = [
+    pytest.param("gpt2", marks=pytest.mark.skipif(not HAS_TRANSFORMERS, reason="transformers is not installed")),
+    "nanogpt", "reinforce", "dcgan", "vae", "lstm_lm", "checkpoint_reentrant", "two_models",
+]
+#: the step boxes of each program's default view: (count, steps)
+STEPS = {
+    "gpt2": [(3, "1-3")],
+    "nanogpt": [(6, "1-6")],
+    "reinforce": [(16, "1-16")],
+    "dcgan": [(3, "1, 3, 5"), (3, "2, 4, 6")],
+    "vae": [(5, "1-5")],
+    "lstm_lm": [(48, "1-48")],
+    "checkpoint_reentrant": [(4, "1-4")],
+    "two_models": [(4, "1-4"), (4, "5-8")],
+}
+#: the module boxes at depths 0, 1 and 2 (every box drawn at that depth is one of these, and each of these is drawn)
+BOXES = {
+    "gpt2": [{"model"}, {"model.transformer", "model.lm_head"},
+             {"model.transformer.wte", "model.transformer.wpe", "model.transformer.h", "model.transformer.ln_f",
+              "model.lm_head"}],
+    "nanogpt": [{"model"}, {"model.transformer", "model.lm_head"},
+                {"model.transformer.wte", "model.transformer.wpe", "model.transformer.h", "model.transformer.ln_f",
+                 "model.lm_head"}],
+    "reinforce": [{"policy"}, {"policy.affine1", "policy.affine2"}, {"policy.affine1", "policy.affine2"}],
+    "dcgan": [{"netG", "netD", "criterion"}, {"netG.main", "netD.main", "criterion"},
+              # netG.main.7 (the Tanh) stays an op: fake.detach() cuts the graph there, a finding drawn as itself
+              {*(f"netG.main.{i}" for i in range(7)), *(f"netD.main.{i}" for i in range(6)), "criterion"}],
+    "vae": [{"model"}, {f"model.fc{i}" for i in (1, 21, 22, 3, 4)}, {f"model.fc{i}" for i in (1, 21, 22, 3, 4)}],
+    "lstm_lm": [{"model"}, {"model.embed", "model.lstm", "model.decoder"}, {"model.embed", "model.lstm", "model.decoder"}],
+    "checkpoint_reentrant": [{"model"}, {"model.stem", "model.blocks", "model.head"},
+                             {"model.stem", "model.blocks.0", "model.blocks.1", "model.blocks.2", "model.head"}],
+    "two_models": [{"regressor", "classifier"}, {f"{m}.{i}" for m in ("regressor", "classifier") for i in range(3)},
+                   {f"{m}.{i}" for m in ("regressor", "classifier") for i in range(3)}],
+}
+
+pytestmark = pytest.mark.slow  # each script trains for a few seconds under the tracer
+
+
+@pytest.fixture(scope="module")
+def traces() -> dict[str, Trace]:
+    return {}
+
+
+def _trace(traces: dict[str, Trace], name: str) -> Trace:
+    if name not in traces:
+        traces[name] = gradviz.trace_script(PROGRAMS / f"{name}.py")
+        assert traces[name].exception is None, traces[name].exception
+    return traces[name]
+
+
+def _boxes(source: str) -> list[str]:
+    """The ids of the boxes a person sees (the legend is not one)."""
+    return [n for n in re.findall(r"^\s*(\w+) \[label=", source, re.M) if n != "legend"]
+
+
+def _groups(source: str) -> set[str]:
+    return set(re.findall(r"^\s*group\d+ \[label=<<B>([\w.]+)</B>", source, re.M))
+
+
+def _step_clusters(source: str) -> list[tuple[int, str]]:
+    out = []
+    for title in re.findall(r"label=<((?:↻ )?step [^>]*)>", source):
+        rolled = re.match(r"↻ step ×(\d+) \(steps ([^)]*)\)", title)
+        single = re.match(r"step (\d+)", title)
+        out.append((int(rolled.group(1)), rolled.group(2)) if rolled else (1, single.group(1)))  # type: ignore[union-attr]
+    return out
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_steps_of_one_structure_are_one_box(traces: dict[str, Trace], name: str) -> None:
+    trace = _trace(traces, name)
+    source = render(trace).source
+    clusters = _step_clusters(source)
+    assert clusters == STEPS[name]
+    assert sum(count for count, _ in clusters) == len(trace.events_of("backward"))
+    titles = re.findall(r"label=<((?:↻ )?step [^>]*)>", source)
+    assert len(set(titles)) == len(titles)  # no two step boxes alike
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_depths_0_1_2_name_their_boxes_and_never_grow_shallower(traces: dict[str, Trace], name: str) -> None:
+    trace = _trace(traces, name)
+    counts = []
+    for depth, expected in enumerate(BOXES[name]):
+        source = render(trace, depth=depth).source
+        assert _groups(source) == expected, depth
+        counts.append(len(_boxes(source)))
+    assert counts[0] <= counts[1] <= counts[2]
+    assert counts[2] <= len(_boxes(render(trace, depth="all").source))
+    # --collapse-modules is depth 1
+    assert _groups(render(trace, collapse_modules=True).source) == BOXES[name][1]
+
+
+@pytest.mark.dot
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_default_view_fits_a_page(traces: dict[str, Trace], name: str, tmp_path: Path) -> None:
+    if shutil.which("dot") is None:
+        pytest.skip("Graphviz's dot is not installed")
+    trace = _trace(traces, name)
+    diagram = render(trace)
+    assert len(_boxes(diagram.source)) <= BOX_BUDGET
+    png = tmp_path / f"{name}.png"
+    diagram.save(png)
+    width, height = struct.unpack(">II", png.read_bytes()[16:24])  # the IHDR chunk; dot draws at 96 dpi
+    assert max(width, height) <= 2500, (width, height, diagram.messages)
+
+
+def test_nanogpt_default_depth_is_said_and_draws_the_blocks(traces: dict[str, Trace]) -> None:
+    diagram = render(_trace(traces, "nanogpt"))
+    # the ModuleDict and ModuleList are never called; their children are still boxes named by path
+    assert {"model.transformer.h.0.attn", "model.transformer.h.1.mlp", "model.transformer.wte"} <= _groups(diagram.source)
+    assert len(diagram.messages) == 1
+    assert re.fullmatch(
+        r"graph view: \d+ boxes, \d+ deep, up to \d+ side by side, so modules are drawn at depth 4 \(0-5\) to fit a "
+        r"page; --depth N draws another depth, --depth all every op",
+        diagram.messages[0],
+    )
+    assert "modules drawn at depth 4 of 0-5 to fit a page (--depth)" in diagram.source
+    assert not render(_trace(traces, "nanogpt"), depth=4).messages  # asked for: nothing to explain
+
+
+def test_vae_partial_batch_said_in_words(traces: dict[str, Trace]) -> None:
+    source = render(_trace(traces, "vae"), depth="all").source
+    assert "↻ step ×5 (steps 1-5): backward at line 48<BR/>step 5: batch of 6" in source
+    assert "(16, 784)" in source and "(6, 784)" not in source  # drawn with the shapes of most steps
+
+
+def test_a_step_that_differs_says_how(tmp_path: Path) -> None:
+    script = tmp_path / "carried.py"
+    script.write_text(textwrap.dedent("""\
+        import torch
+        cell = torch.nn.RNNCell(3, 3)
+        h = torch.zeros(1, 3)
+        for step in range(5):
+            h = cell(torch.randn(1, 3), h)
+            loss = h.pow(2).sum()
+            loss.backward(retain_graph=True)
+    """))
+    source = render(gradviz.trace_script(script)).source
+    # step 1 starts from zeros; every later step continues the graph of the one before (the state is not detached)
+    titles = re.findall(r"label=<((?:↻ )?step [^>]*)>", source)
+    assert titles == ["step 1: no carried state, backward at line 7", "↻ step ×4 (steps 2-5): backward at line 7"]
+
+
+def test_window_draws_nothing_of_the_next_step(tmp_path: Path) -> None:
+    script = tmp_path / "no_optimizer.py"
+    script.write_text(textwrap.dedent("""\
+        import torch
+        w = torch.randn(4, 4, requires_grad=True)
+        for i in range(5):
+            loss = (torch.randn(2, 4) @ w).tanh().sum()
+            loss.backward()
+            with torch.no_grad():
+                w -= 0.1 * w.grad
+                w.grad = None
+    """))
+    trace = gradviz.trace_script(script, steps=2)
+    assert trace.window is not None and trace.window.closed and trace.window.unit == "backward"
+    # the window ends as backward 3 starts: the forward of step 3 was recorded, and is not drawn
+    assert sum(1 for n in trace.nodes.values() if n.name == "TanhBackward0") == 3
+    source = render(trace).source
+    assert source.count("<B>TanhBackward0</B>") == 1
+    assert _step_clusters(source) == [(2, "1, 2")]
+
+
+def test_cli_says_which_depth_and_takes_depth(tmp_path: Path) -> None:
+    out = tmp_path / "g.dot"
+    run = subprocess.run(
+        [sys.executable, "-m", "gradviz", "render", str(PROGRAMS / "nanogpt.py"), "-o", str(out)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert run.returncode == 0, run.stderr
+    lines = [line for line in run.stdout.splitlines() if line.startswith("graph view:")]
+    assert len(lines) == 1 and "modules are drawn at depth 4 (0-5)" in lines[0] and "--depth N" in lines[0]
+    run = subprocess.run(
+        [sys.executable, "-m", "gradviz", "render", str(PROGRAMS / "nanogpt.py"), "--depth", "1", "-o", str(out)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "graph view:" not in run.stdout
+    assert _groups(out.read_text()) == {"model.transformer", "model.lm_head"}
+    bad = subprocess.run(
+        [sys.executable, "-m", "gradviz", "render", str(PROGRAMS / "nanogpt.py"), "--depth", "-1", "-o", str(out)],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert bad.returncode == 2 and "--depth: must be 0 or more (0: one box per model), got -1" in bad.stderr
+    assert "Traceback" not in bad.stderr
+
+
+def test_reentrant_checkpoint_blocks_are_named_and_marked_recomputed(traces: dict[str, Trace]) -> None:
+    trace = _trace(traces, "checkpoint_reentrant")
+    checkpoints = [n for n in trace.nodes.values() if n.name == "CheckpointFunctionBackward"]
+    assert len(checkpoints) == 12  # three blocks, four steps
+    # the block each one runs again, named as in the forward (not the module of the op after it, model.head);
+    # the line of the checkpoint call is not known to the tracer, so none is claimed
+    assert [n.module for n in checkpoints] == ["model.blocks.2", "model.blocks.1", "model.blocks.0"] * 4
+    assert all(n.created is None for n in checkpoints)
+    source = render(trace, depth="all").source
+    assert source.count("recomputed in backward (checkpoint, use_reentrant=True): its ops are not drawn") == 3
+    assert not re.search(r"CheckpointFunctionBackward</B><BR/><FONT[^>]*>model\.head", source)
+    block = render(trace, depth=2).source
+    assert re.search(r"<B>model\.blocks\.1</B><BR/>.*1 op.*CheckpointFunctionBackward.*recomputed in backward", block)
+
+
+def test_depth_must_be_a_depth(traces: dict[str, Trace]) -> None:
+    trace = _trace(traces, "checkpoint_reentrant")
+    with pytest.raises(ValueError, match="depth must be a whole number of at least 0 or 'all', got 'deep'"):
+        render(trace, depth="deep")
