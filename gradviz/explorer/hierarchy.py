@@ -43,6 +43,10 @@ class Groups:
     def add_step(self, roll: str, label: str, detail: str, numbers: list[int]) -> int:
         return self._add((roll, ""), label, "step", -1, 0, extra={"detail": detail, "numbers": numbers})
 
+    def describe_step(self, roll: str, **extra: Any) -> None:
+        """More about a step box: its instances (one per rolled step) and which of them the nodes are drawn from."""
+        self._groups[self._index[(roll, "")]].extra.update(extra)
+
     def _add(self, key: tuple[str | None, str], label: str, kind: str, parent: int, depth: int, *, path: str = "",
              extra: dict[str, Any] | None = None) -> int:
         if key not in self._index:

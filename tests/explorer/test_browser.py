@@ -336,3 +336,103 @@ def test_the_explorer_fits_a_notebook_output_area(browser: Any, tmp_path: Path, 
     # nbconvert's own template asks a CDN for require.js and MathJax (unreachable here); nothing else may fail
     errors = [e["message"] for e in browser.get_log("browser") if e["level"] == "SEVERE"]
     assert [m for m in errors if not m.startswith("https://cdn")] == []
+
+
+# ---------------------------------------------------------------------- rolled steps, hover, first view
+def test_a_rolled_step_box_shows_each_of_its_steps(browser: Any, pages: dict[str, Path], training_trace: Trace) -> None:
+    document = explorer_document(training_trace, gradviz.diagnose(training_trace))
+    groups = document["groups"]
+    box = next(i for i, g in enumerate(groups) if g.get("instances"))
+    rolled = groups[box]
+    assert [inst["number"] for inst in rolled["instances"]] == rolled["numbers"] == [1, 2, 3]
+    drawn, first = rolled["instances"][rolled["drawn"]], rolled["instances"][0]
+    assert rolled["drawn"] == 2  # the last step is drawn; the others are carried as instances of its nodes
+    # an op of the box and a moment between step 1's backward (which freed step 1's copy) and the drawn step's forward
+    open_page(browser, pages["training"])
+    browser.find_element(By.XPATH, "//button[text()='open all']").click()
+    node, freed, made = next((a[0], b[4], a[1]) for a in drawn["nodes"] for b in first["nodes"]
+                             if a[0] == b[0] and b[4] is not None and a[2] is not None and browser.find_elements(
+                                 By.CSS_SELECTOR, f'.gv-node[data-node="{document["ids"][a[0]]}"]'))
+    assert first["nodes"][0][1] < freed < made
+    moment = next(k + 1 for k, e in enumerate(document["events"]) if freed <= e["last"] < made)
+    key = document["ids"][node]
+    browser.execute_script("const s = document.querySelector('.gv-scrub'); s.value = arguments[0];"
+                           "s.dispatchEvent(new Event('input'))", moment)
+    label = f'.gv-instances[data-group="{box}"] .gv-inst-label'
+
+    def classes() -> str:
+        return browser.find_element(By.CSS_SELECTOR, f'.gv-node[data-node="{key}"]').get_attribute("class")
+
+    assert browser.find_element(By.CSS_SELECTOR, label).text == "step 3 (3/3)"
+    assert "gv-future" in classes()  # step 3 has not run yet at this moment
+    browser.find_element(By.CSS_SELECTOR, f'.gv-node[data-node="{key}"] rect').click()
+    for _ in range(2):
+        browser.find_element(By.CSS_SELECTOR, f'.gv-instances[data-group="{box}"] .gv-inst-prev').click()
+    assert browser.find_element(By.CSS_SELECTOR, label).text == "step 1 (1/3)"
+    assert "gv-freed" in classes() and "gv-future" not in classes()  # step 1's copy ran and was freed
+    assert "step 1" in browser.find_element(By.CSS_SELECTOR, ".gv-details table.gv-kv").text  # details follow
+    browser.find_element(By.CSS_SELECTOR, f'.gv-instances[data-group="{box}"] .gv-inst-next').click()
+    assert browser.find_element(By.CSS_SELECTOR, label).text == "step 2 (2/3)"
+    assert "gv-future" in classes()
+    assert console_errors(browser) == []
+
+
+def test_hovering_a_node_shows_its_op_module_and_line(browser: Any, pages: dict[str, Path], training_trace: Trace) -> None:
+    document = explorer_document(training_trace, [])
+    open_page(browser, pages["training"])
+    browser.find_element(By.XPATH, "//button[text()='open all']").click()
+    i = next(k for k, n in enumerate(document["nodes"])
+             if n.get("module") == "model.encoder.fc1" and n["kind"] != "leaf"
+             and browser.find_elements(By.CSS_SELECTOR, f'.gv-node[data-node="{document["ids"][k]}"]'))
+    tip = browser.find_element(By.CSS_SELECTOR, ".gv-tip")
+    assert not tip.is_displayed()
+    ActionChains(browser).move_to_element(
+        browser.find_element(By.CSS_SELECTOR, f'.gv-node[data-node="{document["ids"][i]}"] rect')).perform()
+    assert tip.is_displayed()
+    text = tip.text
+    line = document["nodes"][i]["line"]
+    assert document["nodes"][i]["label"] in text and "module model.encoder.fc1" in text
+    assert f"train.py:{line}" in text and "h = torch.relu(self.fc1(x))" in text
+    assert browser.find_element(By.CSS_SELECTOR, ".gv-details h2").text == "Details"  # hover is not a click
+    ActionChains(browser).move_to_element(browser.find_element(By.CSS_SELECTOR, ".gv-title")).perform()
+    assert not tip.is_displayed()
+
+
+WIDE = '''\
+import torch
+from torch import nn
+
+
+class Wide(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.heads = nn.ModuleList(nn.Sequential(nn.Linear(4, 4), nn.Tanh(), nn.Linear(4, 4)) for _ in range(24))
+
+    def forward(self, x):
+        return sum(head(x) for head in self.heads)
+
+
+model = Wide()
+model(torch.randn(3, 4)).sum().backward()
+'''
+
+
+def test_the_first_view_fits_the_graph_pane(browser: Any, pages: dict[str, Path], tmp_path: Path) -> None:
+    script = tmp_path / "wide.py"
+    script.write_text(WIDE, encoding="utf-8")
+    trace = gradviz.trace_script(script)
+    wide = tmp_path / "wide.html"
+    wide.write_text(explorer_html(trace, gradviz.diagnose(trace)), encoding="utf-8")
+    for page in (pages["data"], pages["training"], wide):
+        open_page(browser, page)
+        graph, pane = browser.execute_script(
+            "const r = e => { const b = e.getBoundingClientRect(); return [b.left, b.top, b.right, b.bottom]; };"
+            "return [r(document.getElementById('gv-layer')), r(document.querySelector('svg.gv-graph'))]")
+        assert graph[2] > graph[0] and graph[3] > graph[1]
+        assert pane[0] - 1 <= graph[0] and graph[2] <= pane[2] + 1, (page.name, graph, pane)
+        assert pane[1] - 1 <= graph[1] and graph[3] <= pane[3] + 1, (page.name, graph, pane)
+    # the wide model: its 24 heads do not fit side by side at a readable size, so the first view is one box deep
+    # less than "open all" draws, and opening it is one click away
+    boxes = browser.execute_script("return document.querySelectorAll('.gv-node[data-group]').length")
+    assert boxes >= 1
+    assert console_errors(browser) == []
