@@ -436,3 +436,44 @@ def test_the_first_view_fits_the_graph_pane(browser: Any, pages: dict[str, Path]
     boxes = browser.execute_script("return document.querySelectorAll('.gv-node[data-group]').length")
     assert boxes >= 1
     assert console_errors(browser) == []
+
+
+def test_the_explorer_fits_a_sphinx_page(browser: Any, data_trace: Trace, tmp_path: Path) -> None:
+    """A plain Sphinx build (its default theme) with the explorer as a notebook or sphinx-gallery would embed it:
+    the Sphinx page does not scroll sideways, the frame stays inside the body, the explorer inside fits the frame."""
+    from gradviz.explorer.inline import inline_html
+
+    source = tmp_path / "docs"
+    source.mkdir()
+    (source / "conf.py").write_text('project = "explorer in sphinx"\nextensions = []\n', encoding="utf-8")
+    frame = inline_html(explorer_html(data_trace, gradviz.diagnose(data_trace)))
+    body = "\n".join("   " + line for line in frame.splitlines())
+    (source / "index.rst").write_text(f"The explorer\n============\n\nA trace of a `.data` bug.\n\n.. raw:: html\n\n{body}\n",
+                                      encoding="utf-8")
+    import subprocess
+    import sys
+    done = subprocess.run([sys.executable, "-m", "sphinx", "-q", "-b", "html", str(source), str(tmp_path / "html")],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    for width in (1280, 900):
+        browser.set_window_size(width, 800)
+        browser.get((tmp_path / "html" / "index.html").as_uri())
+        sizes = browser.execute_script(
+            "const f = document.querySelector('iframe.gradviz-explorer').getBoundingClientRect();"
+            "const b = document.querySelector('div.body, [role=main]').getBoundingClientRect();"
+            "return [document.documentElement.scrollWidth, document.documentElement.clientWidth, f.left, f.right,"
+            " b.left, b.right]")
+        assert sizes[0] <= sizes[1], sizes  # no horizontal overflow of the Sphinx page
+        assert sizes[4] - 1 <= sizes[2] and sizes[3] <= sizes[5] + 1, sizes  # the frame inside the page's body
+        browser.switch_to.frame(browser.find_element(By.CSS_SELECTOR, "iframe.gradviz-explorer"))
+        try:
+            deadline = time.monotonic() + 30
+            while browser.execute_script("return document.getElementById('gv-app').dataset.ready") != "1":
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            inner = browser.execute_script("return [document.documentElement.scrollWidth, document.documentElement.clientWidth]")
+            assert inner[0] <= inner[1], inner  # the explorer fits its frame
+            assert browser.find_elements(By.CSS_SELECTOR, ".gv-finding")
+        finally:
+            browser.switch_to.default_content()
+    assert console_errors(browser) == []
