@@ -16,6 +16,7 @@ from ..model import EventKind, Trace
 from ..render.annotate import annotate
 from ..render.graph_memory import headline
 from ..render.memory import relevant_tensors
+from ..render.simplify import find_repeats
 from ..render.steps import roll_steps, split_steps
 from ..render.timeline import timeline_rows
 from .hierarchy import Groups, module_of_parameter
@@ -140,6 +141,7 @@ class _Builder:
                 param = trace.tensors[record.variable].parameter if record.variable in trace.tensors else None
                 module = module_of_parameter(param, trace.nodes[users[0]].module if users else None)
             nodes[i]["g"] = groups.place(roll, module)
+        groups.add_loops(nodes, self._loops(entries, roll_of, is_leaf))
         groups.split_lines(nodes, minimum=LINE_GROUP_MIN)
         self._instances(rolls, steps, mapping, index, groups, freed, is_leaf)
         edge_set: set[tuple[int, int]] = set()
@@ -182,6 +184,35 @@ class _Builder:
         return document
 
     # ------------------------------------------------------------------ pieces
+    def _loops(self, entries: list[tuple[str, str | None]], roll_of: dict[str, str], is_leaf: Any) -> list[list[list[int]]]:
+        """Loops in each step's ops, found as the graph view finds them (render/simplify.py's find_repeats on
+        op, module, line, inputs and the parameters fed): each a list of iterations of node indexes. A loop of one
+        op at one line repeated LINE_GROUP_MIN times or more is left to the line boxes."""
+        trace = self.trace
+        by_roll: dict[str | None, list[int]] = defaultdict(list)
+        for i, (nid, _roll) in enumerate(entries):
+            if not is_leaf(nid):
+                by_roll[roll_of.get(nid)].append(i)
+        runs: list[list[list[int]]] = []
+        for order in by_roll.values():
+            tokens = [self._token(entries[i][0]) for i in order]
+            for start, period, reps in find_repeats(tokens):
+                if period == 1 and reps >= LINE_GROUP_MIN:
+                    continue
+                runs.append([order[start + k * period: start + (k + 1) * period] for k in range(reps)])
+        return runs
+
+    def _token(self, nid: str) -> tuple[Any, ...]:
+        """What makes two autograd nodes "the same op" of a loop: kind, module, line, inputs, parameters fed."""
+        node = self.trace.nodes[nid]
+        params = []
+        for nxt in node.next:
+            record = self.trace.nodes.get(nxt) if nxt is not None else None
+            tensor = self.trace.tensors.get(record.variable) if record is not None and record.variable else None
+            if tensor is not None and (tensor.parameter is not None or tensor.origin == "parameter"):
+                params.append(tensor.id)
+        return (node.name, node.module, node.created.line if node.created else None, len(node.next), tuple(params))
+
     def _instances(self, rolls: list[Any], steps: list[Any], mapping: dict[str, str],
                    index: dict[tuple[str, str | None], int], groups: Groups, freed: dict[str, int],
                    is_leaf: Any) -> None:

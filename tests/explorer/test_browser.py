@@ -477,3 +477,61 @@ def test_the_explorer_fits_a_sphinx_page(browser: Any, data_trace: Trace, tmp_pa
         finally:
             browser.switch_to.default_content()
     assert console_errors(browser) == []
+
+
+RNN = '''\
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+
+
+class Cell(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x, h):
+        return torch.tanh(self.fc(x) + h)
+
+
+cell = Cell()
+h = torch.zeros(2, 4)
+for t in range(6):
+    h = cell(torch.randn(2, 4), h)
+loss = h.pow(2).sum()
+loss.backward()
+'''
+
+
+def test_a_rolled_loop_opens_into_its_iterations(browser: Any, tmp_path: Path) -> None:
+    script = tmp_path / "rnn.py"
+    script.write_text(RNN, encoding="utf-8")
+    trace = gradviz.trace_script(script)
+    document = explorer_document(trace, [])
+    groups = document["groups"]
+    (loop,) = [i for i, g in enumerate(groups) if g["kind"] == "loop"]
+    assert groups[loop]["label"] == "\N{CLOCKWISE OPEN CIRCLE ARROW} loop \N{MULTIPLICATION SIGN}6 (line 13)"
+    iterations = [i for i, g in enumerate(groups) if g["kind"] == "iteration" and g["parent"] == loop]
+    assert [groups[i]["label"] for i in iterations] == [f"iteration {k}" for k in range(1, 7)]
+    page = tmp_path / "rnn.html"
+    page.write_text(explorer_html(trace, []), encoding="utf-8")
+    open_page(browser, page)
+
+    def closed_boxes() -> list[str]:
+        return browser.execute_script(
+            "return [...document.querySelectorAll('.gv-node[data-group] .gv-label')].map(t => t.textContent)")
+
+    assert closed_boxes() == ["▸ ↻ loop ×6 (line 13)"]  # the loop is one box at first sight
+    click_box(browser, loop)
+    assert closed_boxes() == [f"▸ iteration {k}" for k in range(1, 7)]  # opened in place: its six iterations
+    click_box(browser, iterations[0])
+    drawn = browser.execute_script("return [...document.querySelectorAll('.gv-node[data-node]')].map(g => g.dataset.node)")
+    first = {document["ids"][i] for i, n in enumerate(document["nodes"])
+             if n["g"] == iterations[0]}  # its own ops; its module (cell.fc) a closed box beside them
+    assert first and first <= set(drawn)
+    assert len(closed_boxes()) == 5 + sum(1 for g in groups if g["parent"] == iterations[0])
+    browser.find_element(By.CSS_SELECTOR, f'.gv-cluster[data-group="{loop}"] .gv-cluster-label').click()  # close it
+    assert closed_boxes() == ["▸ ↻ loop ×6 (line 13)"]
+    assert console_errors(browser) == []
+

@@ -115,6 +115,7 @@
     var chosen = steps[steps.length - 1];
     F.forEach(function (f) { f.nodes.forEach(function (i) { var c = chain(N[i].g); if (c.length && G[c[0]].kind === "step" && chosen === steps[steps.length - 1]) { chosen = c[0]; } }); });
     var skip = new Set(steps.filter(function (s) { return s !== chosen; }));
+    G.forEach(function (g, i) { if (g.kind === "loop") { skip.add(i); } }); // a loop stays a "loop ×N" box at first sight
     var inside = function (i) { return !chain(i).some(function (c) { return skip.has(c); }); };
     var open = new Set(), depth = 0, levels = [open];
     while (true) {
