@@ -319,7 +319,7 @@
       state.note = "showing " + vis.items.size.toLocaleString() + " of " + keys.length.toLocaleString() + " nodes (the latest; search finds the rest)";
     }
     var g = new dagre.graphlib.Graph({ compound: true });
-    g.setGraph({ rankdir: "TB", nodesep: 16, ranksep: 30, edgesep: 8, marginx: 12, marginy: 12 });
+    g.setGraph({ rankdir: "TB", nodesep: 16, ranksep: 30, edgesep: 8, marginx: 12, marginy: 18 });
     g.setDefaultEdgeLabel(function () { return {}; });
     var info = {};
     vis.items.forEach(function (members, key) {
@@ -370,10 +370,11 @@
       var title = "▾ " + G[c].label + (G[c].kind === "step" && G[c].detail ? " · " + G[c].detail : "");
       var text = sv("text", { x: x + 6, y: y + 12, "class": "gv-cluster-label" });
       var control = G[c].instances ? 30 + measure("step " + G[c].numbers[G[c].numbers.length - 1] + " (" + G[c].numbers.length + "/" + G[c].numbers.length + ")", 10) : 0;
-      text.textContent = fit(title, 10, Math.max(b.width - 12 - control, 20));
+      text.textContent = fit(title, 10, Math.max(b.width - 12, 20));
       var tip = sv("title", {}); tip.textContent = "close " + (G[c].path || G[c].label);
       add(grp, rect, text, tip);
-      if (control) { grp.appendChild(instanceControl(c, x + b.width - control, y + 12)); }
+      // which of its steps a rolled box shows: just above the box's top right corner, clear of its title
+      if (control) { grp.appendChild(instanceControl(c, x + b.width - control, y - 3)); }
       text.addEventListener("click", function (ev) { ev.stopPropagation(); collapse(c); });
       rect.addEventListener("dblclick", function (ev) { ev.stopPropagation(); collapse(c); });
       cl.appendChild(grp);
