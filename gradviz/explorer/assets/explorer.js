@@ -126,12 +126,13 @@
     }
   }
   function firstDepth() { // the deepest of those levels whose layout fits the graph pane at a readable size
+    // shallow levels first: their layouts are quick, and the first that does not fit ends the search
     var levels = firstExpansion();
-    for (var k = levels.length - 1; k >= 0; k--) {
+    for (var k = 0; k < levels.length; k++) {
       state.expanded = new Set(levels[k]);
       redraw();
       var b = state.bounds, all = framed(b.x, b.y, b.w, b.h);
-      if (screen().w / all.w >= READABLE || k === 0) { return; }
+      if (screen().w / all.w < READABLE && k > 0) { state.expanded = new Set(levels[k - 1]); redraw(); return; }
     }
   }
   function reveal(i) { // open the boxes around node i, unless that would draw more than MAX_DRAW things
