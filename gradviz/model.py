@@ -71,8 +71,12 @@ class TensorRecord:
 
     @property
     def label(self) -> str:
-        """The best human name: parameter name, then variable name, then id."""
-        return self.parameter or (self.names[0] if self.names else self.id)
+        """The program's name (parameter, then variable), else what and where: never the recorder's id.
+        Views and messages name tensors through `gradviz.analysis.names.Namer`, which also knows expressions."""
+        if self.parameter or self.names:
+            return self.parameter or self.names[0]
+        shape = "[" + ", ".join(str(n) for n in self.shape) + "]"
+        return f"{shape} tensor made at line {self.created.line}" if self.created else f"unnamed {shape} tensor"
 
 
 @dataclass(slots=True)
@@ -155,6 +159,17 @@ class Event:
     op: str | None = None  # the call that caused it
     versions: list[VersionChange] = field(default_factory=list)
     data: dict[str, Any] = field(default_factory=dict)  # kind-specific details
+
+    def written(self) -> list[VersionChange]:
+        """The changes of the tensors whose bytes this event wrote. An in-place call lists exactly those (a tensor
+        whose version stayed put there had its bytes changed unnoticed, through an alias with its own counter); an
+        optimizer step lists every parameter it holds, also those it skipped for want of a gradient: only the ones
+        whose version moved were written."""
+        if self.kind is EventKind.INPLACE_WRITE:
+            return list(self.versions)
+        if self.kind is EventKind.OPTIMIZER_STEP:
+            return [v for v in self.versions if v.before != v.after]
+        return []
 
 
 @dataclass(slots=True)

@@ -724,6 +724,7 @@ class MemoryProfile:
     top_holders: list[tuple[str, int]]  # ("Linear at train.py:12", bytes) at the peak, largest first
     kept: list[tuple[int, int | None, int, int]]  # (seq growth starts, line, bytes per step, nodes per step)
     end: int  # the last seq of the run
+    live_nodes: list[tuple[int, int]] = field(default_factory=list)  # (seq, autograd nodes alive from then on)
 
 
 def memory_profile(trace: Trace, *, top: int = 5) -> MemoryProfile:
@@ -744,8 +745,19 @@ def memory_profile(trace: Trace, *, top: int = 5) -> MemoryProfile:
     ]
     seqs = [e.seq for e in trace.events] + [op.seq for op in trace.ops[-1:]] + [p[0] for p in points[-1:]]
     backwards = [(e.seq, e.location.line if e.location else None) for e in trace.events_of(EventKind.BACKWARD)]
+    changes: dict[int, int] = {}  # a node lives from its creation until nothing holds it (death)
+    for nid, node in trace.nodes.items():
+        changes[node.seq] = changes.get(node.seq, 0) + 1
+        death = life.death.get(nid, END)
+        if death != END:
+            changes[death] = changes.get(death, 0) - 1
+    live, alive = [], 0
+    for seq in sorted(changes):
+        alive += changes[seq]
+        live.append((seq, alive))
     return MemoryProfile(
-        points, backwards, peak, sorted(holders.items(), key=lambda kv: -kv[1])[:top], kept, max(seqs, default=0)
+        points, backwards, peak, sorted(holders.items(), key=lambda kv: -kv[1])[:top], kept, max(seqs, default=0),
+        live,
     )
 
 

@@ -11,17 +11,19 @@ from typing import TYPE_CHECKING, Any
 from .. import collector
 from ..analysis.hierarchy import module_hierarchy
 from ..analysis.lifetime import END, lifetimes, memory_profile
+from ..analysis.names import Namer
 from ..model import EventKind, Trace
 from ..render.annotate import annotate
 from ..render.graph_memory import headline
-from ..render.memory import producers, relevant_tensors, tensor_title
+from ..render.memory import relevant_tensors
+from ..render.simplify import find_repeats
 from ..render.steps import roll_steps, split_steps
 from ..render.timeline import timeline_rows
 from .hierarchy import Groups, module_of_parameter
 
 if TYPE_CHECKING:
     from ..analysis.findings import Finding
-    from ..model import OpRecord, TensorRecord
+    from ..model import TensorRecord
 
 __all__ = ["explorer_document"]
 
@@ -44,22 +46,27 @@ class _Builder:
         self.trace = trace
         self.findings = findings
         self.title = title
-        self.made_by: dict[str, OpRecord] = producers(trace)
+        self.namer = Namer(trace)
+        self._storage_names: dict[str, str] | None = None
         self.files: list[str] = []
         self.tensor_index: dict[str, int] = {}
         self.tensor_rows: list[dict[str, Any]] = []
 
     # ------------------------------------------------------------------ names
     def name(self, tid: str) -> str:
-        """A tensor's name for people: variable, parameter, or how it was made; never an internal id."""
-        t = self.trace.tensors.get(tid)
-        if t is None:
-            return "a tensor not recorded"
-        title = tensor_title(self.trace, tid, self.made_by)
-        if title and title != t.id:
-            return title
-        shape = "\N{MULTIPLICATION SIGN}".join(str(s) for s in t.shape) or "scalar"
-        return f"unnamed {t.dtype.removeprefix('torch.')}[{shape}]"
+        """A tensor's name for people (analysis/names.py: variable, parameter, expression, module and line)."""
+        return self.namer.tensor(tid) if tid in self.trace.tensors else "a tensor not recorded"
+
+    def storage_names(self) -> dict[str, str]:
+        """Each storage named by its first owner (`storage of model.fc1.weight`), the owners found in one pass."""
+        if self._storage_names is None:
+            owners: dict[str, str] = {}
+            for t in sorted(self.trace.tensors.values(), key=lambda t: t.seq):
+                if t.storage is not None:
+                    owners.setdefault(t.storage, t.id)
+            self._storage_names = {sid: f"storage of {self.namer.tensor(owners[sid])}" if sid in owners
+                                   else "a storage" for sid in self.trace.storages}
+        return self._storage_names
 
     def file_index(self, file: str | None) -> int | None:
         if file is None:
@@ -134,7 +141,9 @@ class _Builder:
                 param = trace.tensors[record.variable].parameter if record.variable in trace.tensors else None
                 module = module_of_parameter(param, trace.nodes[users[0]].module if users else None)
             nodes[i]["g"] = groups.place(roll, module)
+        groups.add_loops(nodes, self._loops(entries, roll_of, is_leaf))
         groups.split_lines(nodes, minimum=LINE_GROUP_MIN)
+        self._instances(rolls, steps, mapping, index, groups, freed, is_leaf)
         edge_set: set[tuple[int, int]] = set()
         for nid in ops:
             me = index[(nid, roll_of.get(nid))]
@@ -175,6 +184,59 @@ class _Builder:
         return document
 
     # ------------------------------------------------------------------ pieces
+    def _loops(self, entries: list[tuple[str, str | None]], roll_of: dict[str, str], is_leaf: Any) -> list[list[list[int]]]:
+        """Loops in each step's ops, found as the graph view finds them (render/simplify.py's find_repeats on
+        op, module, line, inputs and the parameters fed): each a list of iterations of node indexes. A loop of one
+        op at one line repeated LINE_GROUP_MIN times or more is left to the line boxes."""
+        trace = self.trace
+        by_roll: dict[str | None, list[int]] = defaultdict(list)
+        for i, (nid, _roll) in enumerate(entries):
+            if not is_leaf(nid):
+                by_roll[roll_of.get(nid)].append(i)
+        runs: list[list[list[int]]] = []
+        for order in by_roll.values():
+            tokens = [self._token(entries[i][0]) for i in order]
+            for start, period, reps in find_repeats(tokens):
+                if period == 1 and reps >= LINE_GROUP_MIN:
+                    continue
+                runs.append([order[start + k * period: start + (k + 1) * period] for k in range(reps)])
+        return runs
+
+    def _token(self, nid: str) -> tuple[Any, ...]:
+        """What makes two autograd nodes "the same op" of a loop: kind, module, line, inputs, parameters fed."""
+        node = self.trace.nodes[nid]
+        params = []
+        for nxt in node.next:
+            record = self.trace.nodes.get(nxt) if nxt is not None else None
+            tensor = self.trace.tensors.get(record.variable) if record is not None and record.variable else None
+            if tensor is not None and (tensor.parameter is not None or tensor.origin == "parameter"):
+                params.append(tensor.id)
+        return (node.name, node.module, node.created.line if node.created else None, len(node.next), tuple(params))
+
+    def _instances(self, rolls: list[Any], steps: list[Any], mapping: dict[str, str],
+                   index: dict[tuple[str, str | None], int], groups: Groups, freed: dict[str, int],
+                   is_leaf: Any) -> None:
+        """Every step of a rolled box, on the drawn step's structure: per drawn node, the instance's creation seq,
+        output tensor, saved tensors with their versions at save, and when its graph was freed. The page shows
+        one instance at a time in the box (`‹ step 2 ›`)."""
+        by_number = {s.number: s for s in steps}
+        for roll in rolls:
+            if len(roll.numbers) < 2:
+                continue
+            drawn = next((n for n in roll.numbers if by_number[n].nodes[:1] == roll.nodes[:1]), roll.numbers[-1])
+            instances = []
+            for number in roll.numbers:
+                rows = []
+                for nid in by_number[number].nodes:
+                    i = index.get((mapping.get(nid, nid), roll.id))
+                    if i is None or is_leaf(nid):
+                        continue
+                    record = self.trace.nodes[nid]
+                    saved = [[self.tensor(x.tensor), x.saved_version] for x in record.saved if x.tensor is not None]
+                    rows.append([i, record.seq, self.tensor(record.output), saved, freed.get(nid)])
+                instances.append({"number": number, "nodes": rows})
+            groups.describe_step(roll.id, instances=instances, drawn=roll.numbers.index(drawn))
+
     def _facts(self) -> dict[str, Any]:
         trace = self.trace
         facts: dict[str, Any] = {
@@ -284,7 +346,7 @@ class _Builder:
         """The tensors the memory tables follow, grouped by storage, with what each version counter holds."""
         trace = self.trace
         followed, left_out = relevant_tensors(trace, self.findings, max_tensors=MAX_MEMORY_TENSORS)
-        names = {sid: f"storage {n + 1}" for n, sid in enumerate(trace.storages)}
+        names = self.storage_names()
         storages: dict[str, list[int]] = {}
         for tid in followed:
             sid = trace.tensors[tid].storage
@@ -350,7 +412,7 @@ class _Builder:
                     loc = e.location
                     touched[tid].append((e.kind.value, self.file_index(loc.file) if loc else None,
                                          loc.line if loc else None, loc.code.strip() if loc else ""))
-        storage_names = {sid: f"storage {n + 1}" for n, sid in enumerate(trace.storages)}
+        storage_names = self.storage_names()
         self.by_storage: dict[str, list[int]] = defaultdict(list)  # the document's tensors of each storage
         for tid, i in self.tensor_index.items():
             sid = trace.tensors[tid].storage

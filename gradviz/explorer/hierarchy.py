@@ -43,6 +43,10 @@ class Groups:
     def add_step(self, roll: str, label: str, detail: str, numbers: list[int]) -> int:
         return self._add((roll, ""), label, "step", -1, 0, extra={"detail": detail, "numbers": numbers})
 
+    def describe_step(self, roll: str, **extra: Any) -> None:
+        """More about a step box: its instances (one per rolled step) and which of them the nodes are drawn from."""
+        self._groups[self._index[(roll, "")]].extra.update(extra)
+
     def _add(self, key: tuple[str | None, str], label: str, kind: str, parent: int, depth: int, *, path: str = "",
              extra: dict[str, Any] | None = None) -> int:
         if key not in self._index:
@@ -62,6 +66,46 @@ class Groups:
                 current = self._add((roll, path), name, "module", current, depth, path=path)
                 depth += 1
         return current
+
+    def add_loops(self, nodes: list[dict[str, Any]], runs: list[list[list[int]]]) -> None:
+        """A box per rolled loop (`loop ×8`), holding a box per iteration that holds that iteration's nodes in
+        their modules. `runs` lists each loop's iterations, each a list of node indexes (render/simplify.py's
+        find_repeats over the same tokens as the graph view). A loop box sits in the deepest box all its nodes
+        share; a loop of single ops has no iteration boxes."""
+        for r, iterations in enumerate(runs):
+            members = [i for body in iterations for i in body]
+            chains = [self._chain(nodes[i]["g"]) for i in members]
+            common: list[int] = []
+            for level in zip(*chains):
+                if len(set(level)) != 1:
+                    break
+                common.append(level[0])
+            parent = common[-1] if common else -1
+            roll = self._groups[parent].key[0] if parent >= 0 else None
+            depth = self._groups[parent].depth + 1 if parent >= 0 else 0
+            lines = sorted({nodes[i]["line"] for i in members if nodes[i].get("line") is not None})
+            where = "" if not lines else f" (line {lines[0]})" if len(lines) == 1 else f" (lines {lines[0]}-{lines[-1]})"
+            label = f"\N{CLOCKWISE OPEN CIRCLE ARROW} loop \N{MULTIPLICATION SIGN}{len(iterations)}{where}"
+            loop = self._add((roll, f"loop{r}"), label, "loop", parent, depth,
+                             extra={"count": len(iterations), "period": len(iterations[0])})
+            for k, body in enumerate(iterations):
+                holder = loop
+                if len(body) > 1:
+                    holder = self._add((roll, f"loop{r}/{k}"), f"iteration {k + 1}", "iteration", loop, depth + 1)
+                for i in body:
+                    current = holder
+                    for g in self._chain(nodes[i]["g"])[len(common):]:  # its modules below the loop's box
+                        old = self._groups[g]
+                        current = self._add((roll, f"loop{r}/{k}:{old.path}"), old.label, old.kind, current,
+                                            self._groups[current].depth + 1, path=old.path)
+                    nodes[i]["g"] = current
+
+    def _chain(self, g: int) -> list[int]:
+        out = []
+        while g >= 0:
+            out.append(g)
+            g = self._groups[g].parent
+        return out[::-1]
 
     def split_lines(self, nodes: list[dict[str, Any]], *, minimum: int) -> None:
         """Give the ops of one source line a box of their own where one box holds `minimum` or more of them

@@ -6,6 +6,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ..analysis.names import Namer
 from ..model import Event, EventKind
 
 if TYPE_CHECKING:
@@ -106,7 +107,7 @@ def _mark_lifetime(trace: Trace, finding: Finding, notes: Annotations) -> None:
     if finding.kind.value == "graph_kept_alive":
         for tid, nid in zip(finding.tensors, finding.nodes):
             record = trace.tensors.get(tid)
-            name = record.label if record is not None else tid
+            name = Namer(trace).tensor(tid) if record is not None else None
             notes.holders[nid] = Note("kept", [f"keeps {finding.count} steps' graphs alive", f"stored at {where}"], name)
     elif len(finding.nodes) == 2:  # (new node, freed node it builds on)
         notes.holders[finding.nodes[1]] = Note(
@@ -136,7 +137,7 @@ def alias_expression(trace: Trace, event: Event) -> str:
     """`x.detach()` or `out.data`, from an alias event."""
     expr = event.data.get("expression")
     if not expr and event.tensor in trace.tensors:
-        expr = trace.tensors[event.tensor].label
+        expr = Namer(trace).tensor(event.tensor)
     expr = expr or "?"
     return f"{expr}.data" if event.kind is EventKind.DATA_GET else f"{expr}.detach()"
 
@@ -224,7 +225,7 @@ def _saved_lines(
         ]
     write = writes[-1] if kind == "poisoned_saved_tensor" and writes else (writes[0] if writes else None)
     line = write.location.line if write is not None and write.location else finding.line
-    via = trace.tensors[write.tensor].label if write is not None and write.tensor in trace.tensors else None
+    via = Namer(trace).tensor(write.tensor) if write is not None and write.tensor in trace.tensors else None
     saved_v = f"v{saved_version}" if saved_version is not None else "v?"
     if kind == "poisoned_saved_tensor":
         now = None
@@ -258,5 +259,7 @@ def _alias_origin(trace: Trace, tid: str) -> str | None:
     """`c = out.data` for a tensor made by an alias event."""
     for event in trace.events:
         if event.result == tid and event.kind in (EventKind.DATA_GET, EventKind.DETACH):
-            return f"{trace.tensors[tid].label} = {alias_expression(trace, event)}"
+            made = alias_expression(trace, event)
+            own = Namer(trace).variable(tid)
+            return made if own is None or own == made else f"{own} = {made}"
     return None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from pathlib import Path
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -78,7 +80,7 @@ class Diagram:
             if self.digraph is None:
                 raise ValueError(f"the {self.view!r} view is an HTML page, not a graph; save it as .html")
             self._svg = self._pipe("svg").decode("utf-8")
-        return self._svg
+        return scalable_svg(self._svg)
 
     def html(self) -> str:
         """The self-contained HTML report of the trace and findings."""
@@ -112,13 +114,17 @@ class Diagram:
         elif self._image is not None:
             if suffix == ".dot":
                 raise ValueError(f"cannot save the {self.view!r} view as .dot: it is a chart; choose .svg, .png or .pdf")
-            path.write_bytes(self._image(suffix[1:]))
+            data = self._image(suffix[1:])
+            path.write_bytes(scalable_svg(data.decode("utf-8")).encode("utf-8") if suffix == ".svg" else data)
         elif self.digraph is None:
             raise ValueError(
                 f"cannot save the {self.view!r} view as {suffix}: it is an HTML page; choose .html or .json"
             )
         elif suffix == ".dot":
             write_text(path, self.source)
+        elif suffix == ".svg":
+            data = self._pipe("svg", path=path)
+            path.write_bytes(scalable_svg(data.decode("utf-8")).encode("utf-8"))
         else:
             data = self._pipe(suffix[1:], path=path)
             path.write_bytes(data)
@@ -169,3 +175,26 @@ def write_text(path: Path, text: str) -> None:
     """Write `text` as UTF-8, whole or not at all. A lone surrogate (an undecodable file name the program ran
     from) becomes `\\udcff`, which in JSON is the escape of the same character, so nothing is lost there."""
     path.write_bytes(text.encode("utf-8", "backslashreplace"))
+
+
+_SVG_ROOT = re.compile(r"<svg\b[^>]*>", re.S)
+_SIZE = re.compile(r'\s(width|height)="([\d.]+)(pt|px)?"')
+
+
+def scalable_svg(svg: str) -> str:
+    """The SVG scaled to its container (`width="100%"`, the `viewBox` keeping its proportions), never drawn
+    larger than its natural size (`max-width`): a notebook cell, a report or a Sphinx page shows all of it."""
+    root = _SVG_ROOT.search(svg)
+    if root is None:
+        return svg
+    tag = root.group(0)
+    sizes = {name: (float(value), unit or "px") for name, value, unit in _SIZE.findall(tag)}
+    if "width" not in sizes or "height" not in sizes or 'width="100%"' in tag:
+        return svg
+    (width, unit), (height, _) = sizes["width"], sizes["height"]
+    new = _SIZE.sub("", tag)
+    if "viewBox" not in new:
+        new = new[:-1].rstrip("/") + f' viewBox="0 0 {width:g} {height:g}"' + (" />" if tag.endswith("/>") else ">")
+    style = f"max-width: {width:g}{unit}; height: auto"
+    new = new.replace("<svg", f'<svg width="100%" style="{style}"', 1)
+    return svg[: root.start()] + new + svg[root.end():]

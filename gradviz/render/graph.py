@@ -612,8 +612,8 @@ def _emit_autograd_node(
 
 def _tensor_label(tensor: TensorRecord, *, name: str | None = None) -> str:
     shape = "(" + ", ".join(str(s) for s in tensor.shape) + ")"
-    label = name or tensor.label
-    if label == tensor.id:  # unnamed: torchviz shows only the shape
+    label = name or tensor.parameter or (tensor.names[0] if tensor.names else None)
+    if label is None:  # unnamed: torchviz shows only the shape
         return html_label_text(shape)
     return html_label_text(f"{label}\n{shape}")
 

@@ -1,4 +1,4 @@
-"""The graph-memory view: a matplotlib chart of the bytes live autograd graphs hold over the run."""
+"""The graph-memory view: a matplotlib chart of the live autograd nodes and the bytes their saved tensors hold."""
 
 from __future__ import annotations
 
@@ -20,9 +20,9 @@ def headline(trace: Trace) -> str:
     peak = f"peak {size_text(profile.peak[1])}" if profile.peak else "no saved tensors held"
     if profile.kept:
         _seq, line, per_step, nodes = profile.kept[0]
-        grows = f"+{size_text(per_step)}" if per_step else f"+{nodes} autograd nodes"
-        return f"Graph memory grows by {grows} per step, held by line {line}; {peak}"
-    return f"Graph memory: {peak}; no graph outlives its step"
+        grows = f"+{nodes} live autograd nodes" + (f" and +{size_text(per_step)} saved" if per_step else "")
+        return f"Graph memory grows by {grows} per step, held by line {line}; saved tensors: {peak}"
+    return f"Graph memory: saved tensors {peak}; no graph outlives its step"
 
 
 def graph_memory_image(trace: Trace, findings: list[Finding], fmt: str) -> bytes:
@@ -43,6 +43,15 @@ def graph_memory_image(trace: Trace, findings: list[Finding], fmt: str) -> bytes
     axes.fill_between(xs, [y / scale for y in ys], step="post", color="#d62728", alpha=0.12)
     for seq, _line in profile.backwards:
         axes.axvline(seq, color="#888888", linewidth=0.6, linestyle=":")
+    nodes_axis = axes.twinx()  # what a kept-alive graph grows by even when backward freed its saved tensors
+    node_xs = [0] + [seq for seq, _ in profile.live_nodes] + [profile.end]
+    node_ys = [0] + [n for _, n in profile.live_nodes] + [profile.live_nodes[-1][1] if profile.live_nodes else 0]
+    nodes_axis.step(node_xs, node_ys, where="post", color="#1f77b4", linewidth=1.4, label="live autograd nodes")
+    nodes_axis.set_ylim(bottom=0, top=max(max(node_ys) * 1.7, 1))
+    nodes_axis.set_ylabel("live autograd nodes", color="#1f77b4")
+    nodes_axis.tick_params(axis="y", colors="#1f77b4")
+    handles = axes.get_legend_handles_labels()[0] + nodes_axis.get_legend_handles_labels()[0]
+    axes.legend(handles=handles, loc="upper right", fontsize=8)
     if profile.backwards:
         # x reads in training steps: a tick at each backward (every k-th when there are many)
         every = max(1, len(profile.backwards) // 12)
@@ -72,7 +81,7 @@ def graph_memory_image(trace: Trace, findings: list[Finding], fmt: str) -> bytes
                   family="monospace", bbox={"boxstyle": "round", "facecolor": "white", "alpha": 0.85, "edgecolor": "#cccccc"})
     axes.set_ylim(bottom=0, top=max(max(ys) / scale * 1.7, 1))  # room above the curve for the holders box
     axes.set_xlim(0, max(profile.end, 1))
-    axes.set_ylabel(f"bytes held by live graphs ({unit})")
+    axes.set_ylabel(f"saved tensors held by live graphs ({unit})", color="#d62728")
     axes.set_title(_drawable(headline(trace)), fontsize=10)
     axes.grid(axis="y", alpha=0.3)
     figure.tight_layout()

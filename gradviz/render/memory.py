@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING
 
 import graphviz
 
+from ..analysis.initialisation import initialisation_writes
+from ..analysis.names import Namer
 from ..model import Event, EventKind, OpRecord, Trace, VersionChange
 from .escape import FONT, html_label_text, plain_label, quote_id, shorten
 
@@ -24,7 +26,6 @@ __all__ = [
     "memory_digraph",
     "producers",
     "relevant_tensors",
-    "tensor_title",
 ]
 
 #: Outline colour of a tensor or storage a finding is about: the graph view's colours for the same findings.
@@ -64,15 +65,28 @@ def memory_digraph(
     """
     ranked = _ranked(trace, findings, show_all=show_all)
     grouped, keep = (set(), set()) if show_all else _grouped_activations(trace, findings)
+    summarised: list[str] = []
+    repeated: dict[tuple[str, int | None, str | None], list[str]] = {}
     if keep:  # a training script: the model, the findings and the aliases; the step's activations as one table
-        ranked = [tid for tid in ranked if tid in keep]
+        summarised = _summarised_parameters(trace, findings)
+        repeated = _repeated_aliases(trace, findings)
+        middle = {tid for group in repeated.values() for tid in group[1:-1]}
+        named = {tid for f in findings for tid in f.tensors}
+        # with each middle alias goes what it aliases: the memory they share is one of the summarised copies
+        kept = named | {tid for group in repeated.values() for tid in (group[0], group[-1])}
+        middle_storages = {trace.tensors[tid].storage for tid in middle} - {trace.tensors[tid].storage for tid in kept
+                                                                           if tid in trace.tensors}
+        middle |= {t.id for t in trace.tensors.values()
+                   if t.storage in middle_storages and t.id not in named and t.parameter is None}
+        dropped = set(summarised) | middle
+        ranked = [tid for tid in ranked if tid in keep and tid not in dropped]
     tensor_ids = _bounded(trace, ranked, max_tensors)
     over_limit = len(ranked) - len(tensor_ids)
-    uninvolved = len(trace.tensors) - len(ranked)
+    uninvolved = len(trace.tensors) - len(ranked) - len(summarised)
     shown = set(tensor_ids)
     hot_tensor, hot_event = _finding_colours(findings)
     saved_by = _saved_by(trace, shown)
-    made_by = producers(trace)
+    namer = Namer(trace)
 
     dot = graphviz.Digraph("memory")
     dot.attr("graph", rankdir=rankdir, fontname=_FONT, fontsize="10", nodesep="0.2", ranksep="0.6")
@@ -98,23 +112,23 @@ def memory_digraph(
     wanted = set(storages)
     for t in trace.tensors.values():
         if t.storage in wanted:
-            users.setdefault(t.storage, []).append(t.label)
+            users.setdefault(t.storage, []).append(t.id)
 
     # Columns, left to right: tensors | version counters | storages | writes. Keeping each kind on its own
     # rank makes "same storage, different counter" readable at a glance.
     with dot.subgraph(name="tensors") as column:
         column.attr(rank="same")
         for tid in tensor_ids:
-            label = _tensor_label(trace, tid, hot_tensor.get(tid), saved_by.get(tid, []), made_by)
+            label = _tensor_label(trace, tid, hot_tensor.get(tid), saved_by.get(tid, []), namer)
             column.node(_tensor_node(tid), label)
     with dot.subgraph(name="counters") as column:
         column.attr(rank="same")
         for cid in counters:
-            column.node(_counter_node(cid), _counter_label(trace, cid, histories.get(cid, ([], []))))
+            column.node(_counter_node(cid), _counter_label(trace, cid, histories.get(cid, ([], [])), namer))
     with dot.subgraph(name="storages") as column:
         column.attr(rank="same")
         for sid in storages:
-            column.node(_storage_node(sid), _storage_label(trace, sid, hot_storage.get(sid), users.get(sid, [])))
+            column.node(_storage_node(sid), _storage_label(trace, sid, hot_storage.get(sid), users.get(sid, []), namer))
 
     for tid in tensor_ids:
         t = trace.tensors[tid]
@@ -127,7 +141,10 @@ def memory_digraph(
             dot.edge(_tensor_node(tid), _storage_node(t.storage), label=plain_label(_range_text(t.byte_range)),
                      color=colour, minlen="2", penwidth="1.6" if tid in hot_tensor else "1")
 
-    writes = [e for e in trace.events if e.kind in _WRITES and any(v.tensor in shown for v in e.versions)]
+    writes = [e for e in trace.events if e.kind in _WRITES and any(v.tensor in shown for v in e.written())]
+    if keep:  # initialising the model is setup, not the story: the counters still list those writes
+        initial = initialisation_writes(trace)
+        writes = [e for e in writes if e.seq not in initial or e.seq in hot_event]
     if keep:  # every optimizer step reads alike: the last one, and any a finding points at (counters show the rest)
         steps_seen = [e for e in writes if e.kind is EventKind.OPTIMIZER_STEP]
         last = {e.seq for e in steps_seen[-1:]}
@@ -136,7 +153,7 @@ def memory_digraph(
     for event in drawn_writes:
         colour = hot_event.get(event.seq, WRITE_COLOUR)
         name = _write_node(event.seq)
-        dot.node(name, _write_label(trace, event, colour, shown, made_by))
+        dot.node(name, _write_label(trace, event, colour, shown, namer))
         for sid in _written_storages(trace, event):
             if sid in storages:
                 dot.edge(_storage_node(sid), name, dir="back", color=colour, arrowtail="normal",
@@ -169,6 +186,13 @@ def memory_digraph(
         notes.append(f"\N{HORIZONTAL ELLIPSIS} {len(writes) - len(drawn_writes)} other writes not shown")
     if not tensor_ids:
         notes.insert(0, "no tensor shares memory, is written, or is saved for backward")
+    for (origin, line, source), group in repeated.items():
+        if len(group) > 2:
+            made = ".data" if origin == "data" else ".detach()"
+            notes.append(f"\N{HORIZONTAL ELLIPSIS} {len(group) - 2} more `{source or 'tensor'}{made}` made at line {line} "
+                         "(one a step; the first and the last are drawn)")
+    if summarised:
+        dot.node("parameters", _parameter_table(trace, summarised, namer), shape="plaintext")
     if activations is not None:
         dot.node("activations", activations, shape="plaintext")
     with dot.subgraph(name="cluster_legend") as legend:
@@ -327,7 +351,7 @@ def _written_storages(trace: Trace, event: Event) -> list[str]:
     if isinstance(storage, str):
         return [storage]
     out: list[str] = []
-    for v in event.versions:
+    for v in event.written():
         sid = trace.tensors[v.tensor].storage
         if sid is not None and sid not in out:
             out.append(sid)
@@ -335,66 +359,24 @@ def _written_storages(trace: Trace, event: Event) -> list[str]:
 
 
 # ---------------------------------------------------------------------- text shared with the other views
-def alias_text(trace: Trace, tensor_id: str | None) -> str:
-    """How an alias was made, in the user's words: "c = out.data", "d = out.detach()"; else its label."""
+def alias_text(trace: Trace, tensor_id: str | None, namer: Namer | None = None) -> str:
+    """How an alias was made, in the user's words: "c = out.data", "d = out.detach()"; else its name."""
     if tensor_id is None or tensor_id not in trace.tensors:
         return ""
-    t = trace.tensors[tensor_id]
-    if t.source is None or t.source not in trace.tensors or t.origin not in ("data", "detach", "view"):
-        return t.label
-    source = trace.tensors[t.source].label
-    made = {"data": f"{source}.data", "detach": f"{source}.detach()", "view": f"view of {source}"}[t.origin]
-    return made if t.label == t.id else f"{t.label} = {made}"
+    return (namer or Namer(trace)).alias(tensor_id)
 
 
 def producers(trace: Trace) -> dict[str, OpRecord]:
     """Tensor id -> the call that produced it (the first one listing it as an output but not as an input)."""
-    out: dict[str, OpRecord] = {}
-    for op in trace.ops:
-        for tid in op.outputs:
-            if tid not in op.inputs:
-                out.setdefault(tid, op)
-    return out
-
-
-_OPERATORS = {"add": "+", "radd": "+", "sub": "-", "rsub": "-", "mul": "*", "rmul": "*", "truediv": "/",
-              "rtruediv": "/", "matmul": "@", "rmatmul": "@", "pow": "**", "rpow": "**", "neg": "-"}
-
-
-def tensor_title(trace: Trace, tensor_id: str, made_by: dict[str, OpRecord]) -> str:
-    """A tensor's label, or for an unnamed one how it was made: "out.sum()", "out.data", "a * b" rather than "t3"."""
-    t = trace.tensors[tensor_id]
-    if t.label != t.id:
-        return t.label
-    if t.source in trace.tensors and t.origin in ("data", "detach"):
-        return alias_text(trace, tensor_id)
-    op = made_by.get(tensor_id)
-    if op is None:
-        return t.id
-    args = [trace.tensors[i].label if i in trace.tensors else "?" for i in op.inputs]
-    first = args[0] if args else "\N{HORIZONTAL ELLIPSIS}"
-    name = op.name.removeprefix("Tensor.").removeprefix("torch.")
-    if name.endswith(".__get__"):  # a property read: x.grad
-        text = f"{first}.{name[: -len('.__get__')]}"
-    elif name == "__getitem__":
-        text = f"{first}[\N{HORIZONTAL ELLIPSIS}]"
-    elif name.startswith("__") and name.strip("_") in _OPERATORS:
-        symbol = _OPERATORS[name.strip("_")]
-        other = args[1] if len(args) > 1 else "\N{HORIZONTAL ELLIPSIS}"
-        text = f"{symbol}{first}" if symbol == "-" and name == "__neg__" else f"{first} {symbol} {other}"
-        if name.startswith("__r") and name != "__rshift__":
-            text = f"{other} {symbol} {first}"
-    elif op.name.startswith("Tensor.") and args:
-        text = f"{first}.{name}({', '.join(args[1:])})"
-    else:
-        text = f"{name.split('.')[-1]}({', '.join(args)})"
-    return shorten(text, 40)
+    return Namer(trace).producers
 
 
 def change_text(trace: Trace, change: VersionChange, *, write: bool = True, label: str | None = None) -> str:
-    """ "c: v0 → v1", or "out: v0 → v0 (not noticed)" when a write changed the bytes but not the version."""
+    """ "c: v0 → v1", or "out: v0 → v0 (not noticed)" when a write changed the bytes but not the version.
+
+    `write`: the change is one the event wrote bytes for (`Event.written`), not a tensor it merely looked at."""
     if label is None:
-        label = trace.tensors[change.tensor].label if change.tensor in trace.tensors else change.tensor
+        label = Namer(trace).tensor(change.tensor)
     before = "?" if change.before is None else f"v{change.before}"
     after = "?" if change.after is None else f"v{change.after}"
     text = f"{label}: {before} \N{RIGHTWARDS ARROW} {after}"
@@ -458,20 +440,22 @@ def _cell(text: str, *, bold: bool = False, colour: str | None = None, mono: boo
 
 
 def _tensor_label(
-    trace: Trace, tid: str, colour: str | None, saved: list[str], made_by: dict[str, OpRecord]
+    trace: Trace, tid: str, colour: str | None, saved: list[str], namer: Namer
 ) -> str:
     t = trace.tensors[tid]
-    title = tensor_title(trace, tid, made_by)
+    title = namer.tensor(tid)
     rows = [_cell(shorten(title, 40), bold=True)]
-    alias = alias_text(trace, tid)
-    if alias != t.label:
-        rows.append(_cell(shorten(alias, 40), mono=True))
+    made = namer.alias(tid) if t.origin in ("data", "detach", "view") else namer.expression(tid)
+    if made != title:
+        rows.append(_cell(shorten(made if " = " in made else f"{title} = {made}", 40), mono=True))
     shape = "[" + ", ".join(str(n) for n in t.shape) + "]"
-    details = f"{t.id} \N{MIDDLE DOT} {shape} {t.dtype}"
+    details = f"{shape} {t.dtype}"
     if t.grad_fn and t.grad_fn in trace.nodes:
         details += f" \N{MIDDLE DOT} {trace.nodes[t.grad_fn].name}"
     elif t.requires_grad:
         details += " \N{MIDDLE DOT} leaf, requires grad"
+    if t.created is not None and t.parameter is None:  # tells apart the `x` of each line and step
+        details += f" \N{MIDDLE DOT} line {t.created.line}"
     rows.append(_cell(shorten(details, 60), colour="#555555", size=9))
     rows.extend(_cell(line, colour="#b36b00", size=9) for line in saved[:3])
     if len(saved) > 3:
@@ -484,27 +468,27 @@ def _tensor_label(
     return _table(rows, colour or "#6b8fb5", fill=fill, width=3 if colour else 1)
 
 
-def _storage_label(trace: Trace, sid: str, colour: str | None, users: list[str]) -> str:
-    """`users`: labels of the tensors living in this storage, in creation order."""
+def _storage_label(trace: Trace, sid: str, colour: str | None, users: list[str], namer: Namer) -> str:
+    """`users`: the tensors living in this storage, in creation order."""
     s = trace.storages[sid]
     rows = [
-        _cell(f"storage {s.id}", bold=True),
+        _cell(shorten(namer.storage(sid), 48), bold=True),
         _cell(f"{s.nbytes} bytes \N{MIDDLE DOT} {s.dtype} \N{MIDDLE DOT} {s.device}"),
     ]
     if len(users) > 1:
-        names = ", ".join(users[:6]) + (", \N{HORIZONTAL ELLIPSIS}" if len(users) > 6 else "")
-        rows.append(_cell(shorten(f"shared by {names}", 60), colour="#555555", size=9))
+        rows.append(_cell(shorten(f"shared by {namer.tensors(users)}", 60), colour="#555555", size=9))
     return _table(rows, colour or "#333333", fill="#f2f2f2", width=3 if colour else 2)
 
 
 def _counter_label(
-    trace: Trace, cid: str, history_and_unnoticed: tuple[list[tuple[int, int | None]], list[int | None]]
+    trace: Trace, cid: str, history_and_unnoticed: tuple[list[tuple[int, int | None]], list[int | None]],
+    namer: Namer,
 ) -> str:
     counter = trace.version_counters[cid]
     members = [tid for tid in counter.tensors if tid in trace.tensors]
     start = min((trace.tensors[tid].version or 0 for tid in members), default=0)
     history, unnoticed = history_and_unnoticed
-    rows = [_cell(f"version counter {cid}", bold=True)]
+    rows = [_cell(shorten(namer.counter(cid), 48), bold=True)]
     if counter.created_by == "data":
         rows.append(_cell("fresh counter (made by .data)", colour="#a0309a", size=9))
     steps = [f"v{start}"] + [f"v{after} (line {line})" for after, line in history]
@@ -550,17 +534,17 @@ def _counter_histories(
 
 
 def _write_label(
-    trace: Trace, event: Event, colour: str, shown: set[str], made_by: dict[str, OpRecord]
+    trace: Trace, event: Event, colour: str, shown: set[str], namer: Namer
 ) -> str:
     where = f"line {event.location.line}: " if event.location else ""
     code = code_text(event.location.code) if event.location and event.location.code else (event.op or "")
     if event.kind is EventKind.OPTIMIZER_STEP:
         code = f"{event.data.get('optimizer', 'optimizer')}.step()" + (f"  ({code})" if code else "")
     rows = [_cell(shorten(where + code, 50), bold=True, colour=colour if colour != WRITE_COLOUR else None)]
-    changes = [v for v in event.versions if v.tensor in shown]
+    changes = [v for v in event.written() if v.tensor in shown]
     for v in changes[:6]:
         hidden = v.before == v.after
-        text = change_text(trace, v, label=tensor_title(trace, v.tensor, made_by))
+        text = change_text(trace, v, label=namer.tensor(v.tensor))
         rows.append(_cell(text, mono=True, size=9, colour="#a0309a" if hidden else None))
     if len(changes) > 6:
         rows.append(_cell(f"\N{HORIZONTAL ELLIPSIS} {len(changes) - 6} more tensors", size=9))
@@ -698,3 +682,106 @@ def saved_by_module(trace: Trace, limit: int = 8) -> list[str]:
     if len(ranked) > limit:
         lines.append(f"  \N{HORIZONTAL ELLIPSIS} {len(ranked) - limit} more places")
     return lines
+
+
+# ---------------------------------------------------------------------- a real model's parameters, by module
+def _summarised_parameters(trace: Trace, findings: Sequence[Finding]) -> list[str]:
+    """The parameters the parameter table sums up: all but those a finding names, that share their memory with
+    another tensor (a `.data` / `.detach()` alias, a tied weight), or that the program wrote other than by
+    initialising them or stepping an optimizer. Those are drawn one by one."""
+    named = {tid for f in findings for tid in f.tensors}
+    finding_events = {seq for f in findings for seq in f.events}
+    sharing: dict[str, int] = {}  # storage -> parameters and program-made aliases in it (not a linear's `.t()`)
+    for t in trace.tensors.values():
+        if t.storage is not None and (t.parameter is not None or t.origin in ("parameter", "data", "detach")):
+            sharing[t.storage] = sharing.get(t.storage, 0) + 1
+    initial = initialisation_writes(trace)
+    own_writes = {
+        v.tensor for e in trace.events
+        if (e.kind is EventKind.INPLACE_WRITE and e.seq not in initial) or e.seq in finding_events
+        for v in e.written()
+    }
+    return [
+        t.id for t in trace.tensors.values()
+        if (t.parameter is not None or t.origin == "parameter") and t.id not in named and t.id not in own_writes
+        and (t.storage is None or sharing.get(t.storage, 0) <= 1)
+    ]
+
+
+def _repeated_aliases(trace: Trace, findings: Sequence[Finding]) -> dict[tuple[str, int | None, str | None], list[str]]:
+    """`.data` / `.detach()` aliases made at one line again and again (one a step), by (kind, line, what of), in
+    creation order; a finding's tensors are never among them."""
+    named = {tid for f in findings for tid in f.tensors}
+    out: dict[tuple[str, int | None, str | None], list[str]] = {}
+    for t in sorted(trace.tensors.values(), key=lambda t: t.seq):
+        if t.origin in ("data", "detach") and t.id not in named and t.source in trace.tensors:
+            source = trace.tensors[t.source]  # type: ignore[index]
+            of = source.parameter or (source.names[0] if source.names else None)
+            out.setdefault((t.origin, t.created.line if t.created else None, of), []).append(t.id)
+    return {key: group for key, group in out.items() if len(group) > 2}
+
+
+def _module_of(parameter: str) -> tuple[str, str]:
+    module, _, leaf = parameter.rpartition(".")
+    return module or "(top level)", leaf
+
+
+def _parameter_table(trace: Trace, tids: list[str], namer: Namer, limit: int = 40) -> str:
+    """One row per module: its parameters, their bytes, and what wrote them (initialisation, optimizer steps)."""
+    initial = initialisation_writes(trace)
+    writers: dict[str, dict[str, int]] = {}  # tensor -> writer -> times
+    wanted = set(tids)
+    for e in trace.events:
+        if e.kind not in _WRITES:
+            continue
+        for v in e.written():
+            if v.tensor not in wanted:
+                continue
+            if e.seq in initial:
+                key = f"initialised (line {e.location.line})" if e.location else "initialised"
+            elif e.kind is EventKind.OPTIMIZER_STEP:
+                key = f"{e.data.get('optimizer', 'optimizer')}.step()"
+            else:
+                key = f"line {e.location.line}: {e.op}" if e.location else str(e.op)
+            times = writers.setdefault(v.tensor, {})
+            times[key] = times.get(key, 0) + 1
+    modules: dict[str, list[str]] = {}
+    for tid in tids:
+        t = trace.tensors[tid]
+        module, _ = _module_of(t.parameter or namer.tensor(tid))
+        modules.setdefault(module, []).append(tid)
+    total = sum(_nbytes(trace, tid) for tid in tids)
+    head = (f"parameters by module: {len(tids)} in {len(modules)} module{'s' if len(modules) != 1 else ''}, "
+            f"{_bytes(total)} (no finding, alias or write of the program's own: drawn here, not one by one)")
+    columns = "".join(f'<TD ALIGN="LEFT"><FONT POINT-SIZE="9" COLOR="#555555">{name}</FONT></TD>'
+                      for name in ("module", "parameters", "bytes", "written by"))
+    rows = [f'<TR><TD COLSPAN="4" ALIGN="LEFT"><B>{html_label_text(head)}</B></TD></TR>', f"<TR>{columns}</TR>"]
+    for module, members in list(modules.items())[:limit]:
+        leaves = [_module_of(trace.tensors[tid].parameter or namer.tensor(tid))[1] for tid in members]
+        written: dict[str, list[str]] = {}
+        for tid, leaf in zip(members, leaves):
+            for key, times in writers.get(tid, {}).items():
+                once = times == 1 or key.startswith("initialised")  # an init call writing twice is one setup
+                written.setdefault(key if once else f"{key} \N{MULTIPLICATION SIGN}{times}", []).append(leaf)
+        parts = [key if len(who) == len(members) else f"{key}: {', '.join(who)}" for key, who in written.items()]
+        never = [leaf for tid, leaf in zip(members, leaves) if tid not in writers]
+        if never:
+            parts.append(f"never written: {', '.join(never)}")
+        rows.append(
+            "<TR>"
+            f'<TD ALIGN="LEFT">{html_label_text(shorten(module, 48))}</TD>'
+            f'<TD ALIGN="LEFT"><FONT POINT-SIZE="9">{html_label_text(shorten(", ".join(leaves), 36))}</FONT></TD>'
+            f'<TD ALIGN="RIGHT">{html_label_text(_bytes(sum(_nbytes(trace, tid) for tid in members)))}</TD>'
+            f'<TD ALIGN="LEFT"><FONT POINT-SIZE="9">{html_label_text(shorten("; ".join(parts), 72))}</FONT></TD>'
+            "</TR>"
+        )
+    if len(modules) > limit:
+        rows.append(f'<TR><TD COLSPAN="4" ALIGN="LEFT">{html_label_text(f"… {len(modules) - limit} more modules")}'
+                    "</TD></TR>")
+    return (f'<<TABLE BORDER="1" CELLBORDER="0" CELLSPACING="0" CELLPADDING="3" COLOR="#6b8fb5" '
+            f'BGCOLOR="#eef4fb">{"".join(rows)}</TABLE>>')
+
+
+def _nbytes(trace: Trace, tid: str) -> int:
+    byte_range = trace.tensors[tid].byte_range
+    return byte_range[1] - byte_range[0] if byte_range else 0

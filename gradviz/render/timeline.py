@@ -8,9 +8,11 @@ from typing import TYPE_CHECKING, Any
 
 import graphviz
 
-from ..model import Event, EventKind, OpRecord, Trace, VersionChange
+from ..model import Event, EventKind, Trace, VersionChange
 from .escape import FONT, html_label_text, shorten, tooltip_text
-from .memory import alias_text, change_text, code_text, producers, tensor_title
+from ..analysis.initialisation import initialisation_writes
+from ..analysis.names import Namer
+from .memory import change_text, code_text
 
 if TYPE_CHECKING:
     from ..analysis.findings import Finding
@@ -27,9 +29,11 @@ _MAX_PERIOD = 64  # longest repeated block of rows (a loop body) that folding lo
 
 # Column (title, width in points, characters per line, lines at most); texts are shortened or wrapped to fit so
 # the rows line up like a table.
-_COLUMNS = (("#", 40, 7, 1), ("line", 44, 12, 1), ("source", 200, 34, 1), ("event", 84, 14, 1),
-            ("alias", 150, 26, 1), ("versions before \N{RIGHTWARDS ARROW} after", 200, 34, 4),
-            ("outcome", 230, 42, 5))
+_COLUMNS = (("#", 48, 6, 1), ("line", 44, 5, 1), ("source", 210, 33, 1), ("event", 96, 14, 1),
+            ("alias", 170, 29, 1), ("versions before \N{RIGHTWARDS ARROW} after", 200, 35, 4),
+            ("outcome", 250, 39, 5))
+# Characters per line above: (width - 2 * padding) / advance of DejaVu Sans Mono (0.602 em) at the cell's size
+# (10 pt, 9 pt for monospaced code), so no text widens its cell and every row's columns line up with the header.
 
 
 def timeline_rows(
@@ -45,9 +49,10 @@ def timeline_rows(
     Rows beyond `max_rows` are dropped, keeping those with findings, and replaced by rows of kind "omitted".
     """
     causes, affected = _findings_by_event(trace, findings)
-    made_by = producers(trace)
-    rows = [_row(trace, e, causes.get(e.seq, []), affected.get(e.seq, []), made_by) for e in trace.events]
-    rows = _fold(rows)
+    namer = Namer(trace)
+    initial = initialisation_writes(trace) - set(causes)
+    rows = [_row(trace, e, causes.get(e.seq, []), affected.get(e.seq, []), namer) for e in trace.events]
+    rows = _error_once(_fold(_initialisation_row(rows, initial)))
     if max_rows is not None and len(rows) > max_rows:
         rows = _bound(rows, max_rows)
     for i, row in enumerate(rows):
@@ -67,7 +72,8 @@ def timeline_digraph(
     dot.attr("edge", arrowsize="0.5", color="#999999")
 
     header = "".join(f'<TD WIDTH="{w}" ALIGN="LEFT"><B>{html_label_text(name)}</B></TD>' for name, w, *_ in _COLUMNS)
-    dot.node("header", f'<<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="0" CELLPADDING="4" BGCOLOR="#e8e8e8">'
+    dot.node("header", f'<<TABLE BORDER="2" COLOR="#e8e8e8" CELLBORDER="0" CELLSPACING="0" CELLPADDING="4" '
+                       f'BGCOLOR="#e8e8e8">'
                        f"<TR>{header}</TR></TABLE>>")
     previous = "header"
     for row in rows:
@@ -113,18 +119,19 @@ def _place(event: Event) -> tuple[str | None, int | None, str]:
 
 
 def _row(
-    trace: Trace, event: Event, findings: list[Finding], affected: list[Finding], made_by: dict[str, OpRecord]
+    trace: Trace, event: Event, findings: list[Finding], affected: list[Finding], namer: Namer
 ) -> dict[str, Any]:
     loc = event.location
     versions = [
         {
             "tensor": v.tensor,
-            "label": tensor_title(trace, v.tensor, made_by) if v.tensor in trace.tensors else v.tensor,
+            "label": namer.tensor(v.tensor),
             "before": v.before,
             "after": v.after,
             "noticed": v.before != v.after,
         }
-        for v in event.versions
+        for v in (event.written() if event.kind in (EventKind.INPLACE_WRITE, EventKind.OPTIMIZER_STEP)
+                  else event.versions)
     ]
     is_write = event.kind in (EventKind.INPLACE_WRITE, EventKind.OPTIMIZER_STEP)
     if not is_write:
@@ -140,8 +147,8 @@ def _row(
         "line": loc.line if loc else None,
         "where": trace.where(loc.file, loc.line) if loc else "",
         "code": loc.code.strip() if loc else "",
-        "alias": _alias(trace, event, made_by),
-        "tensor": trace.tensors[event.tensor].label if event.tensor in trace.tensors else None,
+        "alias": _alias(trace, event, namer),
+        "tensor": namer.tensor(event.tensor) if event.tensor in trace.tensors else None,
         "versions": versions,
         "versions_text": ", ".join(
             change_text(trace, VersionChange(v["tensor"], v["before"], v["after"]), write=is_write, label=v["label"])
@@ -155,15 +162,15 @@ def _row(
     }
 
 
-def _alias(trace: Trace, event: Event, made_by: dict[str, OpRecord]) -> str:
+def _alias(trace: Trace, event: Event, namer: Namer) -> str:
     kind = event.kind
 
     def name(tid: str | None) -> str:
-        return tensor_title(trace, tid, made_by) if tid in trace.tensors else "?"
+        return namer.tensor(tid) if tid in trace.tensors else "?"
 
     if kind in (EventKind.DATA_GET, EventKind.DETACH):
         if event.result in trace.tensors:
-            text = alias_text(trace, event.result)
+            text = namer.alias(event.result)
             if " = " in text or "." in text:
                 return text
         source = event.data.get("expression") or name(event.tensor)
@@ -174,8 +181,7 @@ def _alias(trace: Trace, event: Event, made_by: dict[str, OpRecord]) -> str:
     if kind is EventKind.DETACH_:
         return f"{name(event.tensor)}.detach_()"
     if kind is EventKind.INPLACE_WRITE and event.tensor in trace.tensors:
-        alias = alias_text(trace, event.tensor)
-        return "via " + (name(event.tensor) if alias == event.tensor else alias)
+        return "via " + namer.alias(event.tensor)
     if kind is EventKind.BACKWARD:
         roots = [name(r) for r in event.data.get("roots") or [] if r in trace.tensors]
         return f"{', '.join(roots) or '?'}.backward()"
@@ -301,6 +307,36 @@ def _omitted(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def _initialisation_row(rows: list[dict[str, Any]], initial: set[int]) -> list[dict[str, Any]]:
+    """The writes that set the model up (`nn.Linear(...)` filling its weights) as one row, where the first was."""
+    setup = [r for r in rows if r["seq"] in initial]
+    if len(setup) < 2:
+        return rows
+    lines = sorted({r["line"] for r in setup if r["line"] is not None})
+    tensors = {v["tensor"] for r in setup for v in r["versions"]}
+    span = f"line {lines[0]}" if len(lines) == 1 else f"lines {lines[0]}-{lines[-1]}" if lines else ""
+    folded = dict(setup[0], seqs=[s for r in setup for s in r["seqs"]], count=1, alias="model set up", versions=[],
+                  versions_text=f"{len(tensors)} parameter{'s' if len(tensors) != 1 else ''} initialised in place "
+                                f"({len(setup)} writes{' at ' + span if span else ''})")
+    out, placed = [], False
+    for row in rows:
+        if row["seq"] not in initial:
+            out.append(row)
+        elif not placed:
+            out.append(folded)
+            placed = True
+    return out
+
+
+def _error_once(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The exception that ended the program, when a backward row above already shows it: said once."""
+    shown = {r["error"] for r in rows if r["kind"] != "exception" and r["error"]}
+    for row in rows:
+        if row["kind"] == "exception" and row["error"] in shown:
+            row["error"] = "the error of the backward above ended the program"
+    return rows
+
+
 # ---------------------------------------------------------------------- drawing rows
 def _row_label(row: dict[str, Any], several_files: bool) -> str:
     severity = row["severity"]
@@ -335,8 +371,9 @@ def _row_label(row: dict[str, Any], several_files: bool) -> str:
         attrs = f' FACE="{_MONO}"' if mono else ""
         attrs += f' COLOR="{colour}"' if colour else ""
         attrs += ' POINT-SIZE="9"' if mono else ""
-        cells.append(f'<TD WIDTH="{width}" ALIGN="LEFT" BALIGN="LEFT"><FONT{attrs}>{inner or " "}</FONT></TD>')
-    width = "2" if severity else "1"
+        cells.append(f'<TD WIDTH="{width}" ALIGN="LEFT" BALIGN="LEFT"><FONT{attrs}>{inner or " "}'
+                     "</FONT></TD>")
+    width = "2"  # every row (and the header) the same border: the columns line up
     return (f'<<TABLE BORDER="{width}" COLOR="{border}" CELLBORDER="0" CELLSPACING="0" CELLPADDING="4" '
             f'BGCOLOR="{fill}"><TR>{"".join(cells)}</TR></TABLE>>')
 

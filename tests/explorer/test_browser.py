@@ -336,3 +336,202 @@ def test_the_explorer_fits_a_notebook_output_area(browser: Any, tmp_path: Path, 
     # nbconvert's own template asks a CDN for require.js and MathJax (unreachable here); nothing else may fail
     errors = [e["message"] for e in browser.get_log("browser") if e["level"] == "SEVERE"]
     assert [m for m in errors if not m.startswith("https://cdn")] == []
+
+
+# ---------------------------------------------------------------------- rolled steps, hover, first view
+def test_a_rolled_step_box_shows_each_of_its_steps(browser: Any, pages: dict[str, Path], training_trace: Trace) -> None:
+    document = explorer_document(training_trace, gradviz.diagnose(training_trace))
+    groups = document["groups"]
+    box = next(i for i, g in enumerate(groups) if g.get("instances"))
+    rolled = groups[box]
+    assert [inst["number"] for inst in rolled["instances"]] == rolled["numbers"] == [1, 2, 3]
+    drawn, first = rolled["instances"][rolled["drawn"]], rolled["instances"][0]
+    assert rolled["drawn"] == 2  # the last step is drawn; the others are carried as instances of its nodes
+    # an op of the box and a moment between step 1's backward (which freed step 1's copy) and the drawn step's forward
+    open_page(browser, pages["training"])
+    browser.find_element(By.XPATH, "//button[text()='open all']").click()
+    node, freed, made = next((a[0], b[4], a[1]) for a in drawn["nodes"] for b in first["nodes"]
+                             if a[0] == b[0] and b[4] is not None and a[2] is not None and browser.find_elements(
+                                 By.CSS_SELECTOR, f'.gv-node[data-node="{document["ids"][a[0]]}"]'))
+    assert first["nodes"][0][1] < freed < made
+    moment = next(k + 1 for k, e in enumerate(document["events"]) if freed <= e["last"] < made)
+    key = document["ids"][node]
+    browser.execute_script("const s = document.querySelector('.gv-scrub'); s.value = arguments[0];"
+                           "s.dispatchEvent(new Event('input'))", moment)
+    label = f'.gv-instances[data-group="{box}"] .gv-inst-label'
+
+    def classes() -> str:
+        return browser.find_element(By.CSS_SELECTOR, f'.gv-node[data-node="{key}"]').get_attribute("class")
+
+    assert browser.find_element(By.CSS_SELECTOR, label).text == "step 3 (3/3)"
+    assert "gv-future" in classes()  # step 3 has not run yet at this moment
+    browser.find_element(By.CSS_SELECTOR, f'.gv-node[data-node="{key}"] rect').click()
+    for _ in range(2):
+        browser.find_element(By.CSS_SELECTOR, f'.gv-instances[data-group="{box}"] .gv-inst-prev').click()
+    assert browser.find_element(By.CSS_SELECTOR, label).text == "step 1 (1/3)"
+    assert "gv-freed" in classes() and "gv-future" not in classes()  # step 1's copy ran and was freed
+    assert "step 1" in browser.find_element(By.CSS_SELECTOR, ".gv-details table.gv-kv").text  # details follow
+    browser.find_element(By.CSS_SELECTOR, f'.gv-instances[data-group="{box}"] .gv-inst-next').click()
+    assert browser.find_element(By.CSS_SELECTOR, label).text == "step 2 (2/3)"
+    assert "gv-future" in classes()
+    assert console_errors(browser) == []
+
+
+def test_hovering_a_node_shows_its_op_module_and_line(browser: Any, pages: dict[str, Path], training_trace: Trace) -> None:
+    document = explorer_document(training_trace, [])
+    open_page(browser, pages["training"])
+    browser.find_element(By.XPATH, "//button[text()='open all']").click()
+    i = next(k for k, n in enumerate(document["nodes"])
+             if n.get("module") == "model.encoder.fc1" and n["kind"] != "leaf"
+             and browser.find_elements(By.CSS_SELECTOR, f'.gv-node[data-node="{document["ids"][k]}"]'))
+    tip = browser.find_element(By.CSS_SELECTOR, ".gv-tip")
+    assert not tip.is_displayed()
+    ActionChains(browser).move_to_element(
+        browser.find_element(By.CSS_SELECTOR, f'.gv-node[data-node="{document["ids"][i]}"] rect')).perform()
+    assert tip.is_displayed()
+    text = tip.text
+    line = document["nodes"][i]["line"]
+    assert document["nodes"][i]["label"] in text and "module model.encoder.fc1" in text
+    assert f"train.py:{line}" in text and "h = torch.relu(self.fc1(x))" in text
+    assert browser.find_element(By.CSS_SELECTOR, ".gv-details h2").text == "Details"  # hover is not a click
+    ActionChains(browser).move_to_element(browser.find_element(By.CSS_SELECTOR, ".gv-title")).perform()
+    assert not tip.is_displayed()
+
+
+WIDE = '''\
+import torch
+from torch import nn
+
+
+class Wide(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.heads = nn.ModuleList(nn.Sequential(nn.Linear(4, 4), nn.Tanh(), nn.Linear(4, 4)) for _ in range(24))
+
+    def forward(self, x):
+        return sum(head(x) for head in self.heads)
+
+
+model = Wide()
+model(torch.randn(3, 4)).sum().backward()
+'''
+
+
+def test_the_first_view_fits_the_graph_pane(browser: Any, pages: dict[str, Path], tmp_path: Path) -> None:
+    script = tmp_path / "wide.py"
+    script.write_text(WIDE, encoding="utf-8")
+    trace = gradviz.trace_script(script)
+    wide = tmp_path / "wide.html"
+    wide.write_text(explorer_html(trace, gradviz.diagnose(trace)), encoding="utf-8")
+    for page in (pages["data"], pages["training"], wide):
+        open_page(browser, page)
+        graph, pane = browser.execute_script(
+            "const r = e => { const b = e.getBoundingClientRect(); return [b.left, b.top, b.right, b.bottom]; };"
+            "return [r(document.getElementById('gv-layer')), r(document.querySelector('svg.gv-graph'))]")
+        assert graph[2] > graph[0] and graph[3] > graph[1]
+        assert pane[0] - 1 <= graph[0] and graph[2] <= pane[2] + 1, (page.name, graph, pane)
+        assert pane[1] - 1 <= graph[1] and graph[3] <= pane[3] + 1, (page.name, graph, pane)
+    # the wide model: its 24 heads do not fit side by side at a readable size, so the first view is one box deep
+    # less than "open all" draws, and opening it is one click away
+    boxes = browser.execute_script("return document.querySelectorAll('.gv-node[data-group]').length")
+    assert boxes >= 1
+    assert console_errors(browser) == []
+
+
+def test_the_explorer_fits_a_sphinx_page(browser: Any, data_trace: Trace, tmp_path: Path) -> None:
+    """A plain Sphinx build (its default theme) with the explorer as a notebook or sphinx-gallery would embed it:
+    the Sphinx page does not scroll sideways, the frame stays inside the body, the explorer inside fits the frame."""
+    from gradviz.explorer.inline import inline_html
+
+    source = tmp_path / "docs"
+    source.mkdir()
+    (source / "conf.py").write_text('project = "explorer in sphinx"\nextensions = []\n', encoding="utf-8")
+    frame = inline_html(explorer_html(data_trace, gradviz.diagnose(data_trace)))
+    body = "\n".join("   " + line for line in frame.splitlines())
+    (source / "index.rst").write_text(f"The explorer\n============\n\nA trace of a `.data` bug.\n\n.. raw:: html\n\n{body}\n",
+                                      encoding="utf-8")
+    import subprocess
+    import sys
+    done = subprocess.run([sys.executable, "-m", "sphinx", "-q", "-b", "html", str(source), str(tmp_path / "html")],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    for width in (1280, 900):
+        browser.set_window_size(width, 800)
+        browser.get((tmp_path / "html" / "index.html").as_uri())
+        sizes = browser.execute_script(
+            "const f = document.querySelector('iframe.gradviz-explorer').getBoundingClientRect();"
+            "const b = document.querySelector('div.body, [role=main]').getBoundingClientRect();"
+            "return [document.documentElement.scrollWidth, document.documentElement.clientWidth, f.left, f.right,"
+            " b.left, b.right]")
+        assert sizes[0] <= sizes[1], sizes  # no horizontal overflow of the Sphinx page
+        assert sizes[4] - 1 <= sizes[2] and sizes[3] <= sizes[5] + 1, sizes  # the frame inside the page's body
+        browser.switch_to.frame(browser.find_element(By.CSS_SELECTOR, "iframe.gradviz-explorer"))
+        try:
+            deadline = time.monotonic() + 30
+            while browser.execute_script("return document.getElementById('gv-app').dataset.ready") != "1":
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            inner = browser.execute_script("return [document.documentElement.scrollWidth, document.documentElement.clientWidth]")
+            assert inner[0] <= inner[1], inner  # the explorer fits its frame
+            assert browser.find_elements(By.CSS_SELECTOR, ".gv-finding")
+        finally:
+            browser.switch_to.default_content()
+    assert console_errors(browser) == []
+
+
+RNN = '''\
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+
+
+class Cell(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x, h):
+        return torch.tanh(self.fc(x) + h)
+
+
+cell = Cell()
+h = torch.zeros(2, 4)
+for t in range(6):
+    h = cell(torch.randn(2, 4), h)
+loss = h.pow(2).sum()
+loss.backward()
+'''
+
+
+def test_a_rolled_loop_opens_into_its_iterations(browser: Any, tmp_path: Path) -> None:
+    script = tmp_path / "rnn.py"
+    script.write_text(RNN, encoding="utf-8")
+    trace = gradviz.trace_script(script)
+    document = explorer_document(trace, [])
+    groups = document["groups"]
+    (loop,) = [i for i, g in enumerate(groups) if g["kind"] == "loop"]
+    assert groups[loop]["label"] == "\N{CLOCKWISE OPEN CIRCLE ARROW} loop \N{MULTIPLICATION SIGN}6 (line 13)"
+    iterations = [i for i, g in enumerate(groups) if g["kind"] == "iteration" and g["parent"] == loop]
+    assert [groups[i]["label"] for i in iterations] == [f"iteration {k}" for k in range(1, 7)]
+    page = tmp_path / "rnn.html"
+    page.write_text(explorer_html(trace, []), encoding="utf-8")
+    open_page(browser, page)
+
+    def closed_boxes() -> list[str]:
+        return browser.execute_script(
+            "return [...document.querySelectorAll('.gv-node[data-group] .gv-label')].map(t => t.textContent)")
+
+    assert closed_boxes() == ["▸ ↻ loop ×6 (line 13)"]  # the loop is one box at first sight
+    click_box(browser, loop)
+    assert closed_boxes() == [f"▸ iteration {k}" for k in range(1, 7)]  # opened in place: its six iterations
+    click_box(browser, iterations[0])
+    drawn = browser.execute_script("return [...document.querySelectorAll('.gv-node[data-node]')].map(g => g.dataset.node)")
+    first = {document["ids"][i] for i, n in enumerate(document["nodes"])
+             if n["g"] == iterations[0]}  # its own ops; its module (cell.fc) a closed box beside them
+    assert first and first <= set(drawn)
+    assert len(closed_boxes()) == 5 + sum(1 for g in groups if g["parent"] == iterations[0])
+    browser.find_element(By.CSS_SELECTOR, f'.gv-cluster[data-group="{loop}"] .gv-cluster-label').click()  # close it
+    assert closed_boxes() == ["▸ ↻ loop ×6 (line 13)"]
+    assert console_errors(browser) == []
+

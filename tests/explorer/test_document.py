@@ -35,6 +35,24 @@ def test_no_internal_ids_are_shown(data_trace: Trace) -> None:
     assert {"out", "c", "a"} <= names
 
 
+def test_names_come_from_the_one_naming_rule(data_trace: Trace, training_trace: Trace) -> None:
+    """Tensors and storages are named as every other view names them (analysis/names.py): no recorder id
+    (t19, s23, n5) in any text of the page, storages by their first owner."""
+    from gradviz.analysis.names import Namer
+
+    for trace in (data_trace, training_trace):
+        document = explorer_document(trace, gradviz.diagnose(trace))
+        shown = json.dumps({k: v for k, v in document.items() if k not in ("ids", "files")})
+        assert not re.search(r"\b[tns]\d+\b", shown), re.search(r".{40}\b[tns]\d+\b.{40}", shown)
+        namer = Namer(trace)
+        by_name = {namer.tensor(tid) for tid in trace.tensors}
+        assert {t["name"] for t in document["tensors"]} <= by_name
+        assert all(s["name"].startswith("storage of ") for s in document["memory"]["storages"])
+    document = explorer_document(data_trace, [])
+    out = next(t for t in document["tensors"] if t["name"] == "out")
+    assert out["storage"] == "storage of out"
+
+
 def test_the_scrubber_follows_versions_through_the_data_write(data_trace: Trace) -> None:
     document = explorer_document(data_trace, gradviz.diagnose(data_trace))
     events = document["events"]

@@ -180,4 +180,4 @@ def test_memory_view_through_render(data_trace: Trace) -> None:
     diagram = render(data_trace, "memory")
     assert diagram.view == "memory"
     svg = diagram.svg()
-    assert "<svg" in svg and "version counter" in svg and "storage s1" in svg
+    assert "<svg" in svg and "version counter of" in svg and "storage of out" in svg and "storage s1" not in svg

@@ -191,3 +191,39 @@ def test_hostile_code_lays_out() -> None:
     svg = timeline_digraph(trace, []).pipe(format="svg").decode("utf-8")
     assert "q[&quot;&lt;i&gt;&quot;].add_(1)\\n" in svg or 'q["&lt;i&gt;"].add_(1)\\n' in svg
     assert "<i>" not in svg and "<w>" not in svg
+
+
+# ---------------------------------------------------------------------- a table that reads like one
+def test_model_construction_writes_are_one_row(gallery) -> None:  # type: ignore[no-untyped-def]
+    trace = gradviz.trace_script(gallery / "plot_01_testdetach.py")
+    rows = timeline_rows(trace, gradviz.diagnose(trace))
+    setup = [r for r in rows if r["alias"] == "model set up"]
+    assert len(setup) == 1 and rows[0] is setup[0]
+    assert setup[0]["versions_text"] == "2 parameters initialised in place (2 writes at lines 24-25)"
+    assert not [r for r in rows if r["kind"] == "inplace_write" and r is not setup[0]]  # nn.Linear's writes folded
+
+
+def test_the_error_that_ended_the_program_is_said_once(detach_trace: Trace) -> None:
+    rows = timeline_rows(detach_trace, gradviz.diagnose(detach_trace))
+    errors = [r["error"] for r in rows if r["error"] and "modified by an inplace operation" in r["error"]]
+    assert len(errors) == 1
+    assert rows[-1]["kind"] == "exception" and rows[-1]["error"] == "the error of the backward above ended the program"
+
+
+def test_every_row_has_the_header_s_column_widths_and_text_that_fits(detach_trace: Trace) -> None:
+    from gradviz.render.timeline import _COLUMNS
+
+    source = timeline_digraph(detach_trace, gradviz.diagnose(detach_trace)).source
+    tables = re.findall(r"^\s*(header|row_\d+) \[label=<(<TABLE.*?</TABLE>)>", source, re.M)
+    assert len(tables) > 3
+    for name, table in tables:
+        assert 'BORDER="2"' in table.split(">", 1)[0], name  # one border width: no row shifted by it
+        widths = [int(w) for w in re.findall(r'<TD WIDTH="(\d+)"', table)]
+        assert widths == [w for _, w, *_ in _COLUMNS], name
+        if name == "header":
+            continue
+        for cell, (_, width, chars, _lines) in zip(re.findall(r"<TD [^>]*>(.*?)</TD>", table), _COLUMNS):
+            size = 9 if 'POINT-SIZE="9"' in cell else 10
+            for line in re.sub(r"<FONT[^>]*>|</FONT>", "", cell).split("<BR/>"):
+                text = re.sub(r"<[^>]+>", "", line).replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">")
+                assert len(text) <= chars and len(text) * 0.602 * size + 8 <= width, (name, text)

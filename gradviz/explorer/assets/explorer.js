@@ -77,6 +77,31 @@
     for (var k = 0; k < c.length; k++) { if (!state.expanded.has(c[k])) { return "g" + c[k]; } }
     return "n" + i;
   }
+  // a rolled step box shows one of its steps at a time: the drawn one, or the one picked with ‹ ›
+  var chosen = {}; // step group -> index into G[g].instances
+  var lookups = {};
+  function stepGroup(i) { var c = chain(N[i].g); return c.length && G[c[0]].kind === "step" && G[c[0]].instances ? c[0] : -1; }
+  function shownInstance(g) { return chosen[g] !== undefined ? chosen[g] : G[g].drawn; }
+  function view(i) { // node i as the step picked in its box has it: its seq, output, saved versions, freeing
+    var n = N[i], g = stepGroup(i);
+    if (g < 0 || shownInstance(g) === G[g].drawn) { return n; }
+    var k = shownInstance(g), key = g + ":" + k;
+    if (!lookups[key]) { lookups[key] = {}; G[g].instances[k].nodes.forEach(function (r) { lookups[key][r[0]] = r; }); }
+    var r = lookups[key][i];
+    var out = Object.assign({}, n, { step: G[g].instances[k].number });
+    if (!r) { out.absent = true; return out; }
+    out.seq = r[1];
+    if (r[2] !== null) { out.out = r[2]; }
+    if (n.saved) { out.saved = n.saved.map(function (s, j) { var x = r[3][j]; return x ? Object.assign({}, s, { t: x[0], v: x[1] }) : s; }); }
+    if (r[4] !== null) { out.freed = r[4]; } else { delete out.freed; }
+    return out;
+  }
+  function pickInstance(g, k) {
+    var count = G[g].instances.length;
+    chosen[g] = ((k % count) + count) % count;
+    if (state.layout) { redraw(); }
+    if (state.selected !== null && stepGroup(state.selected) === g) { showNode(state.selected, true); }
+  }
   function shownCount(expanded) {
     var keep = state.expanded; state.expanded = expanded;
     var seen = new Set();
@@ -90,13 +115,24 @@
     var chosen = steps[steps.length - 1];
     F.forEach(function (f) { f.nodes.forEach(function (i) { var c = chain(N[i].g); if (c.length && G[c[0]].kind === "step" && chosen === steps[steps.length - 1]) { chosen = c[0]; } }); });
     var skip = new Set(steps.filter(function (s) { return s !== chosen; }));
+    G.forEach(function (g, i) { if (g.kind === "loop") { skip.add(i); } }); // a loop stays a "loop ×N" box at first sight
     var inside = function (i) { return !chain(i).some(function (c) { return skip.has(c); }); };
-    var open = new Set(), depth = 0;
+    var open = new Set(), depth = 0, levels = [open];
     while (true) {
       var next = new Set(open);
       G.forEach(function (g, i) { if (g.depth === depth && g.kind !== "line" && inside(i)) { next.add(i); } });
-      if (next.size === open.size || shownCount(next) > FIRST_VIEW) { return open; }
-      open = next; depth++;
+      if (next.size === open.size || shownCount(next) > FIRST_VIEW) { return levels; }
+      open = next; depth++; levels.push(open);
+    }
+  }
+  function firstDepth() { // the deepest of those levels whose layout fits the graph pane at a readable size
+    // shallow levels first: their layouts are quick, and the first that does not fit ends the search
+    var levels = firstExpansion();
+    for (var k = 0; k < levels.length; k++) {
+      state.expanded = new Set(levels[k]);
+      redraw();
+      var b = state.bounds, all = framed(b.x, b.y, b.w, b.h);
+      if (screen().w / all.w < READABLE && k > 0) { state.expanded = new Set(levels[k - 1]); redraw(); return; }
     }
   }
   function reveal(i) { // open the boxes around node i, unless that would draw more than MAX_DRAW things
@@ -174,7 +210,8 @@
     ui.miniView = sv("rect", { "class": "gv-minimap-view" });
     add(ui.mini, ui.miniUse, ui.miniView);
     ui.empty = el("div", "gv-empty");
-    add(graphBox, bar, ui.svg, ui.mini, ui.empty);
+    ui.tip = el("div", "gv-tip"); ui.tip.hidden = true; ui.tip.setAttribute("role", "tooltip");
+    add(graphBox, bar, ui.svg, ui.mini, ui.empty, ui.tip);
 
     var time = el("div", "gv-time");
     ui.prev = button("◀", "previous event (←)"); ui.next = button("▶", "next event (→)");
@@ -283,7 +320,7 @@
       state.note = "showing " + vis.items.size.toLocaleString() + " of " + keys.length.toLocaleString() + " nodes (the latest; search finds the rest)";
     }
     var g = new dagre.graphlib.Graph({ compound: true });
-    g.setGraph({ rankdir: "TB", nodesep: 16, ranksep: 30, edgesep: 8, marginx: 12, marginy: 12 });
+    g.setGraph({ rankdir: "TB", nodesep: 16, ranksep: 30, edgesep: 8, marginx: 12, marginy: 18 });
     g.setDefaultEdgeLabel(function () { return {}; });
     var info = {};
     vis.items.forEach(function (members, key) {
@@ -333,9 +370,12 @@
       var rect = sv("rect", { x: x, y: y, width: b.width, height: b.height, rx: 6 });
       var title = "▾ " + G[c].label + (G[c].kind === "step" && G[c].detail ? " · " + G[c].detail : "");
       var text = sv("text", { x: x + 6, y: y + 12, "class": "gv-cluster-label" });
+      var control = G[c].instances ? 30 + measure("step " + G[c].numbers[G[c].numbers.length - 1] + " (" + G[c].numbers.length + "/" + G[c].numbers.length + ")", 10) : 0;
       text.textContent = fit(title, 10, Math.max(b.width - 12, 20));
       var tip = sv("title", {}); tip.textContent = "close " + (G[c].path || G[c].label);
       add(grp, rect, text, tip);
+      // which of its steps a rolled box shows: just above the box's top right corner, clear of its title
+      if (control) { grp.appendChild(instanceControl(c, x + b.width - control, y - 3)); }
       text.addEventListener("click", function (ev) { ev.stopPropagation(); collapse(c); });
       rect.addEventListener("dblclick", function (ev) { ev.stopPropagation(); collapse(c); });
       cl.appendChild(grp);
@@ -369,6 +409,9 @@
       var l1 = sv("text", { x: 9, y: info[key].lines[1] ? 14 : 15, "class": "gv-label" }); l1.textContent = info[key].lines[0];
       add(grp, rect, l1);
       if (info[key].lines[1]) { var l2 = sv("text", { x: 9, y: 28, "class": "gv-sub" }); l2.textContent = info[key].lines[1]; grp.appendChild(l2); }
+      grp.addEventListener("mouseenter", function (ev) { showTip(key, ev); });
+      grp.addEventListener("mousemove", function (ev) { placeTip(ev); });
+      grp.addEventListener("mouseleave", function () { ui.tip.hidden = true; });
       grp.addEventListener("click", function (ev) {
         ev.stopPropagation();
         if (isNode) { showNode(idx, false); setHash("node=" + D.ids[idx]); } else { expand(idx); }
@@ -379,6 +422,51 @@
     state.bounds = { x: 0, y: 0, w: Math.max(gr.width || 1, 1), h: Math.max(gr.height || 1, 1) };
     ui.mini.setAttribute("viewBox", "0 0 " + state.bounds.w + " " + state.bounds.h);
     applyClasses();
+  }
+  function instanceControl(c, x, y) { // ‹ step 2 › in a rolled step box's title: which of its steps is shown
+    var box = sv("g", { "class": "gv-instances", "data-group": c });
+    var k = shownInstance(c), inst = G[c].instances;
+    var prev = sv("text", { x: x, y: y, "class": "gv-inst-prev" }); prev.textContent = "‹";
+    var label = sv("text", { x: x + 14, y: y, "class": "gv-inst-label" });
+    label.textContent = "step " + inst[k].number + " (" + (k + 1) + "/" + inst.length + ")";
+    var next = sv("text", { x: x + 18 + measure(label.textContent, 10), y: y, "class": "gv-inst-next" }); next.textContent = "›";
+    var t1 = sv("title", {}); t1.textContent = "show the previous step of this box"; prev.appendChild(t1);
+    var t2 = sv("title", {}); t2.textContent = "show the next step of this box"; next.appendChild(t2);
+    prev.addEventListener("click", function (ev) { ev.stopPropagation(); pickInstance(c, k - 1); });
+    next.addEventListener("click", function (ev) { ev.stopPropagation(); pickInstance(c, k + 1); });
+    add(box, prev, label, next);
+    return box;
+  }
+
+  // ------------------------------------------------------------------ hover: op, module, file and line
+  function showTip(key, ev) {
+    var tip = ui.tip, idx = +key.slice(1);
+    tip.textContent = "";
+    if (key[0] === "n") {
+      var n = view(idx);
+      tip.appendChild(el("strong", "gv-tip-op", n.label));
+      if (n.module) { tip.appendChild(el("div", "gv-tip-module", "module " + n.module)); }
+      if (n.file !== undefined) {
+        tip.appendChild(el("div", "gv-tip-where", where(n.file, n.line)));
+        var code = sourceLine(n.file, n.line);
+        if (code) { tip.appendChild(el("code", "gv-tip-code", cut(code, 90))); }
+      }
+      if (n.step) { tip.appendChild(el("div", "gv-tip-module", "as in step " + n.step + (n.absent ? ": not in this step" : ""))); }
+      if (n.saved) { tip.appendChild(el("div", "gv-tip-saved", "saved: " + n.saved.map(function (s) { return s.name + (s.v === null ? "" : " v" + s.v); }).join(", "))); }
+    } else {
+      var grp = G[idx];
+      tip.appendChild(el("strong", "gv-tip-op", grp.label));
+      tip.appendChild(el("div", "gv-tip-module", (grp.path ? grp.path + " · " : "") + total[idx] + " nodes · click to open"));
+    }
+    tip.hidden = false;
+    placeTip(ev);
+  }
+  function placeTip(ev) {
+    var box = ui.tip.parentNode.getBoundingClientRect(), w = ui.tip.offsetWidth, h = ui.tip.offsetHeight;
+    var x = ev.clientX - box.left + 14, y = ev.clientY - box.top + 14;
+    if (x + w > box.width - 4) { x = Math.max(4, ev.clientX - box.left - w - 14); }
+    if (y + h > box.height - 4) { y = Math.max(4, ev.clientY - box.top - h - 14); }
+    ui.tip.style.left = x + "px"; ui.tip.style.top = y + "px";
   }
   function applyClasses() {
     var any = state.hits.size > 0 || state.found.size > 0;
@@ -393,8 +481,8 @@
       node.classList.toggle("gv-hit-box", hit && key[0] === "g");
       node.classList.toggle("gv-found", found);
       node.classList.toggle("gv-selected", key === "n" + state.selected);
-      var future = E.length && members.every(function (i) { return N[i].seq > cur; });
-      var freed = members.every(function (i) { return N[i].freed !== undefined && N[i].freed <= cur; });
+      var future = E.length && members.every(function (i) { return view(i).seq > cur; });
+      var freed = members.every(function (i) { var v = view(i); return v.freed !== undefined && v.freed <= cur; });
       node.classList.toggle("gv-future", !!future);
       node.classList.toggle("gv-freed", !future && freed);
     });
@@ -444,16 +532,7 @@
   }
   function fitAll() { var b = state.bounds; if (b) { setView(framed(b.x, b.y, b.w, b.h)); } }
   var READABLE = 0.85; // screen pixels per layout unit below which labels cannot be read
-  function firstView() { // the whole graph when it is readable so; else readable, at its findings or its top
-    var b = state.bounds, all = framed(b.x, b.y, b.w, b.h);
-    if (screen().w / all.w >= READABLE) { setView(all); return; }
-    var s = screen(), vw = s.w / READABLE, vh = s.h / READABLE;
-    var marked = []; N.forEach(function (n, i) { if (n.mark || n.kind === "dead" || n.kind === "updated") { marked.push("n" + i); } });
-    F.forEach(function (f) { f.nodes.forEach(function (i) { marked.push("n" + i); }); });
-    var g = state.layout.g, k = marked.map(function (m) { return g.hasNode(m) ? m : rep(+m.slice(1)); }).filter(function (m) { return g.hasNode(m); })[0];
-    if (k) { var c = g.node(k); setView({ x: c.x - vw / 2, y: c.y - vh / 2, w: vw, h: vh }); return; }
-    setView({ x: -8, y: -36 / READABLE, w: vw, h: vh }); // the top left, below the buttons: where the graph (and the first step box) begins
-  }
+  function firstView() { fitAll(); } // firstDepth chose a depth whose whole graph fits the pane
   function zoomTo(keys, gently) {
     var g = state.layout && state.layout.g;
     if (!g) { return; }
@@ -558,7 +637,7 @@
     });
   }
   function resetView() {
-    clearHighlight(); state.selected = null; state.expanded = firstExpansion(); redraw(); firstView();
+    clearHighlight(); state.selected = null; firstDepth(); firstView();
     showSummary(); setHash("");
   }
 
@@ -585,7 +664,7 @@
       : "No autograd graph was recorded: no operation of this run needed a gradient" + (D.facts.exception ? " before the program stopped." : ".")));
   }
   function showNode(i, keepHighlight) {
-    var n = N[i];
+    var n = view(i);
     state.selected = i;
     if (!keepHighlight) { state.hits = new Set(); }
     applyClasses();
@@ -593,6 +672,7 @@
     box.appendChild(el("h2", null, n.label));
     var table = el("table", "gv-kv");
     kv(table, "kind", n.kind === "leaf" ? "leaf (receives .grad)" : n.kind === "output" ? "output: backward started here" : n.kind === "op" ? "backward node" : n.kind);
+    if (n.step) { kv(table, "step", "step " + n.step + (n.absent ? " (this node is not in that step)" : "")); }
     if (n.module) { kv(table, "module", n.module); }
     if (n.file !== undefined) { kv(table, "made at", placeLink(n.file, n.line)); kv(table, "source", el("code", null, sourceLine(n.file, n.line))); }
     if (n.out !== undefined) { kv(table, "output", tensorLink(n.out)); }
@@ -891,15 +971,18 @@
       var k = 0; while (k < E.length && E[k].seq < s.seq) { k++; }
       scrubTo(Math.min(k + 1, E.length));
       var grp = G.map(function (g, i) { return [g, i]; }).filter(function (p) { return p[0].kind === "step" && p[0].numbers.indexOf(s.number) >= 0; })[0];
-      if (grp) { state.expanded.add(grp[1]); redraw(); zoomTo(["c" + grp[1]]); }
+      if (grp) {
+        state.expanded.add(grp[1]);
+        if (grp[0].instances) { chosen[grp[1]] = grp[0].numbers.indexOf(s.number); }
+        redraw(); zoomTo(["c" + grp[1]]);
+      }
     });
   }
   selectTab("memory");
   scrubTo(E.length);
   if (N.length) {
-    state.expanded = firstExpansion();
-    redraw();
     ui.empty.hidden = true;
+    firstDepth();
     if (!fromHash()) { firstView(); }
   } else {
     ui.svg.style.display = "none"; ui.mini.style.display = "none";
