@@ -7,7 +7,7 @@ import bisect
 import functools
 from dataclasses import dataclass, field
 
-from ..model import Event, EventKind, NodeRecord, Trace
+from ..model import Event, EventKind, Trace
 from .findings import Finding, FindingKind
 from .graphs import freed_at
 

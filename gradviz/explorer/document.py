@@ -188,7 +188,6 @@ class _Builder:
         """Loops in each step's ops, found as the graph view finds them (render/simplify.py's find_repeats on
         op, module, line, inputs and the parameters fed): each a list of iterations of node indexes. A loop of one
         op at one line repeated LINE_GROUP_MIN times or more is left to the line boxes."""
-        trace = self.trace
         by_roll: dict[str | None, list[int]] = defaultdict(list)
         for i, (nid, _roll) in enumerate(entries):
             if not is_leaf(nid):

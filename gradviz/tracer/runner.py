@@ -146,7 +146,6 @@ def run_module(
 ) -> ProgramRun:
     """trace_module, for front ends. `python -m` puts the current folder first on sys.path, sets sys.argv[0] to the
     module's file and runs it as `__main__` with its `__spec__`: runpy.run_module(alter_sys=True) does the same."""
-    import importlib.util
 
     cwd = os.getcwd()
     saved_path = list(sys.path)
