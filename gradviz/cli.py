@@ -427,9 +427,10 @@ def _finish_render(
     _warn_if_empty(trace, program)
     written: list[Path] = []
     problems: list[UsageError] = []
+    said: set[str] = set()  # several outputs of one view make the same choice: say it once
     for out in outs:
         try:
-            written.append(_write_diagram(trace, findings, out, options, progress))
+            written.append(_write_diagram(trace, findings, out, options, progress, said))
         except UsageError as exc:  # dot missing or the file unwritable: the findings are still worth showing
             problems.append(exc)
         except Exception as exc:
@@ -464,7 +465,9 @@ def _finish_render(
     return status
 
 
-def _write_diagram(trace: Trace, findings: list[Finding], out: Path, options: argparse.Namespace, progress: Progress) -> Path:
+def _write_diagram(
+    trace: Trace, findings: list[Finding], out: Path, options: argparse.Namespace, progress: Progress, said: set[str]
+) -> Path:
     from .render import render
     from .render.diagram import INSTALL_ADVICE, GraphvizNotFound
 
@@ -484,7 +487,9 @@ def _write_diagram(trace: Trace, findings: list[Finding], out: Path, options: ar
             raise UsageError(safe_str(exc)) from None
     if not options.quiet:
         for message in diagram.messages:  # which module depth the graph view chose, and how to change it
-            _stdout_console().print(f"{rank_prefix()}{message}", highlight=False, markup=False)
+            if message not in said:
+                said.add(message)
+                _stdout_console(color=options.color).print(f"{rank_prefix()}{message}", highlight=False, markup=False)
     return out
 
 

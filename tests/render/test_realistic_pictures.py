@@ -190,7 +190,8 @@ def test_window_draws_nothing_of_the_next_step(tmp_path: Path) -> None:
 def test_cli_says_which_depth_and_takes_depth(tmp_path: Path) -> None:
     out = tmp_path / "g.dot"
     run = subprocess.run(
-        [sys.executable, "-m", "gradviz", "render", str(PROGRAMS / "nanogpt.py"), "-o", str(out)],
+        [sys.executable, "-m", "gradviz", "render", str(PROGRAMS / "nanogpt.py"), "-o", str(out),
+         "-o", str(tmp_path / "g.svg")],
         capture_output=True, text=True, timeout=300,
     )
     assert run.returncode == 0, run.stderr
