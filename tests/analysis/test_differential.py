@@ -172,7 +172,7 @@ def check_program(source: str, loss_deps: frozenset[str], tmp: Path, *, generate
     note("silently wrong gradients" if silent else "right gradients")
     assert (FindingKind.SILENTLY_CORRUPTED_SAVED_TENSOR in kinds) == silent, (source, findings)
     dead_expected = {leaf for leaf in loss_deps if plain.grads[leaf] is None}
-    dead_found = {f.parameter for f in findings if f.kind is FindingKind.DEAD_PARAMETER}
+    dead_found = {name for f in findings if f.kind is FindingKind.DEAD_PARAMETER for name in f.parameters}
     note(f"{len(dead_expected)} dead leaves")
     assert dead_found == dead_expected, (source, findings)
 
