@@ -143,6 +143,7 @@ def cuts(ctx: Context) -> Iterator[Cut]:
             if event.result is not None:
                 starts.append((event, event.result))
     starts += _rewraps(ctx)
+    starts += _regenerated_views(ctx)
     starts.sort(key=lambda start: start[0].seq)
     # one sweep for all of them: asking per cut walks everything downstream of it, quadratic over a run
     reached = first_backward_reached(ctx.flow, ctx.backwards, [(start, event.seq) for event, start in starts])
@@ -150,6 +151,40 @@ def cuts(ctx: Context) -> Iterator[Cut]:
         hit = reached.get((start, event.seq))
         if hit is not None:
             yield Cut(event, sorted(hit.roots), hit.backward)
+
+
+def _regenerated_views(ctx: Context) -> list[tuple[Event, str]]:
+    """`t1 = t0.t(); t0.detach_(); t0.mul_(2)`: a view made before its base's `detach_()` keeps its history until
+    the base (or the view) is written in place; PyTorch then rebuilds the view's grad_fn from the base when the view
+    is next used, and after the detach_ the base has none: the view carries the cut on into the loss (checked
+    against PyTorch 2.13: the leaf gets no gradient; without a write it gets its full gradient)."""
+    trace = ctx.trace
+    views: dict[str, list[str]] = {}
+    for record in trace.tensors.values():
+        if record.origin == "view" and record.source is not None:
+            views.setdefault(record.source, []).append(record.id)
+    writes: dict[str, list[int]] = {}
+    for event in trace.events_of(EventKind.INPLACE_WRITE):
+        if event.tensor is not None:
+            writes.setdefault(event.tensor, []).append(event.seq)
+    found = []
+    for event in trace.events_of(EventKind.DETACH_):
+        base = event.tensor
+        if base is None or event.data.get("source_grad_fn") is None or event.data.get("error"):
+            continue
+        before = [v for v in views.get(base, []) if trace.tensors[v].seq < event.seq]
+        for view in before:
+            seqs = sorted(seq for tid in (base, *before) for seq in writes.get(tid, ()) if seq > trace.tensors[view].seq)
+            if not seqs:
+                continue  # its history stands: the leaf gets its full gradient through it
+            if seqs[-1] < event.seq:
+                # written before the detach_: PyTorch rebuilds the grad_fn when the view is next used; used between
+                # the write and the detach_, it was rebuilt with the history still there
+                used = any(seqs[-1] < seq < event.seq for seq, _ in ctx.flow.consumers.get(view, ()))
+                if used:
+                    continue
+            found.append((event, view))
+    return found
 
 
 # calls that copy a tensor's values into a new tensor without its history (PyTorch warns "To copy construct from a
