@@ -53,7 +53,7 @@ class Finding:
     line: int | None
     message: str
     fix: str
-    parameter: str | None = None
+    parameter: str | None = None  # a dead_parameter finding: its parameters grouped by module (`model.0: weight, bias`)
     code: str = ""  # the text of the source line
     tensors: list[str] = field(default_factory=list)  # tensor ids involved, most important first
     nodes: list[str] = field(default_factory=list)  # autograd node ids involved
@@ -66,6 +66,8 @@ class Finding:
     predicted: bool = False
     # a prediction about a backward the program's own code does not run (a value it never backpropagates): info
     note: bool = False
+    # the full name of every parameter the finding is about, in creation order (a cut starving a frozen backbone)
+    parameters: list[str] = field(default_factory=list)
 
     @property
     def severity(self) -> Severity:
@@ -90,6 +92,8 @@ class Finding:
         }
         if self.parameter is not None:
             out["parameter"] = self.parameter
+        if self.parameters:
+            out["parameters"] = list(self.parameters)
         out.update(
             tensors=list(self.tensors),
             nodes=list(self.nodes),
@@ -120,4 +124,5 @@ class Finding:
             count=int(data.get("count", 1)),
             predicted=bool(data.get("predicted", False)),
             note=bool(data.get("note", False)),
+            parameters=list(data.get("parameters", [])),
         )

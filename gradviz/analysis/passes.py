@@ -5,7 +5,7 @@ from __future__ import annotations
 import bisect
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import networkx as nx
 
@@ -143,6 +143,7 @@ def cuts(ctx: Context) -> Iterator[Cut]:
             if event.result is not None:
                 starts.append((event, event.result))
     starts += _rewraps(ctx)
+    starts += _regenerated_views(ctx)
     starts.sort(key=lambda start: start[0].seq)
     # one sweep for all of them: asking per cut walks everything downstream of it, quadratic over a run
     reached = first_backward_reached(ctx.flow, ctx.backwards, [(start, event.seq) for event, start in starts])
@@ -150,6 +151,40 @@ def cuts(ctx: Context) -> Iterator[Cut]:
         hit = reached.get((start, event.seq))
         if hit is not None:
             yield Cut(event, sorted(hit.roots), hit.backward)
+
+
+def _regenerated_views(ctx: Context) -> list[tuple[Event, str]]:
+    """`t1 = t0.t(); t0.detach_(); t0.mul_(2)`: a view made before its base's `detach_()` keeps its history until
+    the base (or the view) is written in place; PyTorch then rebuilds the view's grad_fn from the base when the view
+    is next used, and after the detach_ the base has none: the view carries the cut on into the loss (checked
+    against PyTorch 2.13: the leaf gets no gradient; without a write it gets its full gradient)."""
+    trace = ctx.trace
+    views: dict[str, list[str]] = {}
+    for record in trace.tensors.values():
+        if record.origin == "view" and record.source is not None:
+            views.setdefault(record.source, []).append(record.id)
+    writes: dict[str, list[int]] = {}
+    for event in trace.events_of(EventKind.INPLACE_WRITE):
+        if event.tensor is not None:
+            writes.setdefault(event.tensor, []).append(event.seq)
+    found = []
+    for event in trace.events_of(EventKind.DETACH_):
+        base = event.tensor
+        if base is None or event.data.get("source_grad_fn") is None or event.data.get("error"):
+            continue
+        before = [v for v in views.get(base, []) if trace.tensors[v].seq < event.seq]
+        for view in before:
+            seqs = sorted(seq for tid in (base, *before) for seq in writes.get(tid, ()) if seq > trace.tensors[view].seq)
+            if not seqs:
+                continue  # its history stands: the leaf gets its full gradient through it
+            if seqs[-1] < event.seq:
+                # written before the detach_: PyTorch rebuilds the grad_fn when the view is next used; used between
+                # the write and the detach_, it was rebuilt with the history still there
+                used = any(seqs[-1] < seq < event.seq for seq, _ in ctx.flow.consumers.get(view, ()))
+                if used:
+                    continue
+            found.append((event, view))
+    return found
 
 
 # calls that copy a tensor's values into a new tensor without its history (PyTorch warns "To copy construct from a
@@ -285,7 +320,9 @@ def dead_parameter_findings(ctx: Context, found: list[Cut]) -> list[Finding]:
     first = first_backward_reached(ctx.flow, ctx.backwards, [(tid, -1) for tid in unreached])
     participating = {tid: first[(tid, -1)].backward for tid in unreached if (tid, -1) in first}
     explained = _explaining_cuts(ctx, set(participating), found)
-    findings = []
+    # one finding per cause (a cut, a call without gradient tracking) listing every parameter it starves: a frozen
+    # backbone is one finding naming `backbone.0: weight, bias; ...`, not one per tensor
+    groups: dict[tuple[object, ...], _Starved] = {}
     for leaf, backward in sorted(participating.items(), key=lambda item: trace.tensors[item[0]].seq):
         record = trace.tensors[leaf]
         cut = explained.get(leaf)
@@ -293,15 +330,15 @@ def dead_parameter_findings(ctx: Context, found: list[Cut]) -> list[Finding]:
             continue
         if cut is not None:
             file, line, code = ctx.where(cut.event)
-            reason = f"every path from it to the loss passes through the cut at line {line} (`{code}`)"
-            events, nodes = [cut.event.seq, backward.seq], [n for n in [cut.event.data.get("source_grad_fn")] if n]
+            reason = f"every path from them to the loss passes through the cut at line {line} (`{code}`)"
+            events, nodes = [cut.event.seq], [n for n in [cut.event.data.get("source_grad_fn")] if n]
         else:
             step = _no_grad_break(ctx, leaf, backward)
             if step is None or (optimized is not None and leaf not in optimized):
                 continue
             op, file, line = step
             code = _code(trace, file, line)
-            reason = f"its value reaches the loss only through `{op}` at line {line}, computed without gradient tracking"
+            reason = f"their values reach the loss only through `{op}` at line {line}, computed without gradient tracking"
             if _REENTRANT_CHECKPOINT.search(code):
                 # the reentrant checkpoint runs its function under no_grad and backpropagates through the
                 # recomputation only from inputs that require grad: PyTorch warns and gives it none
@@ -310,25 +347,71 @@ def dead_parameter_findings(ctx: Context, found: list[Cut]) -> list[Finding]:
                     "requires_grad=True. Gradients will be None\"); with `use_reentrant=True` the checkpointed "
                     "block gets gradients only through inputs that require grad"
                 )
-            events, nodes = [backward.seq], []
-        findings.append(
-            Finding(
-                FindingKind.DEAD_PARAMETER,
-                file,
-                line,
-                f"{ctx.name(leaf)} takes part in computing the loss backpropagated at {line_of(backward)}, but no "
-                f"backward in the run gives it a gradient: {reason}. It will never train.",
-                "Remove the detach (or `torch.no_grad()`) on the path if it should learn; if it is meant to be "
-                f"frozen, say so with `{record.label}.requires_grad_(False)` and leave it out of the optimizer.",
-                parameter=record.label,
-                code=code,
-                tensors=[leaf],
-                nodes=nodes,
-                events=events,
-                affected_backward=backward.seq,
-            )
-        )
-    return findings
+            events, nodes = [], []
+        group = groups.setdefault((file, line, reason), _Starved(file, line, code, reason, backward))
+        group.leaves.append(leaf)
+        group.events += [e for e in events if e not in group.events]
+        group.nodes += [n for n in nodes if n not in group.nodes]
+        if backward.seq < group.backward.seq:
+            group.backward = backward
+    return [_dead_finding(ctx, group) for group in groups.values()]
+
+
+@dataclass
+class _Starved:
+    """Parameters one cause keeps from training."""
+
+    file: str | None
+    line: int | None
+    code: str
+    reason: str
+    backward: Event  # the first backward whose loss they take part in
+    leaves: list[str] = field(default_factory=list)
+    events: list[int] = field(default_factory=list)
+    nodes: list[str] = field(default_factory=list)
+
+
+def _dead_finding(ctx: Context, group: _Starved) -> Finding:
+    records = [ctx.trace.tensors[leaf] for leaf in group.leaves]
+    labels = [record.label for record in records]
+    named = "; ".join(f"`{text}`" for text in grouped_by_module(labels))
+    they, are, them = ("it", "is", "it") if len(records) == 1 else ("they", "are", "them")
+    if len(records) == 1:
+        head = f"{ctx.name(records[0].id)} takes part"
+        reason = group.reason.replace("from them", "from it").replace("their values", "its value")
+        tail = "It will never train."
+        frozen = f"`{labels[0]}.requires_grad_(False)`"
+    else:
+        head = f"{len(records)} parameters ({named}) take part"
+        reason = group.reason
+        tail = "They will never train."
+        frozen = "`requires_grad_(False)` on them"
+    return Finding(
+        FindingKind.DEAD_PARAMETER,
+        group.file,
+        group.line,
+        f"{head} in computing the loss backpropagated at {line_of(group.backward)}, but no backward in the run "
+        f"gives {'it' if len(records) == 1 else 'them'} a gradient: {reason}. {tail}",
+        f"Remove the detach (or `torch.no_grad()`) on the path if {they} should learn; if {they} {are} meant to be "
+        f"frozen, say so with {frozen} and leave {them} out of the optimizer.",
+        parameter="; ".join(grouped_by_module(labels)),
+        code=group.code,
+        tensors=list(group.leaves),
+        nodes=list(group.nodes),
+        events=group.events + [group.backward.seq],
+        affected_backward=group.backward.seq,
+        parameters=labels,
+    )
+
+
+def grouped_by_module(names: list[str]) -> list[str]:
+    """`model.0.weight`, `model.0.bias`, `model.2.weight` -> `model.0: weight, bias`, `model.2: weight` (modules in
+    first-seen order; a name without a module stays whole)."""
+    modules: dict[str, list[str]] = {}
+    for name in names:
+        module, _, attribute = name.rpartition(".")
+        modules.setdefault(module, []).append(attribute if module else name)
+    return [f"{module}: {', '.join(attrs)}" if module else ", ".join(attrs) for module, attrs in modules.items()]
 
 
 _REENTRANT_CHECKPOINT = re.compile(r"\bcheckpoint\w*\(")

@@ -63,11 +63,13 @@ def annotate(trace: Trace, findings: list[Finding]) -> Annotations:
         if kind in ("poisoned_saved_tensor", "silently_corrupted_saved_tensor", "detach_inplace_saved"):
             _mark_saved(trace, finding, found, notes)
         elif kind in ("dead_parameter", "update_without_gradient"):
-            for tid in finding.tensors[:1] or ([] if finding.parameter is None else _by_parameter(trace, finding.parameter)):
+            # a dead_parameter finding names every parameter its cause starves: each gets its own note
+            marked = finding.tensors if kind == "dead_parameter" else finding.tensors[:1]
+            for tid in marked or ([] if finding.parameter is None else _by_parameter(trace, finding.parameter)):
                 if tid not in trace.tensors:
                     continue
                 if kind == "dead_parameter":
-                    note = Note("dead", ["no gradient"], finding.parameter)
+                    note = Note("dead", ["no gradient"], trace.tensors[tid].parameter or finding.parameter)
                 else:
                     where = f" at line {finding.line}" if finding.line else ""
                     note = Note("updated", [f"updated{where} without a gradient"], finding.parameter)

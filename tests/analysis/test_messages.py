@@ -66,3 +66,30 @@ def test_pytorch_version_numbers_are_quoted_in_a_loop(trace_of) -> None:
     (finding,) = gradviz.diagnose(trace)
     assert 'raised: "is at version 10; expected version 9"' in finding.message
     assert trace.exception is not None and "is at version 10; expected version 9" in trace.exception.message
+
+
+def test_a_frozen_backbone_is_one_finding_naming_its_parameters_by_module(trace_of) -> None:
+    from gradviz.render.annotate import annotate
+
+    trace = trace_of(
+        """
+        import torch
+        import torch.nn as nn
+
+        backbone = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 8))
+        head = nn.Linear(8, 2)
+        opt = torch.optim.SGD([*backbone.parameters(), *head.parameters()], lr=0.1)
+        feat = backbone(torch.randn(3, 4)).detach()
+        loss = head(feat).sum()
+        opt.zero_grad(); loss.backward(); opt.step()
+        """
+    )
+    findings = gradviz.diagnose(trace)
+    (dead,) = [f for f in findings if f.kind is FindingKind.DEAD_PARAMETER]
+    assert dead.line == 7 and dead.parameter == "backbone.0: weight, bias; backbone.2: weight, bias"
+    assert dead.parameters == ["backbone.0.weight", "backbone.0.bias", "backbone.2.weight", "backbone.2.bias"]
+    assert dead.message.startswith("4 parameters (`backbone.0: weight, bias`; `backbone.2: weight, bias`) take part")
+    assert "passes through the cut at line 7" in dead.message
+    # the graph view still marks each starved parameter, under its own name
+    marked = {note.name for note in annotate(trace, findings).leaves.values() if note.style == "dead"}
+    assert marked == set(dead.parameters)

@@ -11,7 +11,9 @@ import gradviz
 from gradviz.analysis import Severity, diagnose
 
 PROGRAMS = sorted((Path(__file__).parent.parent / "programs").glob("*.py"))
-EXPECT = re.compile(r"expect:\s*(\w+)(?:\s+param=([^\s;]+))?")
+# `param=model.0.weight`; a dead_parameter finding names every parameter its cause starves, in creation order:
+# `params=model.0.weight,model.0.bias`
+EXPECT = re.compile(r"expect:\s*(\w+)(?:\s+params?=([^\s;]+))?")
 
 
 def expectations(path: Path) -> tuple[set[tuple[str, int, str | None]], str | None]:
@@ -38,7 +40,7 @@ def test_program_findings_match_declarations(program: Path) -> None:
     else:
         assert trace.exception is None, trace.exception
     findings = diagnose(trace)
-    got = {(f.kind.value, f.line, f.parameter) for f in findings}
+    got = {(f.kind.value, f.line, ",".join(f.parameters) if f.parameters else f.parameter) for f in findings}
     # findings without a parameter match a declaration without one
     assert got == expected, "\n".join(f"{f.kind.value}:{f.line} {f.parameter} {f.message}" for f in findings)
 

@@ -112,7 +112,8 @@ def test_check_json_is_one_document_with_the_findings(gradviz_cli, script, extra
     assert "----------------------------------------------" in result.stderr or script == MODULE
     if script == MODULE:
         dead = document["findings"][0]
-        assert dead["severity"] == "warning" and dead["parameter"] == "model.layer1.weight"
+        assert dead["severity"] == "warning" and dead["parameter"] == "model.layer1: weight"
+        assert dead["parameters"] == ["model.layer1.weight"]
         assert "layer1 changed: False" in result.stderr
 
 
@@ -136,5 +137,5 @@ def test_check_human_report_on_testdetach_exits_0_without_strict(python_m_gradvi
     result = python_m_gradviz("check", MODULE, "-q")
 
     assert result.returncode == 0, result.stderr
-    assert f"warning  {MODULE}:{line_of(MODULE, 'x = x.detach()')}  dead_parameter  (model.layer1.weight)" in result.stdout
+    assert f"warning  {MODULE}:{line_of(MODULE, 'x = x.detach()')}  dead_parameter  (model.layer1: weight)" in result.stdout
     assert f"info  {MODULE}:{line_of(MODULE, 'x = x.detach()')}  cut_edge" in result.stdout

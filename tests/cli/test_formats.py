@@ -101,7 +101,7 @@ def test_sarif_levels_follow_severity_and_the_scripts_error_is_a_notification(py
     detach_line = line_of(MODULE, "x = x.detach()")
     assert levels == {("cut_edge", "note", detach_line), ("dead_parameter", "warning", detach_line)}
     dead = next(r for r in document["runs"][0]["results"] if r["ruleId"] == "dead_parameter")
-    assert dead["properties"] == {"parameter": "model.layer1.weight"}
+    assert dead["properties"] == {"parameter": "model.layer1: weight"}  # grouped by module
 
     assert detach.returncode == 1
     assert "Traceback" not in detach.stderr  # the script's error is in the log, not printed over it

@@ -8,7 +8,7 @@ enc, head = nn.Linear(4, 8), nn.Linear(8, 1)
 opt = torch.optim.SGD([*enc.parameters(), *head.parameters()], lr=0.1)
 for step in range(2):
     h = enc(torch.randn(3, 4))
-    z = torch.tensor(h)  # expect: cut_edge; expect: dead_parameter param=enc.weight; expect: dead_parameter param=enc.bias
+    z = torch.tensor(h)  # expect: cut_edge; expect: dead_parameter params=enc.weight,enc.bias
     w = h.new_tensor(h)  # expect: cut_edge
     loss = head(z).mean() + head(w).mean()
     opt.zero_grad(); loss.backward(); opt.step()

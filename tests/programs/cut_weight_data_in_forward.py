@@ -12,7 +12,7 @@ class MyLinear(nn.Module):
         self.bias = nn.Parameter(torch.zeros(m))
 
     def forward(self, X):
-        return torch.matmul(X, self.weight.data) + self.bias.data  # expect: cut_edge; expect: dead_parameter param=model.0.weight; expect: dead_parameter param=model.0.bias
+        return torch.matmul(X, self.weight.data) + self.bias.data  # expect: cut_edge; expect: dead_parameter params=model.0.weight,model.0.bias
 
 
 model = nn.Sequential(MyLinear(4, 8), nn.ReLU(), nn.Linear(8, 1))

@@ -13,7 +13,7 @@ class Model(nn.Module):
 
     def forward(self, x):
         features = self.extractor(x)
-        features = features.detach()  # expect: cut_edge; expect: dead_parameter param=model.extractor.0.weight; expect: dead_parameter param=model.extractor.0.bias; expect: dead_parameter param=model.extractor.2.weight; expect: dead_parameter param=model.extractor.2.bias
+        features = features.detach()  # expect: cut_edge; expect: dead_parameter params=model.extractor.0.weight,model.extractor.0.bias,model.extractor.2.weight,model.extractor.2.bias
         return self.head(features)
 
 

@@ -11,7 +11,7 @@ x, y = torch.randn(16, 3), torch.randn(16, 1)
 
 def closure():
     optimizer.zero_grad()
-    features = encoder(x).detach()  # expect: cut_edge; expect: dead_parameter param=encoder.weight; expect: dead_parameter param=encoder.bias
+    features = encoder(x).detach()  # expect: cut_edge; expect: dead_parameter params=encoder.weight,encoder.bias
     loss = nn.functional.mse_loss(head(features), y)
     loss.backward()
     return loss

@@ -9,7 +9,7 @@ torch.manual_seed(0)
 stem, head = nn.Linear(3, 4), nn.Linear(4, 1)
 target = copy.deepcopy(head)
 for step in range(2):
-    loss = head(stem(torch.randn(5, 3)).detach()).pow(2).mean()  # expect: cut_edge; expect: dead_parameter param=stem.weight; expect: dead_parameter param=stem.bias
+    loss = head(stem(torch.randn(5, 3)).detach()).pow(2).mean()  # expect: cut_edge; expect: dead_parameter params=stem.weight,stem.bias
     loss.backward()
     with torch.no_grad():
         for p in list(stem.parameters()) + list(head.parameters()):

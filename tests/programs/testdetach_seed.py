@@ -13,7 +13,7 @@ class TestDetach(nn.Module):
 
     def forward(self, x, DetachLayer1=True):
         x = torch.relu(self.layer1(x))
-        x = x.detach()  # expect: cut_edge; expect: dead_parameter param=model.layer1.weight
+        x = x.detach()  # expect: cut_edge; expect: dead_parameter params=model.layer1.weight
         x = self.layer2(x)
         return x
 

@@ -24,7 +24,7 @@ class DecayWrapper:
 backbone, head = nn.Linear(4, 8), nn.Linear(8, 1)
 opt = DecayWrapper(torch.optim.SGD(list(backbone.parameters()) + list(head.parameters()), lr=0.1), 0.01)
 for step in range(3):
-    feats = backbone(torch.randn(8, 4)).detach()  # expect: dead_parameter param=backbone.weight; expect: dead_parameter param=backbone.bias; expect: cut_edge
+    feats = backbone(torch.randn(8, 4)).detach()  # expect: cut_edge; expect: dead_parameter params=backbone.weight,backbone.bias
     loss = head(feats).pow(2).mean()
     opt.zero_grad()
     loss.backward()

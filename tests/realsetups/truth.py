@@ -137,7 +137,8 @@ def contradictions(findings: list[Finding], truth: Truth, *, grows: bool | None 
             ):
                 wrong.append("every step that moved it had a non-zero gradient: " + where)
         elif finding.kind is FindingKind.DEAD_PARAMETER:
-            if any(_is(n, finding.parameter) for n in truth.ever_with_grad):
+            # one finding names every parameter its cause starves: each of them must have had no gradient
+            if any(_is(n, name) for name in finding.parameters or [finding.parameter] for n in truth.ever_with_grad):
                 wrong.append("it had a non-zero gradient: " + where)
         elif finding.kind is FindingKind.GRAPH_KEPT_ALIVE:
             if grows is not True:
