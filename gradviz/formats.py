@@ -27,17 +27,19 @@ FORMATS = ("text", "json", "sarif", "github")
 #: Per kind: what happened, and the fix. The same words as README's table "What each finding means".
 RULES: dict[FindingKind, tuple[str, str]] = {
     FindingKind.CUT_EDGE: (
-        'a tensor in an autograd graph is cut (`.detach()`, `.data`, `.detach_()`, a re-wrap: `torch.tensor(t)`, '
-        "`t.new_tensor(t)`, `Variable(t.data)`, `torch.from_numpy(t.data.numpy())`, or a parameter's own "
-        '`self.weight.data` in `forward`) and what is computed from it reaches a loss you call `backward()` on',
+        'a tensor in an autograd graph is cut (`.detach()`, `.data`, `.detach_()` (also of a base whose earlier '
+        'view feeds the loss, once either is written in place), a re-wrap: `torch.tensor(t)`, `t.new_tensor(t)`, '
+        "`Variable(t.data)`, `torch.from_numpy(t.data.numpy())`, or a parameter's own `self.weight.data` in "
+        '`forward`) and what is computed from it reaches a loss you call `backward()` on',
         'keep it where the cut is intended (GAN discriminator step, truncated BPTT, a teacher or target network);'
         ' otherwise remove it. Logging (`loss.detach().item()`) is not a cut',
     ),
     FindingKind.DEAD_PARAMETER: (
-        'a parameter the program trains took part in computing a loss, but no backward in the run gave it a '
+        'parameters the program trains took part in computing a loss, but no backward in the run gave them a '
         'gradient: every path was cut (or ran under `no_grad`; inside `checkpoint(..., use_reentrant=True)` whose'
-        " inputs do not require grad, with PyTorch's own warning quoted). A model no optimizer holds (a teacher) "
-        'is frozen on purpose',
+        " inputs do not require grad, with PyTorch's own warning quoted). One finding per cause, naming its "
+        "parameters grouped by module (`backbone.0: weight, bias; backbone.2: weight, bias`); JSON's `parameters`"
+        ' lists the full names. A model no optimizer holds (a teacher) is frozen on purpose',
         'remove the cut, or freeze it explicitly with `requires_grad_(False)`',
     ),
     FindingKind.POISONED_SAVED_TENSOR: (
