@@ -6,7 +6,7 @@
   var FONT = "'DejaVu Sans Mono', monospace";
   var MAX_DRAW = 1500; // boxes and nodes drawn at once; more is refused with a message (search still finds them)
   var FIRST_VIEW = 60;
-  var BIG = 100; // nodes of a graph whose first view may be in part, and may fold the lower panel for its room
+  var BIG = 100; // nodes of a graph that opens with the lower panel folded, and may be seen in part at first
   var OPEN_ALL_ITEMS = 260, OPEN_ALL_BOXES = 24; // what "open all" opens at most: nested boxes cost the layout most // the first view opens modules level by level while at most this many things are drawn
   var D = JSON.parse(document.getElementById("gv-data").textContent);
   var app = document.getElementById("gv-app");
@@ -175,6 +175,7 @@
     for (var k = 0; k < levels.length; k++) {
       var pick = null;
       ["TB", "LR"].forEach(function (dir) {
+        if (pick && pick.mode === "all") { return; } // seen whole top-down: the usual direction is kept
         state.expanded = new Set(levels[k]); state.rankdir = dir;
         redraw();
         var f = firstFit();
@@ -182,19 +183,13 @@
           pick = { level: k, dir: dir, mode: f.mode, scale: f.scale };
         }
       });
-      if (!pick) { if (k > 0) { break; } pick = { level: 0, dir: "TB", mode: "all" }; }
+      if (!pick) { if (best) { break; } pick = { level: k, dir: "TB", mode: "all" }; }
       best = pick;
     }
     state.first = best.mode;
     state.expanded = new Set(levels[best.level]); state.rankdir = best.dir;
-    if (N.length > BIG && (best.mode === "part" || best.level < levels.length - 1) && !ui.lower.classList.contains("gv-folded") && !folded) {
-      // the graph does not fit whole: it takes the memory panel's room at first (the Memory and Source tabs, or
-      // "show", open it again)
-      folded = true; fold(true); firstDepth(); return;
-    }
     redraw();
   }
-  var folded = false; // the first view folded the lower panel once; it never does again by itself
   function fold(on) {
     ui.lower.classList.toggle("gv-folded", on);
     ui.fold.textContent = on ? "show ▴" : "hide ▾";
@@ -1061,6 +1056,8 @@
   scrubTo(E.length);
   if (N.length) {
     ui.empty.hidden = true;
+    // a big graph takes the lower panel's room at first ("show", or the Memory and Source tabs, open it again)
+    if (N.length > BIG) { fold(true); }
     firstDepth();
     if (!fromHash()) { firstView(); }
   } else {
