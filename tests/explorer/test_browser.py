@@ -417,24 +417,117 @@ model(torch.randn(3, 4)).sum().backward()
 '''
 
 
+NESTED = '''\
+import torch
+from torch import nn
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ln = nn.LayerNorm(8)
+        self.attn = nn.Sequential(nn.Linear(8, 8), nn.Tanh(), nn.Linear(8, 8))
+        self.mlp = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 8))
+
+    def forward(self, x):
+        x = x + self.attn(self.ln(x))
+        return x + self.mlp(x)
+
+
+class Body(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.wte = nn.Embedding(50, 8)
+        self.wpe = nn.Embedding(6, 8)
+        self.h = nn.ModuleList(Block() for _ in range(4))
+        self.ln_f = nn.LayerNorm(8)
+
+    def forward(self, idx):
+        x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1]))
+        for block in self.h:
+            x = block(x)
+        return self.ln_f(x)
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.transformer = Body()
+        self.lm_head = nn.Linear(8, 50)
+
+    def forward(self, idx):
+        return self.lm_head(self.transformer(idx))
+
+
+model = Net()
+for step in range(80):  # enough nodes to be a big graph: more than one step's worth
+    idx = torch.randint(0, 50, (2, 6))
+    loss = nn.functional.cross_entropy(model(idx).flatten(0, 1), idx.flatten())
+    loss.backward()
+    if step == 1:
+        break
+'''
+FIRST_VIEW = """
+const rect = e => { const b = e.getBoundingClientRect(); return [b.left, b.top, b.right, b.bottom]; };
+const svg = document.querySelector('svg.gv-graph'), vb = svg.getAttribute('viewBox').split(' ').map(Number);
+const must = [...document.querySelectorAll('.gv-node.gv-output, .gv-node.gv-mark-corrupted, .gv-node.gv-mark-poisoned, .gv-node.gv-mark-detached_saved')];
+return {layer: rect(document.getElementById('gv-layer')), pane: rect(svg), scale: svg.getBoundingClientRect().width / vb[2],
+        must: must.map(rect), boxes: [...document.querySelectorAll('.gv-node[data-group]')].map(g => g.dataset.group)};
+"""
+
+
+def inside(box: list[float], pane: list[float]) -> bool:
+    return pane[0] - 1 <= box[0] and box[2] <= pane[2] + 1 and pane[1] - 1 <= box[1] and box[3] <= pane[3] + 1
+
+
 def test_the_first_view_fits_the_graph_pane(browser: Any, pages: dict[str, Path], tmp_path: Path) -> None:
-    script = tmp_path / "wide.py"
-    script.write_text(WIDE, encoding="utf-8")
-    trace = gradviz.trace_script(script)
-    wide = tmp_path / "wide.html"
-    wide.write_text(explorer_html(trace, gradviz.diagnose(trace)), encoding="utf-8")
-    for page in (pages["data"], pages["training"], wide):
+    made = {}
+    for name, text in (("wide", WIDE), ("nested", NESTED)):
+        script = tmp_path / f"{name}.py"
+        script.write_text(text, encoding="utf-8")
+        made[name] = gradviz.trace_script(script)
+        page = tmp_path / f"{name}.html"
+        page.write_text(explorer_html(made[name], gradviz.diagnose(made[name])), encoding="utf-8")
+    # small graphs: the whole graph is in the pane
+    for page in (pages["data"], pages["training"], tmp_path / "wide.html"):
         open_page(browser, page)
-        graph, pane = browser.execute_script(
-            "const r = e => { const b = e.getBoundingClientRect(); return [b.left, b.top, b.right, b.bottom]; };"
-            "return [r(document.getElementById('gv-layer')), r(document.querySelector('svg.gv-graph'))]")
-        assert graph[2] > graph[0] and graph[3] > graph[1]
-        assert pane[0] - 1 <= graph[0] and graph[2] <= pane[2] + 1, (page.name, graph, pane)
-        assert pane[1] - 1 <= graph[1] and graph[3] <= pane[3] + 1, (page.name, graph, pane)
+        seen = browser.execute_script(FIRST_VIEW)
+        assert seen["layer"][2] > seen["layer"][0] and seen["layer"][3] > seen["layer"][1]
+        assert inside(seen["layer"], seen["pane"]), (page.name, seen)
+        assert seen["must"] and all(inside(b, seen["pane"]) for b in seen["must"]), (page.name, seen)
     # the wide model: its 24 heads do not fit side by side at a readable size, so the first view is one box deep
     # less than "open all" draws, and opening it is one click away
-    boxes = browser.execute_script("return document.querySelectorAll('.gv-node[data-group]').length")
-    assert boxes >= 1
+    assert browser.execute_script("return document.querySelectorAll('.gv-node[data-group]').length") >= 1
+    # a GPT-2-shaped model: the first view opens the module tree's spine (model > transformer > h) and shows the
+    # blocks h.0 and h.1 as boxes, with the loss in view at a readable scale (0.85 px per unit or more)
+    open_page(browser, tmp_path / "nested.html")
+    seen = browser.execute_script(FIRST_VIEW)
+    groups = explorer_document(made["nested"])["groups"]
+    drawn = {groups[int(g)]["path"] for g in seen["boxes"]}
+    assert {"model.transformer.h.0", "model.transformer.h.1"} <= drawn, drawn
+    assert max(groups[int(g)]["depth"] for g in seen["boxes"]) >= 2
+    assert seen["scale"] >= 0.85 - 1e-6, seen
+    assert seen["must"] and all(inside(b, seen["pane"]) for b in seen["must"]), seen
+    assert console_errors(browser) == []
+
+
+def test_storage_map_names_stay_clear_of_their_bars(browser: Any, tmp_path: Path) -> None:
+    script = tmp_path / "nested.py"
+    script.write_text(NESTED, encoding="utf-8")  # long names: storage of model.transformer.h.0.attn.0.weight
+    trace = gradviz.trace_script(script)
+    (tmp_path / "nested.html").write_text(explorer_html(trace, gradviz.diagnose(trace)), encoding="utf-8")
+    open_page(browser, tmp_path / "nested.html")
+    browser.find_element(By.XPATH, "//button[text()='Memory']").click()  # a big graph opens with the panel folded
+    rows = browser.execute_script(
+        "return [...document.querySelectorAll('.gv-map-row')].map(r => {"
+        " const n = r.querySelector('.gv-map-name'), b = r.querySelector('.gv-map-bar');"
+        " const a = n.getBoundingClientRect(), c = b.getBoundingClientRect();"
+        " const shown = getComputedStyle(n).overflowX === 'visible' ? a.left + n.scrollWidth : a.right;"  # what is painted
+        " return [n.title, shown, c.left, n.scrollWidth > n.clientWidth, n.textContent]; })")
+    assert any(clipped for *_, clipped, _ in rows)  # some names are too long for their column: cut, not spilled
+    for title, right, left, clipped, text in rows:
+        assert right <= left, (title, text, right, left)  # the painted name ends before its bar starts
+        assert title.startswith("storage of ") and title.endswith(text)  # the whole name on hover
     assert console_errors(browser) == []
 
 

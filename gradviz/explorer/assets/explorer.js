@@ -5,13 +5,14 @@
   var SVGNS = "http://www.w3.org/2000/svg";
   var FONT = "'DejaVu Sans Mono', monospace";
   var MAX_DRAW = 1500; // boxes and nodes drawn at once; more is refused with a message (search still finds them)
-  var FIRST_VIEW = 40;
+  var FIRST_VIEW = 60;
+  var BIG = 100; // nodes of a graph that opens with the lower panel folded, and may be seen in part at first
   var OPEN_ALL_ITEMS = 260, OPEN_ALL_BOXES = 24; // what "open all" opens at most: nested boxes cost the layout most // the first view opens modules level by level while at most this many things are drawn
   var D = JSON.parse(document.getElementById("gv-data").textContent);
   var app = document.getElementById("gv-app");
   var N = D.nodes, G = D.groups, T = D.tensors, F = D.findings, E = D.events, FILES = D.files;
   var state = { expanded: new Set(), hits: new Set(), found: new Set(), selected: null, finding: null, pos: 0,
-                view: null, bounds: null, layout: null, search: [], searchAt: -1, note: "" };
+                view: null, bounds: null, layout: null, rankdir: "TB", first: "all", search: [], searchAt: -1, note: "" };
 
   // ------------------------------------------------------------------ small helpers
   function el(tag, cls, text) {
@@ -117,23 +118,82 @@
     var skip = new Set(steps.filter(function (s) { return s !== chosen; }));
     G.forEach(function (g, i) { if (g.kind === "loop") { skip.add(i); } }); // a loop stays a "loop ×N" box at first sight
     var inside = function (i) { return !chain(i).some(function (c) { return skip.has(c); }); };
-    var open = new Set(), depth = 0, levels = [open];
-    while (true) {
+    // the boxes that hold other boxes open first, depth by depth (model > transformer > h > h.0: the module tree's
+    // spine, each of its boxes one more box to look at), then the boxes that hold only nodes
+    var holds = function (i) { return childGroups[i].some(function (c) { return G[c].kind !== "line"; }); };
+    var open = new Set(), levels = [open], maxDepth = Math.max.apply(null, G.map(function (g) { return g.depth; }).concat([0]));
+    var grow = function (test) {
       var next = new Set(open);
-      G.forEach(function (g, i) { if (g.depth === depth && g.kind !== "line" && inside(i)) { next.add(i); } });
-      if (next.size === open.size || shownCount(next) > FIRST_VIEW) { return levels; }
-      open = next; depth++; levels.push(open);
+      G.forEach(function (g, i) { if (g.kind !== "line" && inside(i) && test(g, i)) { next.add(i); } });
+      if (next.size === open.size) { return true; }
+      if (shownCount(next) > FIRST_VIEW) { return false; }
+      open = next; levels.push(open); return true;
+    };
+    for (var depth = 0; depth <= maxDepth; depth++) {
+      if (!grow(function (g, i) { return g.depth === depth && (holds(i) || !childGroups[i].length && g.kind === "step"); })) { return levels; }
     }
+    grow(function () { return true; });
+    return levels;
   }
-  function firstDepth() { // the deepest of those levels whose layout fits the graph pane at a readable size
-    // shallow levels first: their layouts are quick, and the first that does not fit ends the search
-    var levels = firstExpansion();
+  function fitScale() { // screen pixels per layout unit when the whole layout is fitted to the graph pane
+    var b = state.bounds, all = framed(b.x, b.y, b.w, b.h);
+    return screen().w / all.w;
+  }
+  function mustSee() { // the layout keys the first view keeps on screen: every finding's nodes and the graph's outputs
+    var keys = new Set();
+    F.forEach(function (f) { f.nodes.forEach(function (i) { keys.add(rep(i)); }); });
+    N.forEach(function (n, i) { if (n.kind === "output") { keys.add(rep(i)); } });
+    return Array.from(keys);
+  }
+  function extent(keys) {
+    var g = state.layout.g, x0 = Infinity, y0 = Infinity, x1 = -Infinity, y1 = -Infinity;
+    keys.forEach(function (k) {
+      var b = g.hasNode(k) ? g.node(k) : null;
+      if (!b || b.x === undefined) { return; }
+      x0 = Math.min(x0, b.x - b.width / 2); y0 = Math.min(y0, b.y - b.height / 2);
+      x1 = Math.max(x1, b.x + b.width / 2); y1 = Math.max(y1, b.y + b.height / 2);
+    });
+    return x0 === Infinity ? null : { x: x0, y: y0, w: x1 - x0, h: y1 - y0 };
+  }
+  function firstFit() { // how this layout can be shown first: whole, in part (at READABLE, across it), or not at all
+    var s = fitScale();
+    if (s >= READABLE) { return { mode: "all", scale: s }; }
+    if (N.length <= BIG) { return null; } // a small graph is always seen whole
+    var pane = screen(), b = state.bounds, m = extent(mustSee()), pad = 32;
+    var wide = state.rankdir === "LR";
+    // in part: the layout fits across the pane at READABLE, and so do the findings' nodes and the outputs along it
+    var across = wide ? b.h + pad <= pane.h / READABLE : b.w + pad <= pane.w / READABLE;
+    var along = !m || (wide ? m.w + pad <= pane.w / READABLE : m.h + pad <= pane.h / READABLE);
+    // and the part out of view is at most half a pane: a deeper level that runs far past the pane stays closed
+    var length = wide ? b.w / (pane.w / READABLE) : b.h / (pane.h / READABLE);
+    return across && along && length <= 1.5 ? { mode: "part", scale: READABLE } : null;
+  }
+  function firstDepth() { // the deepest of those levels that can be shown first at a readable size
+    // shallow levels first: their layouts are quick, and the first that cannot be shown ends the search. Each level
+    // is laid out top-down and left-right; the direction that suits the pane's shape is kept (whole before in part).
+    var levels = firstExpansion(), best = null;
     for (var k = 0; k < levels.length; k++) {
-      state.expanded = new Set(levels[k]);
-      redraw();
-      var b = state.bounds, all = framed(b.x, b.y, b.w, b.h);
-      if (screen().w / all.w < READABLE && k > 0) { state.expanded = new Set(levels[k - 1]); redraw(); return; }
+      var pick = null;
+      ["TB", "LR"].forEach(function (dir) {
+        if (pick && pick.mode === "all") { return; } // seen whole top-down: the usual direction is kept
+        state.expanded = new Set(levels[k]); state.rankdir = dir;
+        redraw();
+        var f = firstFit();
+        if (f && (!pick || (f.mode === "all") > (pick.mode === "all") || (f.mode === pick.mode && f.scale > pick.scale))) {
+          pick = { level: k, dir: dir, mode: f.mode, scale: f.scale };
+        }
+      });
+      if (!pick) { if (best) { break; } pick = { level: k, dir: "TB", mode: "all" }; }
+      best = pick;
     }
+    state.first = best.mode;
+    state.expanded = new Set(levels[best.level]); state.rankdir = best.dir;
+    redraw();
+  }
+  function fold(on) {
+    ui.lower.classList.toggle("gv-folded", on);
+    ui.fold.textContent = on ? "show ▴" : "hide ▾";
+    ui.fold.title = on ? "show the memory and source panel" : "hide the memory and source panel: more room for the graph";
   }
   function reveal(i) { // open the boxes around node i, unless that would draw more than MAX_DRAW things
     var trial = new Set(state.expanded);
@@ -225,7 +285,11 @@
     var tabs = el("div", "gv-tabs");
     ui.tabMemory = button("Memory", "storages, tensors, version counters");
     ui.tabSource = button("Source", "the program's source");
-    add(tabs, ui.tabMemory, ui.tabSource);
+    ui.fold = button("hide ▾", "hide the memory and source panel: more room for the graph");
+    ui.fold.classList.add("gv-fold");
+    ui.fold.addEventListener("click", function () { fold(!ui.lower.classList.contains("gv-folded")); });
+    add(tabs, ui.tabMemory, ui.tabSource, ui.fold);
+    ui.lower = lower;
     ui.memory = el("div", "gv-memory");
     ui.source = el("div", "gv-source");
     add(lower, tabs, ui.memory, ui.source);
@@ -320,7 +384,7 @@
       state.note = "showing " + vis.items.size.toLocaleString() + " of " + keys.length.toLocaleString() + " nodes (the latest; search finds the rest)";
     }
     var g = new dagre.graphlib.Graph({ compound: true });
-    g.setGraph({ rankdir: "TB", nodesep: 16, ranksep: 30, edgesep: 8, marginx: 12, marginy: 18 });
+    g.setGraph({ rankdir: state.rankdir, nodesep: 16, ranksep: 30, edgesep: 8, marginx: 12, marginy: 18 });
     g.setDefaultEdgeLabel(function () { return {}; });
     var info = {};
     vis.items.forEach(function (members, key) {
@@ -532,7 +596,15 @@
   }
   function fitAll() { var b = state.bounds; if (b) { setView(framed(b.x, b.y, b.w, b.h)); } }
   var READABLE = 0.85; // screen pixels per layout unit below which labels cannot be read
-  function firstView() { fitAll(); } // firstDepth chose a depth whose whole graph fits the pane
+  function firstView() { // firstDepth chose a depth whose whole graph fits the pane, or fits across it at READABLE
+    if (state.first !== "part") { fitAll(); return; }
+    // in part: at READABLE, the findings' nodes and the outputs (the loss) in the middle of the view, the layout's
+    // ends clamped to the pane's so no blank band shows; the minimap shows the rest
+    var s = screen(), b = state.bounds, pad = 16, m = extent(mustSee()) || { x: 0, y: 0, w: b.w, h: b.h };
+    var vw = s.w / READABLE, vh = s.h / READABLE;
+    var clamp = function (v, lo, hi) { return hi < lo ? (lo + hi) / 2 : Math.max(lo, Math.min(hi, v)); };
+    setView({ x: clamp(m.x + m.w / 2 - vw / 2, -pad, b.w + pad - vw), y: clamp(m.y + m.h / 2 - vh / 2, -pad, b.h + pad - vh), w: vw, h: vh });
+  }
   function zoomTo(keys, gently) {
     var g = state.layout && state.layout.g;
     if (!g) { return; }
@@ -584,7 +656,8 @@
     });
     window.addEventListener("pointerup", function () { if (drag && drag.moved) { ui.svg.setAttribute("data-dragged", "1"); } drag = null; });
     ui.svg.addEventListener("click", function (ev) {
-      if (ui.svg.getAttribute("data-dragged")) { ui.svg.removeAttribute("data-dragged"); return; }
+      // a drag that ends on a node or a box is a pan, not a click on it
+      if (ui.svg.getAttribute("data-dragged")) { ui.svg.removeAttribute("data-dragged"); ev.stopPropagation(); return; }
       if (ev.target === ui.svg) { clearHighlight(); state.selected = null; applyClasses(); }
     }, true);
     var miniDrag = false;
@@ -782,6 +855,7 @@
     add(ui.source, head, pre);
   }
   function selectTab(name) {
+    if (ui.lower.classList.contains("gv-folded")) { fold(false); }
     ui.memory.hidden = name !== "memory"; ui.source.hidden = name !== "source";
     ui.tabMemory.classList.toggle("gv-on", name === "memory"); ui.tabSource.classList.toggle("gv-on", name === "source");
     if (name === "source" && sourceFile === null && FILES.length) { drawSource(0); }
@@ -861,7 +935,7 @@
     map.appendChild(el("h3", null, "Storage map"));
     M.storages.forEach(function (s) {
       var row = el("div", "gv-map-row");
-      row.appendChild(el("span", "gv-map-name", s.name));
+      var label = el("span", "gv-map-name", s.name.replace(/^storage of /, "")); label.title = s.name; row.appendChild(label);
       var bar = el("div", "gv-map-bar"); bar.title = s.name + ": " + bytes(s.bytes);
       s.tensors.forEach(function (t, k) {
         var r = T[t]; if (!r.range || !s.bytes) { return; }
@@ -982,6 +1056,8 @@
   scrubTo(E.length);
   if (N.length) {
     ui.empty.hidden = true;
+    // a big graph takes the lower panel's room at first ("show", or the Memory and Source tabs, open it again)
+    if (N.length > BIG) { fold(true); }
     firstDepth();
     if (!fromHash()) { firstView(); }
   } else {
