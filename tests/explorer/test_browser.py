@@ -309,7 +309,10 @@ def test_the_explorer_fits_a_notebook_output_area(browser: Any, tmp_path: Path, 
     nbclient.NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
     outputs = nb.cells[1].outputs
     shown = [o for o in outputs if "text/html" in o.get("data", {})]
-    assert len(shown) == 1 and "image/svg+xml" in shown[0]["data"]  # the explorer, the static picture beside it
+    pictures = [o for o in shown if "image/svg+xml" in o["data"]]  # the explorer, the static picture beside it
+    findings = [o for o in shown if o["data"]["text/html"].startswith('<details class="gradviz-findings"')]
+    assert len(pictures) == 1 and len(findings) == 1 and len(shown) == 2  # and the findings' text under it
+    assert "silently_corrupted_saved_tensor" in findings[0]["data"]["text/html"]
     exported, _ = nbconvert.HTMLExporter().from_notebook_node(nb)
     page = tmp_path / "notebook.html"
     page.write_text(exported, encoding="utf-8")
