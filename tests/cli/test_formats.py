@@ -225,7 +225,7 @@ def test_text_output_of_a_saved_trace_escapes_control_characters_and_workflow_co
     assert f"error  \\x3a:warning::data\\x1b]0;title\\x07.py:{write_line}  silently_corrupted_saved_tensor" in check.stdout
     assert f"  {write_line:>5} | \\x1b[2J" in check.stdout
     assert "\\x3a:error file=x.py::owned \\x23#[error]c.zero_()" in check.stdout
-    assert f"error   \\x3a:warning::data\\x1b]0;title\\x07.py:{write_line}  silently_corrupted_saved_tensor" in render.stdout
+    assert f"error  \\x3a:warning::data\\x1b]0;title\\x07.py:{write_line}  silently_corrupted_saved_tensor" in render.stdout
 
 
 def test_a_file_name_that_is_not_utf8_in_sarif_github_json_and_text(python_m_gradviz, tmp_path):

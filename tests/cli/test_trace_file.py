@@ -34,8 +34,9 @@ def test_render_json_output_is_a_loadable_trace(python_m_gradviz, tmp_path: Path
     assert result.returncode == 0, result.stderr
     document = json.loads((tmp_path / "train.json").read_text(encoding="utf-8"))
     assert (document["format"], document["format_version"], document["view"]) == ("gradviz-trace", 2, "graph")
-    assert [f["kind"] for f in document["findings"]] == ["dead_parameter", "dead_parameter", "cut_edge"]
-    assert {f.get("parameter") for f in document["findings"]} == {"model.0.weight", "model.0.bias", None}
+    # one dead_parameter finding for the cut, naming every parameter it starves
+    assert [f["kind"] for f in document["findings"]] == ["dead_parameter", "cut_edge"]
+    assert [f.get("parameters") for f in document["findings"]] == [["model.0.weight", "model.0.bias"], None]
     assert {f["line"] for f in document["findings"]} == {9}  # the hidden.detach() line
 
     trace = Trace.load(tmp_path / "train.json")  # the same file, read as a trace: view and findings are extras

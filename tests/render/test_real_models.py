@@ -222,6 +222,3 @@ def test_svgs_scale_to_their_container(gallery: Path, tmp_path: Path) -> None:
             assert 'width="100%"' in root and "viewBox=" in root and "height=" not in root.replace("height: auto", "")
             natural = re.search(r"max-width: ([\d.]+)(pt|px)", root)
             assert natural is not None and float(natural.group(1)) > 50
-    page = render(trace, "report").html()
-    roots = re.findall(r"<svg\b[^>]*>", page)
-    assert len(roots) >= 4 and all('width="100%"' in root and "viewBox=" in root for root in roots)
