@@ -292,3 +292,34 @@ for _ in range(2):
 def test_a_model_held_by_an_attribute_is_named_by_its_path(tmp_path) -> None:
     """A `Sequential` no variable holds itself (`h.net`): `h.net.0.weight`, never a bare `0.weight`."""
     assert _parameters_named(tmp_path, HELD_BY_AN_OBJECT) == ["h.net.0.bias", "h.net.0.weight", "h.net.2.bias", "h.net.2.weight"]
+
+
+HELD_BY_A_TRAINER = """
+import torch
+from torch import nn
+
+class Trainer:
+    def __init__(self, model):
+        self.model = model
+        self.opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    def step(self):
+        loss = self.model(torch.randn(2, 4)).sum()
+        self.opt.zero_grad()
+        loss.backward()
+        self.opt.step()
+
+def main():
+    trainer = Trainer(nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 1)))
+    for _ in range(3):
+        trainer.step()
+
+main()
+"""
+
+
+def test_a_model_no_variable_holds_is_named_by_the_object_holding_it(tmp_path) -> None:
+    """A `Sequential` built inline and kept by a trainer object in main(): `trainer.model.0.weight` with and without
+    a window, never a bare `0.weight`."""
+    expected = ["trainer.model.0.bias", "trainer.model.0.weight", "trainer.model.2.bias", "trainer.model.2.weight"]
+    assert _parameters_named(tmp_path, HELD_BY_A_TRAINER) == expected
+    assert _parameters_named(tmp_path, HELD_BY_A_TRAINER, steps=1) == expected
