@@ -34,16 +34,17 @@ def _holder_in(namespace: dict[str, Any], module: torch.nn.Module) -> tuple[str,
             for path, sub in value.named_modules():
                 if sub is module:
                     return name, path
-        elif not isinstance(value, (type, types.ModuleType)) and isinstance(getattr(value, "__dict__", None), dict):
+        elif not isinstance(value, (type, types.ModuleType)):
             try:
-                attributes = list(vars(value).items())
-            except Exception:  # noqa: BLE001 - an object with odd attribute access: not a holder
-                continue
+                held_attributes = getattr(value, "__dict__", None)
+                attributes = list(held_attributes.items()) if isinstance(held_attributes, dict) else []
+            except Exception:  # noqa: BLE001 - an object with odd attribute access (a proxy): not a holder
+                attributes = []
             for attribute, held in attributes:
                 if isinstance(held, torch.nn.Module) and not attribute.startswith("_"):
                     for path, sub in held.named_modules():
                         if sub is module:
-                            return f"{name}.{attribute}", f"{path}" if path else ""
+                            return f"{name}.{attribute}", path
     return None
 
 
