@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import inspect
 import threading
+import types
 from typing import Any
 
 import torch
@@ -21,6 +22,32 @@ _is_compiling = torch.compiler.is_compiling
 _jit_tracing = torch._C._get_tracing_state
 
 
+def _holder_in(namespace: dict[str, Any], module: torch.nn.Module) -> tuple[str, str] | None:
+    """The first variable of `namespace` that holds `module`, a model containing it, or an object with such a model
+    as an attribute (`trainer.model`), with the attribute path from it to `module`."""
+    for name, value in list(namespace.items()):
+        if name.startswith("_"):
+            continue
+        if value is module:
+            return name, ""
+        if isinstance(value, torch.nn.Module):
+            for path, sub in value.named_modules():
+                if sub is module:
+                    return name, path
+        elif not isinstance(value, (type, types.ModuleType)):
+            try:
+                held_attributes = getattr(value, "__dict__", None)
+                attributes = list(held_attributes.items()) if isinstance(held_attributes, dict) else []
+            except Exception:  # noqa: BLE001 - an object with odd attribute access (a proxy): not a holder
+                attributes = []
+            for attribute, held in attributes:
+                if isinstance(held, torch.nn.Module) and not attribute.startswith("_"):
+                    for path, sub in held.named_modules():
+                        if sub is module:
+                            return f"{name}.{attribute}", path
+    return None
+
+
 class HookRecording:
     """The module- and optimizer-hook half of the Recorder (mixed into it; uses its tensor tracking and state)."""
 
@@ -28,13 +55,17 @@ class HookRecording:
 
     def _name_module(self, module: torch.nn.Module) -> None:
         """Qualified names, from the outermost module called, for its submodules and parameters: the variable the
-        program holds it in first (`netD.main.0`, `netD`), so two models' `main` stay apart; the class name for an
-        outermost module no variable holds (`Discriminator`, then `main.0` for its submodules)."""
-        variable = self._variable_holding(module)
+        program holds it in (`netD.main.0`, `netD`), so two models' `main` stay apart; for a submodule called on its
+        own (`model.encoder(x)`), the variable holding the model it belongs to (`model.encoder.weight`); the class
+        name for an outermost module no variable holds (`Discriminator`, then `main.0` for its submodules)."""
+        variable, path = self._variable_holding(module)
         root = variable or type(module).__name__
+        prefix = f"{path}." if path else ""
         for name, sub in module.named_modules():
-            self._module_names[id(sub)] = (f"{variable}.{name}" if variable and name else name) or root
+            full = f"{prefix}{name}" if name else path
+            self._module_names[id(sub)] = (f"{variable}.{full}" if variable and full else full) or root
         for name, param in module.named_parameters():
+            name = prefix + name
             tid = self._tid(param)
             record = self.trace.tensors[tid]
             if record.parameter is None or len(name) > len(record.parameter):
@@ -43,19 +74,43 @@ class HookRecording:
                 if variable is not None:
                     self._param_roots[tid] = variable
 
-    def _variable_holding(self, module: torch.nn.Module) -> str | None:
-        """The name the calling code knows `module` by (`G`, `encoder`), from its locals or globals, if any."""
+    def _variable_holding(self, module: torch.nn.Module) -> tuple[str | None, str]:
+        """The name the program knows `module` by, and the attribute path from it (`""` when the variable holds
+        `module` itself): the calling code's own variable (`G`, `encoder`); else, and in place of a method's `self`,
+        the outermost frame's variable holding it or a model it belongs to (`model` and `encoder` for
+        `model.encoder(x)`, `m` over a LightningModule's `self`), first bound first."""
         frame = source.user_frame(3)
         if frame is None:
-            return None
+            return None, ""
         try:
             for namespace in (source.frame_variables(frame), frame.f_globals):
                 for name, value in namespace.items():
                     if value is module and not name.startswith("_"):
-                        return name
-            return None
+                        if name != "self":
+                            return name, ""
+                        break
+                else:
+                    continue
+                break
+            # not held under a name of its own here: the program's frames, outermost first, for a holder of it
+            frames = []
+            while frame is not None:
+                if source.is_user_file(frame.f_code.co_filename):
+                    frames.append(frame)
+                frame = frame.f_back
+            fallback: tuple[str | None, str] = (None, "")
+            for outer in reversed(frames):
+                for namespace in (outer.f_globals, source.frame_variables(outer)):
+                    found = _holder_in(namespace, module)
+                    if found is not None:
+                        if found[0] != "self":
+                            return found
+                        if fallback[0] is None:
+                            fallback = found
+            return fallback
         finally:
             del frame
+            frames = []
 
     def _module_pre(self, module: torch.nn.Module, args: Any) -> None:
         # while dynamo compiles, hooks step aside like the mode does (see Recorder.__torch_function__); the compiled

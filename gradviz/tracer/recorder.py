@@ -666,8 +666,11 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
                         live.record.origin = "parameter"
                         self._param_roots[live.tid] = name
                     elif known == param_name:
-                        # the program's own name for the model the name came from beats a helper's parameter name
-                        self._param_roots[live.tid] = name
+                        # the program's own name for the model the name came from beats a helper's parameter name;
+                        # of two variables here holding the same model (`raw_model = model`), the first bound stays
+                        root = self._param_roots.get(live.tid)
+                        if root is None or namespace.get(root) is not value:
+                            self._param_roots[live.tid] = name
 
     # ------------------------------------------------------------------ special calls
     def _where(self) -> tuple[str | None, int | None]:
