@@ -41,7 +41,7 @@ def test_dev_runs_no_apt_get_when_everything_is_installed(tmp_path: Path) -> Non
                           timeout=120)
 
     assert done.returncode == 0, done.stderr
-    assert calls.read_text().splitlines() == ["pytest ran: -m pytest -k nothing"]
+    assert calls.read_text().splitlines() == ["pytest ran: -m pytest -n auto -k nothing"]  # one worker per core
 
 
 def test_dev_installs_only_the_missing_font(tmp_path: Path) -> None:
