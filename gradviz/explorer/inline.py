@@ -37,11 +37,10 @@ class Explorer:
         static = self.diagram._repr_mimebundle_()
         for key, value in static.items():
             bundle.setdefault(key, value)
-        if include:
-            bundle = {k: v for k, v in bundle.items() if k in include}
-        if exclude:
-            bundle = {k: v for k, v in bundle.items() if k not in exclude}
-        return bundle
+        from ..render.diagram import mime_subset
+
+        return mime_subset(bundle, include, exclude)
 
     def __repr__(self) -> str:
-        return f"<gradviz explorer: {len(self.diagram.findings)} findings>"
+        count = len(self.diagram.findings)
+        return f"<gradviz explorer: {count} finding{'' if count == 1 else 's'}>"

@@ -36,6 +36,11 @@ INSTALL_ADVICE = (
 )
 
 
+def mime_subset(bundle: dict[str, Any], include: Any = None, exclude: Any = None) -> dict[str, Any]:
+    """The part of a MIME bundle that IPython's `include` / `exclude` arguments of `_repr_mimebundle_` ask for."""
+    return {k: v for k, v in bundle.items() if (not include or k in include) and not (exclude and k in exclude)}
+
+
 class GraphvizNotFound(RuntimeError):
     """Graphviz's `dot` program is not installed or not on PATH."""
 
@@ -160,11 +165,7 @@ class Diagram:
                 bundle = {"image/svg+xml": self.svg()}
             except GraphvizNotFound as exc:
                 bundle = {"text/plain": str(exc)}
-        if include:
-            bundle = {k: v for k, v in bundle.items() if k in include}
-        if exclude:
-            bundle = {k: v for k, v in bundle.items() if k not in exclude}
-        return bundle
+        return mime_subset(bundle, include, exclude)
 
     def __repr__(self) -> str:
         count = len(self.findings)

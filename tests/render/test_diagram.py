@@ -117,3 +117,18 @@ def test_findings_default_to_diagnose(silent: gradviz.Trace) -> None:
     assert [f.kind.value for f in diagram.findings] == ["silently_corrupted_saved_tensor"]
     assert render(silent, findings=[]).findings == []
     assert diagram.view == "graph" and diagram.trace is silent
+
+
+def test_mime_bundles_honour_include_and_exclude_and_count_findings_in_words() -> None:
+    from types import SimpleNamespace
+
+    from gradviz.explorer.inline import Explorer
+    from gradviz.render.diagram import mime_subset
+
+    bundle = {"text/html": "<p>", "image/svg+xml": "<svg/>", "text/plain": "x"}
+    assert mime_subset(bundle) == bundle
+    assert mime_subset(bundle, include={"image/svg+xml"}) == {"image/svg+xml": "<svg/>"}
+    assert mime_subset(bundle, exclude={"text/html"}) == {"image/svg+xml": "<svg/>", "text/plain": "x"}
+    assert mime_subset(bundle, include={"text/html", "text/plain"}, exclude={"text/plain"}) == {"text/html": "<p>"}
+    assert repr(Explorer(SimpleNamespace(findings=["one"]))) == "<gradviz explorer: 1 finding>"  # type: ignore[arg-type]
+    assert repr(Explorer(SimpleNamespace(findings=[]))) == "<gradviz explorer: 0 findings>"  # type: ignore[arg-type]
