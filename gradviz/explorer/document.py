@@ -13,6 +13,7 @@ from ..analysis.hierarchy import module_hierarchy
 from ..analysis.lifetime import END, lifetimes, memory_profile
 from ..analysis.names import Namer
 from ..model import EventKind, Trace
+from ..paths import relative
 from ..render.annotate import annotate
 from ..render.graph_memory import headline
 from ..render.memory import relevant_tensors
@@ -469,7 +470,7 @@ class _Builder:
         for i, file in enumerate(self.files):
             text = trace.sources.get(file)
             label = trace.file_name(file)
-            entry: dict[str, Any] = {"name": label, "path": file, "marks": {str(k): v for k, v in marks[i].items()},
+            entry: dict[str, Any] = {"name": label, "path": relative(file), "marks": {str(k): v for k, v in marks[i].items()},
                                      "events": sorted(pointed[i])}
             if text is None:
                 entry["lines"] = None

@@ -136,3 +136,9 @@ def test_a_graph_of_20000_nodes_opens_as_boxes() -> None:
     assert line["label"] == "line 3 \N{MULTIPLICATION SIGN}20,000" and line["line"] == 3
     assert sum(1 for n in document["nodes"] if n["g"] == document["groups"].index(line)) == 20000
     assert len(explorer_html(trace, []).encode()) < 5 * 2**20
+
+
+def test_source_files_are_shown_relative_to_the_repository(gallery: Path) -> None:
+    trace = gradviz.trace_script(gallery / "plot_02_data_silent.py")
+    (entry,) = [f for f in explorer_document(trace, gradviz.diagnose(trace))["files"] if f["name"] == "plot_02_data_silent.py"]
+    assert entry["path"] == "gallery/plot_02_data_silent.py"  # not the recording machine's absolute path
