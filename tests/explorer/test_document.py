@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import gradviz
 from gradviz.explorer import explorer_document, explorer_html, read_document
