@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from ..analysis.findings import Finding
     from ..model import NodeRecord, SavedTensorRecord, TensorRecord, Trace
 
-__all__ = ["BOX_BUDGET", "DEFAULT_MAX_NODES", "LEGEND", "GraphView", "graph_digraph", "graph_view"]
+__all__ = ["BOX_BUDGET", "DEFAULT_MAX_NODES", "LEGEND", "GraphView", "graph_view"]
 
 #: Drawn nodes (autograd nodes plus the tensors hanging off them) above which the graph is summarised.
 DEFAULT_MAX_NODES = 300
@@ -82,23 +82,6 @@ class GraphView:
 
     digraph: graphviz.Digraph
     messages: list[str] = field(default_factory=list)
-
-
-def graph_digraph(
-    trace: Trace,
-    findings: list[Finding],
-    *,
-    max_nodes: int | None = None,
-    collapse_modules: bool | int = False,
-    depth: int | str | None = None,
-    show_saved: bool = True,
-    step: int | None = None,
-) -> graphviz.Digraph:
-    """The annotated autograd graph of every tensor in `trace` as a `graphviz.Digraph` (see `graph_view`)."""
-    return graph_view(
-        trace, findings, max_nodes=max_nodes, collapse_modules=collapse_modules, depth=depth, show_saved=show_saved,
-        step=step,
-    ).digraph
 
 
 def graph_view(
