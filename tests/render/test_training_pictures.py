@@ -207,6 +207,7 @@ def test_report_source_folds_library_files_and_drops_untouched_ones(traces: dict
 
     from gradviz.explorer import explorer_document
     from gradviz.model import Event, EventKind, Location
+    from gradviz.paths import relative
 
     trace = replace(traces["cnn"], sources=dict(traces["cnn"].sources), events=list(traces["cnn"].events))
     library = "/venv/lib/python3.11/site-packages/torchvision/transforms/functional.py"
@@ -214,7 +215,8 @@ def test_report_source_folds_library_files_and_drops_untouched_ones(traces: dict
     trace.sources["/work/helpers.py"] = "def unused():\n    pass\n"
     trace.events.append(Event(10**9, EventKind.INPLACE_WRITE, Location(library, 500, "line_500 = 500")))
     files = {f["path"]: f for f in explorer_document(trace, [])["files"]}
-    assert files[str(PROGRAMS / "cnn.py")]["lines"][0] is not None  # the script in full
+    # shown relative to the repository when inside it, absolute outside (the library, the helper)
+    assert files[relative(str(PROGRAMS / "cnn.py"))]["lines"][0] is not None  # the script in full
     assert "/work/helpers.py" not in files  # nothing there is implicated
     folded = files[library]
     assert folded["library"] and folded["lines"] is None
