@@ -58,13 +58,18 @@ def pages(tmp_path_factory: pytest.TempPathFactory, data_trace: Trace, training_
     return out
 
 
-def open_page(driver: Any, path: Path, fragment: str = "") -> None:
-    driver.set_window_size(1280, 800)
-    driver.get(path.as_uri() + fragment)
+def wait_ready(driver: Any) -> None:
+    """Until the explorer in the current document (or frame) has drawn its first view."""
     deadline = time.monotonic() + 30
     while driver.execute_script("return document.getElementById('gv-app').dataset.ready") != "1":
         assert time.monotonic() < deadline, "the page never finished drawing"
         time.sleep(0.05)
+
+
+def open_page(driver: Any, path: Path, fragment: str = "") -> None:
+    driver.set_window_size(1280, 800)
+    driver.get(path.as_uri() + fragment)
+    wait_ready(driver)
     driver.get_log("browser")  # start each page with an empty console
 
 
@@ -325,10 +330,7 @@ def test_the_explorer_fits_a_notebook_output_area(browser: Any, tmp_path: Path, 
     assert widths[0] <= widths[1] + 1 and widths[2] <= widths[3]
     browser.switch_to.frame(frame)
     try:
-        deadline = time.monotonic() + 30
-        while browser.execute_script("return document.getElementById('gv-app').dataset.ready") != "1":
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
+        wait_ready(browser)
         inner = browser.execute_script("return [document.documentElement.scrollWidth, document.documentElement.clientWidth]")
         assert inner[0] <= inner[1]
         browser.find_element(By.CSS_SELECTOR, '.gv-finding[data-finding="1"]').click()
@@ -563,10 +565,7 @@ def test_the_explorer_fits_a_sphinx_page(browser: Any, data_trace: Trace, tmp_pa
         assert sizes[4] - 1 <= sizes[2] and sizes[3] <= sizes[5] + 1, sizes  # the frame inside the page's body
         browser.switch_to.frame(browser.find_element(By.CSS_SELECTOR, "iframe.gradviz-explorer"))
         try:
-            deadline = time.monotonic() + 30
-            while browser.execute_script("return document.getElementById('gv-app').dataset.ready") != "1":
-                assert time.monotonic() < deadline
-                time.sleep(0.05)
+            wait_ready(browser)
             inner = browser.execute_script("return [document.documentElement.scrollWidth, document.documentElement.clientWidth]")
             assert inner[0] <= inner[1], inner  # the explorer fits its frame
             assert browser.find_elements(By.CSS_SELECTOR, ".gv-finding")
