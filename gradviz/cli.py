@@ -379,7 +379,8 @@ def _window_of(options: argparse.Namespace, program: Program) -> dict[str, Any]:
 def _note_stop(trace: Trace, program: Program) -> None:
     record = trace.window
     if record is not None and record.stopped:
-        what = "steps" if record.unit == "step" else "backward() calls"
+        what = "step" if record.unit == "step" else "backward() call"
+        what += "s" if record.traced != 1 else ""
         name = _shown(program.target) if program.kind == "script" else program.shown
         _error(f"stopped {name} after {record.traced} traced {what} (--stop-after); exit status as if it had ended normally")
 

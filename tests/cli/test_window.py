@@ -65,6 +65,15 @@ def test_stop_after_ends_the_script_after_the_window_and_exits_0(python_m_gradvi
     ]
 
 
+def test_stop_after_one_step_says_step(python_m_gradviz, train):
+    result = python_m_gradviz("check", train, "--stop-after", "1", "--", "40")
+    assert result.returncode == 0
+    assert "step 1 traced, then the program was stopped there (--stop-after)" in result.stdout
+    assert result.stderr.strip().splitlines() == [
+        "gradviz: stopped train.py after 1 traced step (--stop-after); exit status as if it had ended normally"
+    ]
+
+
 def test_check_traces_the_first_100_steps_by_default_and_all_on_request(python_m_gradviz, train):
     default = python_m_gradviz("check", train, "--json", "--", "130")
     assert default.returncode == 0
