@@ -630,3 +630,21 @@ def test_a_rolled_loop_opens_into_its_iterations(browser: Any, tmp_path: Path) -
     assert closed_boxes() == ["▸ ↻ loop ×6 (line 13)"]
     assert console_errors(browser) == []
 
+
+
+def test_open_all_stops_where_edges_across_boxes_would_freeze_the_layout(browser: Any, tmp_path: Path) -> None:
+    """Two LSTM cells called at each of 40 time steps (tests/programs/realistic/sine_lstm.py): their parameters feed
+    every call, so opening the loop adds hundreds of edges across boxes, which dagre lays out in tens of seconds.
+    "Open all" stops at the level before that and says so; the loop stays one box, opened with a click."""
+    trace = gradviz.trace_script(Path(__file__).resolve().parents[1] / "programs" / "realistic" / "sine_lstm.py")
+    page = tmp_path / "sine.html"
+    page.write_text(explorer_html(trace, gradviz.diagnose(trace)), encoding="utf-8")
+    open_page(browser, page)
+    browser.find_element(By.XPATH, "//button[text()='open all']").click()
+    edges = browser.execute_script("return document.querySelectorAll('path.gv-edge').length")
+    assert 0 < edges <= 300  # OPEN_ALL_EDGES in explorer.js; the level with the loop opened draws 480
+    assert browser.find_element(By.CSS_SELECTOR, ".gv-note").text == (
+        "opened what can be laid out quickly; open the other boxes one by one")
+    closed = browser.execute_script("return [...document.querySelectorAll('.gv-node[data-group] .gv-label')].map(t => t.textContent)")
+    assert "▸ ↻ loop ×40 (lines 24-26)" in closed  # not opened: its 40 iterations are that level
+    assert console_errors(browser) == []

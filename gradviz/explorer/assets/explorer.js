@@ -7,7 +7,7 @@
   var MAX_DRAW = 1500; // boxes and nodes drawn at once; more is refused with a message (search still finds them)
   var FIRST_VIEW = 60;
   var BIG = 100; // nodes of a graph that opens with the lower panel folded, and may be seen in part at first
-  var OPEN_ALL_ITEMS = 260, OPEN_ALL_BOXES = 24; // what "open all" opens at most: nested boxes cost the layout most // the first view opens modules level by level while at most this many things are drawn
+  var OPEN_ALL_ITEMS = 260, OPEN_ALL_BOXES = 24, OPEN_ALL_EDGES = 300; // what "open all" opens at most: nested boxes and edges between them cost the layout most // the first view opens modules level by level while at most this many things are drawn
   var D = JSON.parse(document.getElementById("gv-data").textContent);
   var app = document.getElementById("gv-app");
   var N = D.nodes, G = D.groups, T = D.tensors, F = D.findings, E = D.events, FILES = D.files;
@@ -107,6 +107,15 @@
     var keep = state.expanded; state.expanded = expanded;
     var seen = new Set();
     for (var i = 0; i < N.length; i++) { seen.add(rep(i)); }
+    state.expanded = keep;
+    return seen.size;
+  }
+  function shownEdges(expanded) {
+    // the distinct edges between what `expanded` shows: a parameter feeding every call of a cell inside a loop fans
+    // out across boxes, and dagre's time grows with those edges far faster than with the boxes themselves
+    var keep = state.expanded; state.expanded = expanded;
+    var seen = new Set();
+    D.edges.forEach(function (e) { var a = rep(e[0]), b = rep(e[1]); if (a !== b) { seen.add(a + ">" + b); } });
     state.expanded = keep;
     return seen.size;
   }
@@ -681,7 +690,7 @@
       for (; depth <= maxDepth; depth++) {
         var next = new Set(open);
         G.forEach(function (g, i) { if (g.depth === depth && g.kind !== "line") { next.add(i); } });
-        if (shownCount(next) > OPEN_ALL_ITEMS || next.size > OPEN_ALL_BOXES) { break; }
+        if (shownCount(next) > OPEN_ALL_ITEMS || next.size > OPEN_ALL_BOXES || shownEdges(next) > OPEN_ALL_EDGES) { break; }
         open = next;
       }
       var closed = G.some(function (g, i) { return g.kind !== "line" && !open.has(i) && chain(G[i].parent).every(function (c) { return open.has(c); }); });
