@@ -7,9 +7,11 @@
   var MAX_DRAW = 1500; // boxes and nodes drawn at once; more is refused with a message (search still finds them)
   var FIRST_VIEW = 60;
   var BIG = 100; // nodes of a graph that opens with the lower panel folded, and may be seen in part at first
+  var FAN_EDGES = 150, LEAF_FANOUT = 8; // past FAN_EDGES edges, a parameter feeding more than LEAF_FANOUT boxes keeps its node, not its edges
   var OPEN_ALL_ITEMS = 260, OPEN_ALL_BOXES = 24, OPEN_ALL_EDGES = 300; // what "open all" opens at most: nested boxes and edges between them cost the layout most // the first view opens modules level by level while at most this many things are drawn
   var D = JSON.parse(document.getElementById("gv-data").textContent);
   var app = document.getElementById("gv-app");
+  var LEAF_KINDS = new Set(["leaf", "dead", "updated"]);
   var N = D.nodes, G = D.groups, T = D.tensors, F = D.findings, E = D.events, FILES = D.files;
   var state = { expanded: new Set(), hits: new Set(), found: new Set(), selected: null, finding: null, pos: 0,
                 view: null, bounds: null, layout: null, rankdir: "TB", first: "all", search: [], searchAt: -1, note: "" };
@@ -409,14 +411,29 @@
       var parent = key[0] === "n" ? N[+key.slice(1)].g : G[+key.slice(1)].parent;
       if (parent >= 0 && vis.clusters.has(parent)) { g.setParent(key, "c" + parent); }
     });
-    var edgeCount = {};
+    var edgeCount = {}, pairs = [];
     D.edges.forEach(function (e) {
       var a = rep(e[0]), b = rep(e[1]);
       if (a === b || !info[a] || !info[b]) { return; }
       var k = a + ">" + b;
-      if (!edgeCount[k]) { edgeCount[k] = 0; g.setEdge(a, b); }
+      if (!edgeCount[k]) { edgeCount[k] = 0; pairs.push([a, b]); }
       edgeCount[k]++;
     });
+    // an opened loop of a cell called at every time step: each of its parameters feeds every iteration's box, and
+    // those edges across boxes make dagre take tens of seconds; such a parameter (or a box of parameters only) keeps
+    // its node, not its edges
+    var fanned = new Set();
+    if (pairs.length > FAN_EDGES) {
+      var fan = {};
+      var parameters = function (key) { return info[key].members.every(function (i) { return LEAF_KINDS.has(N[i].kind); }); };
+      pairs.forEach(function (p) { if (parameters(p[0])) { fan[p[0]] = (fan[p[0]] || 0) + 1; } });
+      Object.keys(fan).forEach(function (k) { if (fan[k] > LEAF_FANOUT) { fanned.add(k); } });
+    }
+    pairs.forEach(function (p) { if (!fanned.has(p[0])) { g.setEdge(p[0], p[1]); } });
+    if (fanned.size) {
+      state.note = (state.note ? state.note + "; " : "") + "parameters feeding more than " + LEAF_FANOUT +
+        " boxes each are drawn without their edges (" + fanned.size + ")";
+    }
     var cuts = [];
     D.cuts.forEach(function (c) {
       var a = c.from !== null ? rep(c.from) : null, b = c.to !== null ? rep(c.to) : null;
@@ -695,7 +712,10 @@
       }
       var closed = G.some(function (g, i) { return g.kind !== "line" && !open.has(i) && chain(G[i].parent).every(function (c) { return open.has(c); }); });
       state.expanded = open; redraw(); fitAll();
-      if (closed) { ui.note.textContent = "opened what can be laid out quickly; open the other boxes one by one"; }
+      if (closed) {
+        var said = ui.note.textContent; // what the drawing itself said (parameters drawn without their edges)
+        ui.note.textContent = "opened what can be laid out quickly; open the other boxes one by one" + (said ? "; " + said : "");
+      }
     });
     ui.collapseAll.addEventListener("click", function () { state.expanded = new Set(); redraw(); fitAll(); });
     document.addEventListener("keydown", function (ev) {
