@@ -22,18 +22,96 @@ _is_compiling = torch.compiler.is_compiling
 _jit_tracing = torch._C._get_tracing_state
 
 
-def _holder_in(namespace: dict[str, Any], module: torch.nn.Module) -> tuple[str, str] | None:
-    """The first variable of `namespace` that holds `module`, a model containing it, or an object with such a model
-    as an attribute (`trainer.model`), with the attribute path from it to `module`."""
+#: How far naming looks into a dict, list or tuple for a model (`models["G"]`, `nets[0]`): one level, small ones only,
+#: so a program's big table (a vocabulary, a dataset's list) never makes naming slow
+_CONTAINER_LIMIT = 64
+#: The attribute under which a wrapper keeps the model it wraps (torch.compile, FSDP1, activation checkpointing,
+#: Lightning's strategy wrappers): not part of a name, so names read the same with and without the wrapper
+_WRAPPED_ATTRIBUTES = frozenset({"_orig_mod", "_fsdp_wrapped_module", "_checkpoint_wrapped_module", "_forward_module"})
+_DATA_PARALLEL = frozenset({"DistributedDataParallel", "DataParallel"})  # they keep the model as `module`
+
+
+def _is_wrapper_part(parent: torch.nn.Module, attribute: str) -> bool:
+    if attribute in _WRAPPED_ATTRIBUTES:
+        return True
+    return attribute == "module" and type(parent).__name__ in _DATA_PARALLEL
+
+
+def _shown_path(root: torch.nn.Module, path: str) -> str:
+    """`path` (a submodule's or parameter's, from `root`) without the wrappers' own parts: `_orig_mod.h.0` and
+    `module.h.0` (DDP) read `h.0`, as the unwrapped model names it."""
+    if not path:
+        return path
+    parts = path.split(".")
+    kept = []
+    node: Any = root
+    for part in parts:
+        children = getattr(node, "_modules", None) if node is not None else None
+        if isinstance(children, dict) and part in children and _is_wrapper_part(node, part):
+            node = children[part]
+            continue
+        kept.append(part)
+        node = children.get(part) if isinstance(children, dict) else None
+    return ".".join(kept)
+
+
+def _subscript(key: Any) -> str | None:
+    """How the program reads an entry: `["G"]`, `[0]`; None for a key that would not read as one name part."""
+    if isinstance(key, bool):
+        return None
+    if isinstance(key, int):
+        return f"[{key}]"
+    if isinstance(key, str) and key and "." not in key and '"' not in key and "\\" not in key and key.isprintable():
+        return f'["{key}"]'
+    return None
+
+
+def _entries(value: Any) -> list[tuple[str, Any]]:
+    """A small dict's, list's or tuple's entries as (subscript, value); none for anything else or a big one."""
+    try:
+        if isinstance(value, dict) and len(value) <= _CONTAINER_LIMIT:
+            entries = [(_subscript(key), held) for key, held in list(value.items())]
+        elif isinstance(value, (list, tuple)) and len(value) <= _CONTAINER_LIMIT:
+            entries = [(f"[{index}]", held) for index, held in enumerate(value)]
+        else:
+            return []
+    except Exception:  # noqa: BLE001 - a dict subclass with odd iteration: not a holder
+        return []
+    return [(key, held) for key, held in entries if key is not None and isinstance(held, torch.nn.Module)]
+
+
+def _path_in(model: torch.nn.Module, module: torch.nn.Module) -> str | None:
+    """The shown attribute path from `model` to `module` (`""` for the model itself), None when not in it."""
+    if model is module:
+        return ""
+    for path, sub in model.named_modules():
+        if sub is module:
+            return _shown_path(model, path)
+    return None
+
+
+def _holders_in(namespace: dict[str, Any], module: torch.nn.Module) -> list[tuple[str, str]]:
+    """Every way `namespace` holds `module`, in the order bound, as (holder, shown path from it): a variable holding it
+    or a model containing it (`model`), an entry of a small dict, list or tuple (`models["G"]`, `nets[0]`), an object's
+    attribute holding such a model or container (`trainer.model`, `self.models["G"]`)."""
+    found: list[tuple[str, str]] = []
+
+    def look(holder: str, value: Any) -> None:
+        if isinstance(value, torch.nn.Module):
+            path = _path_in(value, module)
+            if path is not None:
+                found.append((holder, path))
+            return
+        for key, held in _entries(value):
+            path = _path_in(held, module)
+            if path is not None:
+                found.append((holder + key, path))
+
     for name, value in list(namespace.items()):
         if name.startswith("_"):
             continue
-        if value is module:
-            return name, ""
-        if isinstance(value, torch.nn.Module):
-            for path, sub in value.named_modules():
-                if sub is module:
-                    return name, path
+        if isinstance(value, (torch.nn.Module, dict, list, tuple)):
+            look(name, value)
         elif not isinstance(value, (type, types.ModuleType)):
             try:
                 held_attributes = getattr(value, "__dict__", None)
@@ -41,11 +119,14 @@ def _holder_in(namespace: dict[str, Any], module: torch.nn.Module) -> tuple[str,
             except Exception:  # noqa: BLE001 - an object with odd attribute access (a proxy): not a holder
                 attributes = []
             for attribute, held in attributes:
-                if isinstance(held, torch.nn.Module) and not attribute.startswith("_"):
-                    for path, sub in held.named_modules():
-                        if sub is module:
-                            return f"{name}.{attribute}", path
-    return None
+                if not attribute.startswith("_") and isinstance(held, (torch.nn.Module, dict, list, tuple)):
+                    look(f"{name}.{attribute}", held)
+    return found
+
+
+def _is_self(holder: str) -> bool:
+    """A method's `self` (`self`, `self.models["G"]`): a name only where the program has no other."""
+    return holder == "self" or holder.startswith(("self.", "self["))
 
 
 class HookRecording:
@@ -56,16 +137,19 @@ class HookRecording:
     def _name_module(self, module: torch.nn.Module) -> None:
         """Qualified names, from the outermost module called, for its submodules and parameters: the variable the
         program holds it in (`netD.main.0`, `netD`), so two models' `main` stay apart; for a submodule called on its
-        own (`model.encoder(x)`), the variable holding the model it belongs to (`model.encoder.weight`); the class
-        name for an outermost module no variable holds (`Discriminator`, then `main.0` for its submodules)."""
+        own (`model.encoder(x)`, `for layer in model.layers`), the variable holding the model it belongs to
+        (`model.encoder.weight`, `model.layers.0`); the class name for an outermost module no variable holds
+        (`Discriminator`, then `main.0` for its submodules). A wrapper's own part (`_orig_mod`, DDP's `module`) is
+        left out, so a compiled or wrapped model is named as the model itself."""
         variable, path = self._variable_holding(module)
         root = variable or type(module).__name__
         prefix = f"{path}." if path else ""
         for name, sub in module.named_modules():
+            name = _shown_path(module, name)
             full = f"{prefix}{name}" if name else path
             self._module_names[id(sub)] = (f"{variable}.{full}" if variable and full else full) or root
         for name, param in module.named_parameters():
-            name = prefix + name
+            name = prefix + _shown_path(module, name)
             tid = self._tid(param)
             record = self.trace.tensors[tid]
             if record.parameter is None or len(name) > len(record.parameter):
@@ -75,38 +159,50 @@ class HookRecording:
                     self._param_roots[tid] = variable
 
     def _variable_holding(self, module: torch.nn.Module) -> tuple[str | None, str]:
-        """The name the program knows `module` by, and the attribute path from it (`""` when the variable holds
-        `module` itself): the calling code's own variable (`G`, `encoder`); else, and in place of a method's `self`,
-        the outermost frame's variable holding it or a model it belongs to (`model` and `encoder` for
-        `model.encoder(x)`, `m` over a LightningModule's `self`), first bound first."""
+        """The name the program knows `module` by, and the attribute path from it (`""` when the holder is `module`
+        itself). A model holding it as a submodule comes first, the outermost frame's first, the biggest model
+        of a frame first: `model.layers.0` for a loop's `layer`, `model.encoder` for `enc = model.encoder`. Then the
+        calling code's own variable (`G`, `encoder`); else, and in place of a method's `self`, the outermost frame's
+        holder of it (`m` over a LightningModule's `self`, `trainer.model`, `models["G"]`), first bound first."""
         frame = source.user_frame(3)
         if frame is None:
             return None, ""
         try:
+            direct = None
             for namespace in (source.frame_variables(frame), frame.f_globals):
                 for name, value in namespace.items():
                     if value is module and not name.startswith("_"):
                         if name != "self":
-                            return name, ""
+                            direct = name
                         break
                 else:
                     continue
                 break
-            # not held under a name of its own here: the program's frames, outermost first, for a holder of it
             frames = []
             while frame is not None:
                 if source.is_user_file(frame.f_code.co_filename):
                     frames.append(frame)
                 frame = frame.f_back
-            fallback: tuple[str | None, str] = (None, "")
+            holders: list[list[tuple[str, str]]] = []  # per namespace, outermost frame first
+            seen: set[int] = set()
             for outer in reversed(frames):
                 for namespace in (outer.f_globals, source.frame_variables(outer)):
-                    found = _holder_in(namespace, module)
-                    if found is not None:
-                        if found[0] != "self":
-                            return found
-                        if fallback[0] is None:
-                            fallback = found
+                    if id(namespace) not in seen:
+                        seen.add(id(namespace))
+                        holders.append(_holders_in(namespace, module))
+            for found in holders:
+                containing = [h for h in found if h[1] and not _is_self(h[0])]
+                if containing:
+                    return max(containing, key=lambda h: h[1].count(".") + 1)  # the first of the biggest models
+            if direct is not None:
+                return direct, ""
+            fallback: tuple[str | None, str] = (None, "")
+            for found in holders:
+                for holder in found:
+                    if not _is_self(holder[0]):
+                        return holder
+                    if fallback[0] is None:
+                        fallback = holder
             return fallback
         finally:
             del frame

@@ -38,7 +38,7 @@ from .callsite import site as _site
 from .source import user_frame_from as _user_frame_from
 from .gcstate import GcHold
 from .lifetime import mark_end
-from .hooks import RECORD_FUNCTION_OPS, HookRecording
+from .hooks import RECORD_FUNCTION_OPS, HookRecording, _shown_path
 from .nodes import _SAVED_NAMES, _TYPE_NAMES, GraphRecording
 from .window import StepWindow, WindowRecording
 from .tensors import (
@@ -659,6 +659,7 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
                     live = self._live.get(id(param))
                     if live is None or live() is not param:
                         continue
+                    param_name = _shown_path(value, param_name)  # a wrapper's part left out (`_orig_mod`, `module`)
                     known = live.record.parameter
                     # the outermost module's name wins: `encoder.0.weight` over `0.weight` from a submodule call
                     if known is None or (len(param_name) > len(known) and param_name.endswith("." + known)):
