@@ -55,6 +55,19 @@ def _shown_path(root: torch.nn.Module, path: str) -> str:
     return ".".join(kept)
 
 
+def unwrapped(value: Any) -> Any:
+    """The model a wrapper (or wrappers: DDP around torch.compile) keeps; anything else as it is."""
+    for _ in range(8):
+        children = getattr(value, "_modules", None)
+        if not isinstance(children, dict) or len(children) != 1:
+            break
+        (attribute, inner), = children.items()
+        if not _is_wrapper_part(value, attribute):
+            break
+        value = inner
+    return value
+
+
 def _subscript(key: Any) -> str | None:
     """How the program reads an entry: `["G"]`, `[0]`; None for a key that would not read as one name part."""
     if isinstance(key, bool):

@@ -38,7 +38,7 @@ from .callsite import site as _site
 from .source import user_frame_from as _user_frame_from
 from .gcstate import GcHold
 from .lifetime import mark_end
-from .hooks import RECORD_FUNCTION_OPS, HookRecording, _shown_path
+from .hooks import RECORD_FUNCTION_OPS, HookRecording, _shown_path, unwrapped
 from .nodes import _SAVED_NAMES, _TYPE_NAMES, GraphRecording
 from .window import StepWindow, WindowRecording
 from .tensors import (
@@ -669,8 +669,9 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
                     elif known == param_name:
                         # the program's own name for the model the name came from beats a helper's parameter name;
                         # of two variables here holding the same model (`raw_model = model`), the first bound stays
+                        # (a wrapper of it counts as the model: nanoGPT's `model = DDP(model)`, then `raw_model`)
                         root = self._param_roots.get(live.tid)
-                        if root is None or namespace.get(root) is not value:
+                        if root is None or unwrapped(namespace.get(root)) is not unwrapped(value):
                             self._param_roots[live.tid] = name
 
     # ------------------------------------------------------------------ special calls

@@ -208,7 +208,8 @@ elif wrapper == "checkpoint_wrapper":
     from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
     for i, block in enumerate(model.transformer.h):
         model.transformer.h[i] = checkpoint_wrapper(block)
-optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+raw_model = model.module if wrapper == "ddp" else getattr(model, "_orig_mod", model)  # bound after `model`
+optimizer = torch.optim.AdamW(raw_model.parameters(), lr=1e-3)
 for _ in range(3):
     idx = torch.randint(0, 16, (2, 4))
     loss = F.cross_entropy(model(idx).view(-1, 16), idx.view(-1))
@@ -232,7 +233,8 @@ GPT_MODULES = sorted(
 @pytest.mark.parametrize("window", WINDOWS)
 def test_wrappers_leave_the_names_of_the_model_they_wrap(tmp_path: Path, wrapper: str, window: dict[str, int]) -> None:
     """`torch.compile(model)` (`_orig_mod`), DDP (`module`), `checkpoint_wrapper` (`_checkpoint_wrapped_module`):
-    the parameters and module boxes are named as without the wrapper."""
+    the parameters and module boxes are named as without the wrapper, by the variable the program calls (nanoGPT's
+    `model`, not the `raw_model` it keeps the unwrapped model in)."""
     plain = _trace(tmp_path, WRAPPED_GPT, ("none",), **window)
     wrapped = _trace(tmp_path, WRAPPED_GPT, (wrapper,), **window)
     assert _parameters(plain) == _parameters(wrapped) == GPT_PARAMETERS
