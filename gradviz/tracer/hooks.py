@@ -173,24 +173,15 @@ class HookRecording:
 
     def _variable_holding(self, module: torch.nn.Module) -> tuple[str | None, str]:
         """The name the program knows `module` by, and the attribute path from it (`""` when the holder is `module`
-        itself). A model holding it as a submodule comes first, the outermost frame's first, the biggest model
-        of a frame first: `model.layers.0` for a loop's `layer`, `model.encoder` for `enc = model.encoder`. Then the
-        calling code's own variable (`G`, `encoder`); else, and in place of a method's `self`, the outermost frame's
-        holder of it (`m` over a LightningModule's `self`, `trainer.model`, `models["G"]`), first bound first."""
+        itself), looked for in the program's frames, the outermost first, as a window's end names parameters: a model
+        holding it as a submodule first, the biggest model of a frame first (`model.layers.0` for a loop's `layer`,
+        `model.encoder` for `enc = model.encoder`); then a holder of `module` itself, first bound first (`model` in
+        main() over a helper's parameter `net`; `G`, `models["G"]`, `trainer.model`); a method's `self` (`self.net`)
+        only when nothing else holds it."""
         frame = source.user_frame(3)
         if frame is None:
             return None, ""
         try:
-            direct = None
-            for namespace in (source.frame_variables(frame), frame.f_globals):
-                for name, value in namespace.items():
-                    if value is module and not name.startswith("_"):
-                        if name != "self":
-                            direct = name
-                        break
-                else:
-                    continue
-                break
             frames = []
             while frame is not None:
                 if source.is_user_file(frame.f_code.co_filename):
@@ -207,8 +198,6 @@ class HookRecording:
                 containing = [h for h in found if h[1] and not _is_self(h[0])]
                 if containing:
                     return max(containing, key=lambda h: h[1].count(".") + 1)  # the first of the biggest models
-            if direct is not None:
-                return direct, ""
             fallback: tuple[str | None, str] = (None, "")
             for found in holders:
                 for holder in found:

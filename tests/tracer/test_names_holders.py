@@ -261,3 +261,35 @@ def test_only_small_containers_are_looked_into() -> None:
         run(table)
     assert t.tensor("small[63].weight").parameter == "small[63].weight"
     assert sorted(r.parameter for r in big_trace.tensors.values() if r.parameter) == ["bias", "weight"]
+
+
+MODEL_PASSED_TO_A_HELPER = """
+import torch
+from torch import nn
+
+def train(net, opt):
+    loss = net(torch.randn(2, 4)).sum()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+
+def main():
+    model = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(3):
+        train(model, opt)
+
+main()
+"""
+
+
+@pytest.mark.parametrize("window", WINDOWS)
+def test_a_model_passed_to_a_helper_is_named_by_the_outer_variable(tmp_path: Path, window: dict[str, int]) -> None:
+    """pytorch/examples' `train(net, ...)` called with main()'s `model`: `model.0.weight` and a `model` box with and
+    without a window (it was `net` in a whole run, `model` when a window closed while main() was still running)."""
+    trace = _trace(tmp_path, MODEL_PASSED_TO_A_HELPER, **window)
+    expected = ["model.0.bias", "model.0.weight", "model.2.bias", "model.2.weight"]
+    assert _parameters(trace) == expected
+    assert _modules(trace) == ["model.0", "model.1", "model.2"]
+    assert _boxes(trace, 0) == ["model"]
+    assert _parameter_nodes(trace) == expected
