@@ -28,6 +28,7 @@ _CONTAINER_LIMIT = 64
 #: The attribute under which a wrapper keeps the model it wraps (torch.compile, FSDP1, activation checkpointing,
 #: Lightning's strategy wrappers): not part of a name, so names read the same with and without the wrapper
 _WRAPPED_ATTRIBUTES = frozenset({"_orig_mod", "_fsdp_wrapped_module", "_checkpoint_wrapped_module", "_forward_module"})
+_CO_OPTIMIZED = inspect.CO_OPTIMIZED  # a function's frame: its variables are not its globals
 _DATA_PARALLEL = frozenset({"DistributedDataParallel", "DataParallel"})  # they keep the model as `module`
 
 
@@ -80,17 +81,18 @@ def _subscript(key: Any) -> str | None:
 
 
 def _entries(value: Any) -> list[tuple[str, Any]]:
-    """A small dict's, list's or tuple's entries as (subscript, value); none for anything else or a big one."""
+    """A small dict's, list's or tuple's models as (subscript, model); none for anything else or a big one."""
+    module = torch.nn.Module
     try:
         if isinstance(value, dict) and len(value) <= _CONTAINER_LIMIT:
-            entries = [(_subscript(key), held) for key, held in list(value.items())]
+            entries = [(_subscript(key), held) for key, held in list(value.items()) if isinstance(held, module)]
         elif isinstance(value, (list, tuple)) and len(value) <= _CONTAINER_LIMIT:
-            entries = [(f"[{index}]", held) for index, held in enumerate(value)]
+            entries = [(f"[{index}]", held) for index, held in enumerate(value) if isinstance(held, module)]
         else:
             return []
     except Exception:  # noqa: BLE001 - a dict subclass with odd iteration: not a holder
         return []
-    return [(key, held) for key, held in entries if key is not None and isinstance(held, torch.nn.Module)]
+    return [(key, held) for key, held in entries if key is not None]
 
 
 def _path_in(model: torch.nn.Module, module: torch.nn.Module) -> str | None:
@@ -190,10 +192,12 @@ class HookRecording:
             holders: list[list[tuple[str, str]]] = []  # per namespace, outermost frame first
             seen: set[int] = set()
             for outer in reversed(frames):
-                for namespace in (outer.f_globals, source.frame_variables(outer)):
-                    if id(namespace) not in seen:
-                        seen.add(id(namespace))
-                        holders.append(_holders_in(namespace, module))
+                if id(outer.f_globals) not in seen:  # a file's functions share its globals: looked at once
+                    seen.add(id(outer.f_globals))
+                    holders.append(_holders_in(outer.f_globals, module))
+                # a function's own variables (a module's top level has none but its globals)
+                if outer.f_code.co_flags & _CO_OPTIMIZED or outer.f_locals is not outer.f_globals:
+                    holders.append(_holders_in(source.frame_variables(outer), module))
             for found in holders:
                 containing = [h for h in found if h[1] and not _is_self(h[0])]
                 if containing:
