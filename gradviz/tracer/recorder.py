@@ -38,7 +38,8 @@ from .callsite import site as _site
 from .source import user_frame_from as _user_frame_from
 from .gcstate import GcHold
 from .lifetime import mark_end
-from .hooks import RECORD_FUNCTION_OPS, HookRecording, _shown_path, unwrapped
+from .hooks import RECORD_FUNCTION_OPS, HookRecording
+from .holders import shown_path as _shown_path, unwrapped
 from .nodes import _SAVED_NAMES, _TYPE_NAMES, GraphRecording
 from .window import StepWindow, WindowRecording
 from .tensors import (
