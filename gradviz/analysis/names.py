@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..model import OpRecord, Trace
 
-__all__ = ["Namer", "shorten_name"]
+__all__ = ["Namer", "call_name", "shorten_name"]
 
 _OPERATORS = {"add": "+", "radd": "+", "sub": "-", "rsub": "-", "mul": "*", "rmul": "*", "truediv": "/",
               "rtruediv": "/", "matmul": "@", "rmatmul": "@", "pow": "**", "rpow": "**", "neg": "-"}
@@ -20,6 +20,18 @@ _LONGEST = 48  # an expression longer than this is cut with an ellipsis
 
 def shorten_name(text: str, limit: int = _LONGEST) -> str:
     return text if len(text) <= limit else text[: limit - 1] + _ELLIPSIS
+
+
+def call_name(module: str) -> str:
+    """How the program calls a module, from its path: its attribute (`fc1` for `model.fc1`), subscripted where the
+    path ends in a container's entries (`main[6]` for `netG.main.6`, `layers[0][1]`), as Python reads it."""
+    parts = module.split(".")
+    last = len(parts) - 1
+    while last > 0 and parts[last].isdigit():
+        last -= 1
+    if last == len(parts) - 1:
+        return parts[-1]
+    return parts[last] + "".join(f"[{part}]" for part in parts[last + 1 :])
 
 
 class Namer:
@@ -127,7 +139,7 @@ class Namer:
         else:
             module = self._module_of(tid)
             if module and name.split(".")[-1] in _MODULE_OPS:  # the module's call, with its input only
-                text = f"{module.rsplit('.', 1)[-1]}({first})"
+                text = f"{call_name(module)}({first})"
             else:
                 text = f"{name.split('.')[-1]}({', '.join(args)})"
         return shorten_name(text)

@@ -5,13 +5,15 @@ from __future__ import annotations
 import functools
 import inspect
 import threading
-import types
 from typing import Any
 
 import torch
 
 from ..model import EventKind, VersionChange
 from . import source
+from .holders import holders_in as _holders_in
+from .holders import is_self as _is_self
+from .holders import shown_path as _shown_path
 from .nodes import _grad_key
 from .tensors import _version, local_parts as _local
 
@@ -22,32 +24,6 @@ _is_compiling = torch.compiler.is_compiling
 _jit_tracing = torch._C._get_tracing_state
 
 
-def _holder_in(namespace: dict[str, Any], module: torch.nn.Module) -> tuple[str, str] | None:
-    """The first variable of `namespace` that holds `module`, a model containing it, or an object with such a model
-    as an attribute (`trainer.model`), with the attribute path from it to `module`."""
-    for name, value in list(namespace.items()):
-        if name.startswith("_"):
-            continue
-        if value is module:
-            return name, ""
-        if isinstance(value, torch.nn.Module):
-            for path, sub in value.named_modules():
-                if sub is module:
-                    return name, path
-        elif not isinstance(value, (type, types.ModuleType)):
-            try:
-                held_attributes = getattr(value, "__dict__", None)
-                attributes = list(held_attributes.items()) if isinstance(held_attributes, dict) else []
-            except Exception:  # noqa: BLE001 - an object with odd attribute access (a proxy): not a holder
-                attributes = []
-            for attribute, held in attributes:
-                if isinstance(held, torch.nn.Module) and not attribute.startswith("_"):
-                    for path, sub in held.named_modules():
-                        if sub is module:
-                            return f"{name}.{attribute}", path
-    return None
-
-
 class HookRecording:
     """The module- and optimizer-hook half of the Recorder (mixed into it; uses its tensor tracking and state)."""
 
@@ -56,16 +32,19 @@ class HookRecording:
     def _name_module(self, module: torch.nn.Module) -> None:
         """Qualified names, from the outermost module called, for its submodules and parameters: the variable the
         program holds it in (`netD.main.0`, `netD`), so two models' `main` stay apart; for a submodule called on its
-        own (`model.encoder(x)`), the variable holding the model it belongs to (`model.encoder.weight`); the class
-        name for an outermost module no variable holds (`Discriminator`, then `main.0` for its submodules)."""
+        own (`model.encoder(x)`, `for layer in model.layers`), the variable holding the model it belongs to
+        (`model.encoder.weight`, `model.layers.0`); the class name for an outermost module no variable holds
+        (`Discriminator`, then `main.0` for its submodules). A wrapper's own part (`_orig_mod`, DDP's `module`) is
+        left out, so a compiled or wrapped model is named as the model itself."""
         variable, path = self._variable_holding(module)
         root = variable or type(module).__name__
         prefix = f"{path}." if path else ""
         for name, sub in module.named_modules():
+            name = _shown_path(module, name)
             full = f"{prefix}{name}" if name else path
             self._module_names[id(sub)] = (f"{variable}.{full}" if variable and full else full) or root
         for name, param in module.named_parameters():
-            name = prefix + name
+            name = prefix + _shown_path(module, name)
             tid = self._tid(param)
             record = self.trace.tensors[tid]
             if record.parameter is None or len(name) > len(record.parameter):
@@ -75,38 +54,41 @@ class HookRecording:
                     self._param_roots[tid] = variable
 
     def _variable_holding(self, module: torch.nn.Module) -> tuple[str | None, str]:
-        """The name the program knows `module` by, and the attribute path from it (`""` when the variable holds
-        `module` itself): the calling code's own variable (`G`, `encoder`); else, and in place of a method's `self`,
-        the outermost frame's variable holding it or a model it belongs to (`model` and `encoder` for
-        `model.encoder(x)`, `m` over a LightningModule's `self`), first bound first."""
+        """The name the program knows `module` by, and the attribute path from it (`""` when the holder is `module`
+        itself), looked for in the program's frames, the outermost first, as a window's end names parameters: a model
+        holding it as a submodule first, the biggest model of a frame first (`model.layers.0` for a loop's `layer`,
+        `model.encoder` for `enc = model.encoder`); then a holder of `module` itself, first bound first (`model` in
+        main() over a helper's parameter `net`; `G`, `models["G"]`, `trainer.model`); a method's `self` (`self.net`)
+        only when nothing else holds it."""
         frame = source.user_frame(3)
         if frame is None:
             return None, ""
         try:
-            for namespace in (source.frame_variables(frame), frame.f_globals):
-                for name, value in namespace.items():
-                    if value is module and not name.startswith("_"):
-                        if name != "self":
-                            return name, ""
-                        break
-                else:
-                    continue
-                break
-            # not held under a name of its own here: the program's frames, outermost first, for a holder of it
             frames = []
             while frame is not None:
                 if source.is_user_file(frame.f_code.co_filename):
                     frames.append(frame)
                 frame = frame.f_back
-            fallback: tuple[str | None, str] = (None, "")
+            holders: list[list[tuple[str, str]]] = []  # per namespace, outermost frame first
+            seen: set[int] = set()
             for outer in reversed(frames):
-                for namespace in (outer.f_globals, source.frame_variables(outer)):
-                    found = _holder_in(namespace, module)
-                    if found is not None:
-                        if found[0] != "self":
-                            return found
-                        if fallback[0] is None:
-                            fallback = found
+                if id(outer.f_globals) not in seen:  # a file's functions share its globals: looked at once
+                    seen.add(id(outer.f_globals))
+                    holders.append(_holders_in(outer.f_globals, module))
+                # a function's own variables (a module's top level has none but its globals)
+                if outer.f_code.co_flags & inspect.CO_OPTIMIZED or outer.f_locals is not outer.f_globals:
+                    holders.append(_holders_in(source.frame_variables(outer), module))
+            for found in holders:
+                containing = [h for h in found if h[1] and not _is_self(h[0])]
+                if containing:
+                    return max(containing, key=lambda h: h[1].count(".") + 1)  # the first of the biggest models
+            fallback: tuple[str | None, str] = (None, "")
+            for found in holders:
+                for holder in found:
+                    if not _is_self(holder[0]):
+                        return holder
+                    if fallback[0] is None:
+                        fallback = holder
             return fallback
         finally:
             del frame

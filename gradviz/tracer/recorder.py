@@ -39,6 +39,7 @@ from .source import user_frame_from as _user_frame_from
 from .gcstate import GcHold
 from .lifetime import mark_end
 from .hooks import RECORD_FUNCTION_OPS, HookRecording
+from .holders import shown_path as _shown_path, unwrapped
 from .nodes import _SAVED_NAMES, _TYPE_NAMES, GraphRecording
 from .window import StepWindow, WindowRecording
 from .tensors import (
@@ -659,6 +660,7 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
                     live = self._live.get(id(param))
                     if live is None or live() is not param:
                         continue
+                    param_name = _shown_path(value, param_name)  # a wrapper's part left out (`_orig_mod`, `module`)
                     known = live.record.parameter
                     # the outermost module's name wins: `encoder.0.weight` over `0.weight` from a submodule call
                     if known is None or (len(param_name) > len(known) and param_name.endswith("." + known)):
@@ -668,8 +670,9 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
                     elif known == param_name:
                         # the program's own name for the model the name came from beats a helper's parameter name;
                         # of two variables here holding the same model (`raw_model = model`), the first bound stays
+                        # (a wrapper of it counts as the model: nanoGPT's `model = DDP(model)`, then `raw_model`)
                         root = self._param_roots.get(live.tid)
-                        if root is None or namespace.get(root) is not value:
+                        if root is None or unwrapped(namespace.get(root)) is not unwrapped(value):
                             self._param_roots[live.tid] = name
 
     # ------------------------------------------------------------------ special calls
