@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dis
 import functools
 import inspect
+import sys
 import threading
 import types
 from typing import Any
@@ -20,6 +22,52 @@ from .tensors import _version, local_parts as _local
 _quiet = torch._C.DisableTorchFunction
 _is_compiling = torch.compiler.is_compiling
 _jit_tracing = torch._C._get_tracing_state
+
+
+def _forward_call_offsets() -> dict[types.CodeType, int]:
+    """nn.Module's call machinery: each code object that calls a module's forward (`_call_impl`, and the closure it
+    uses when hooks are registered), with the offset of its last instruction calling `forward_call`."""
+    call_impl = torch.nn.Module._call_impl.__code__
+    codes = [call_impl, *(c for c in call_impl.co_consts if isinstance(c, types.CodeType))]
+    offsets = {}
+    for code in codes:
+        instructions = list(dis.get_instructions(code))
+        for i, instruction in enumerate(instructions):
+            if instruction.opname in ("LOAD_FAST", "LOAD_DEREF") and instruction.argval == "forward_call":
+                call = next((later for later in instructions[i + 1 :] if later.opname.startswith("CALL")), None)
+                if call is not None:
+                    offsets[code] = max(offsets.get(code, -1), call.offset)
+    return offsets
+
+
+_FORWARD_CALLS = _forward_call_offsets()
+_CALL_IMPL = torch.nn.Module._call_impl.__code__
+_CALL_IMPL_UNTIL = _FORWARD_CALLS.get(_CALL_IMPL, sys.maxsize)  # (a torch whose call we cannot read: all of it)
+_INNER = next((code for code in _FORWARD_CALLS if code is not _CALL_IMPL), None)
+_INNER_UNTIL = _FORWARD_CALLS.get(_INNER, -1) if _INNER is not None else -1
+
+
+def module_frames(frame: types.FrameType | None) -> list[types.FrameType]:
+    """The frames of nn.Module's call machinery, at `frame` and outside it, innermost first, of the modules running
+    there (`module_of` reads which module each is).
+
+    A module is running from its forward pre-hooks to the return of its forward: its `_call_impl` frame (or the
+    closure `_call_impl` runs when hooks are registered) is on the stack and has not gone past calling `forward`.
+    Its forward hooks, which run after, are outside it, as they are for a global forward hook registered first.
+    """
+    frames = []
+    while frame is not None:
+        code = frame.f_code
+        if (code is _CALL_IMPL and frame.f_lasti <= _CALL_IMPL_UNTIL) or (code is _INNER and frame.f_lasti <= _INNER_UNTIL):
+            frames.append(frame)
+        frame = frame.f_back
+    return frames
+
+
+def module_of(frame: types.FrameType) -> torch.nn.Module | None:
+    """The module a frame of `module_frames` is calling (its `self`; reading a frame's variables is the costly part)."""
+    module = frame.f_locals.get("self")
+    return module if isinstance(module, torch.nn.Module) else None
 
 
 def _holder_in(namespace: dict[str, Any], module: torch.nn.Module) -> tuple[str, str] | None:
@@ -112,32 +160,34 @@ class HookRecording:
             del frame
             frames = []
 
-    def _module_pre(self, module: torch.nn.Module, args: Any) -> None:
-        # while dynamo compiles, hooks step aside like the mode does (see Recorder.__torch_function__); the compiled
-        # code then runs without them, so the pre- and post-hook always skip together
-        if _is_compiling() or _jit_tracing() is not None or self._paused or threading.get_ident() != self._thread:  # (module hooks are global: all threads)
-            return
+    def _running_module(self) -> tuple[str | None, torch.nn.Module | None]:
+        """The innermost module running now, by the name the tracer gave it, and the module; (None, None) outside
+        any. The first time a model is seen running outermost, its tree is named (parameters and submodules), unless
+        it is already named as part of another (a checkpointed block run again by backward is not a model of its own).
+
+        Read off the Python stack, where a module is running from its forward pre-hooks to the end of its forward
+        (`module_frames`): the span a global pre-hook and post-hook would mark, without their cost on every module
+        call of the program (global module hooks put every call on nn.Module's slow path).
+        """
         try:
-            # an outermost call names its tree, unless it is already named as part of another (a checkpointed block
-            # run again by backward is not a model of its own)
-            if not self._module_stack and id(module) not in self._named_roots and id(module) not in self._module_names:
-                self._named_roots.add(id(module))
-                with _quiet():
-                    self._name_module(module)
-            self._module_stack.append(self._module_names.get(id(module), type(module).__name__))
-            self._module_objects.append(module)
+            frames = module_frames(sys._getframe(1))
+            if not frames:
+                return None, None
+            module = module_of(frames[0])
+            root = module_of(frames[-1]) if len(frames) > 1 else module
+            if root is not None and id(root) not in self._named_roots and id(root) not in self._module_names:
+                self._named_roots.add(id(root))
+                # named from where the program called it, as a pre-hook on that call would have
+                with _quiet(), source.looking_from(frames[-1]):
+                    self._name_module(root)
+            if module is None:
+                return None, None
+            return self._module_names.get(id(module), type(module).__name__), module
         except Exception as exc:
             self._internal(exc)
-            self._module_stack.append("?")
-            self._module_objects.append(None)
-
-    def _module_post(self, module: torch.nn.Module, args: Any, output: Any) -> None:
-        if _is_compiling() or _jit_tracing() is not None or self._paused or threading.get_ident() != self._thread:
-            return
-        if self._module_stack:
-            self._module_stack.pop()
-        if self._module_objects:
-            self._module_objects.pop()
+            return None, None
+        finally:
+            frames = []
 
     # ------------------------------------------------------------------ optimizer steps
     # The recorder pauses inside optimizer.step() (its in-place updates are summarised by one optimizer_step event)
