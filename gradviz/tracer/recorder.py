@@ -8,6 +8,7 @@ import os
 import re
 import sys
 import threading
+import types
 import warnings
 import weakref
 from collections.abc import Callable
@@ -147,6 +148,7 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
         self._module_names: dict[int, str] = {}
         # the module running during the call being recorded (name, module), read once per call; None: not read yet
         self._module_now: tuple[str | None, Any] | None = None
+        self._outside: tuple[int, types.CodeType] | None = None  # where tracing began (see start)
         self._finished = False
         self._on_dead_callback = self._on_dead  # one bound method for every weak reference
         self._locations: dict[tuple[str, int], Location] = {}
@@ -170,7 +172,10 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
         }
 
     # ------------------------------------------------------------------ lifecycle
-    def start(self) -> None:
+    def start(self, *, outside: types.FrameType | None = None) -> None:
+        """Start recording. `outside`: the frame tracing runs inside (the `with` statement's), for as long as it lasts:
+        a module already running there is not one the recorder saw start (it is known by its id and code, never
+        held)."""
         from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
         # no module hooks: which modules run is read off the stack when a call is recorded (hooks.module_frames)
@@ -184,6 +189,7 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
             warnings.filters.insert(0, entry)
             self._warning_filters.append(entry)
         self._first_sequence_nr = torch._C._autograd._get_sequence_nr()
+        self._outside = (id(outside), outside.f_code) if outside is not None else None
         self._thread = threading.get_ident()
         self._gc.hold()
         self.__enter__()

@@ -101,3 +101,24 @@ def test_a_module_called_by_functional_call_is_running() -> None:
         params = {name: p.detach().clone().requires_grad_() for name, p in model.named_parameters()}
         torch.func.functional_call(model, params, (torch.randn(2, 3),)).sum().backward()
     assert _modules_of(t, "AddmmBackward0") == ["model.body.0", "model.head"]
+
+
+class TracesItself(torch.nn.Module):
+    """Starts tracing inside its own forward: it was running before the tracer started, and is not seen as running."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 2)
+
+    def forward(self, x: torch.Tensor) -> gradviz.Trace:
+        with gradviz.trace() as t:
+            self.lin(x).sum().backward()
+            x.exp()
+        return t
+
+
+def test_a_module_running_when_tracing_began_is_not_a_running_module() -> None:
+    outer = TracesItself()
+    t = outer(torch.randn(4, 3, requires_grad=True))
+    assert _modules_of(t, "AddmmBackward0") == ["outer.lin"]
+    assert _modules_of(t, "SumBackward0") == [None] and _modules_of(t, "ExpBackward0") == [None]
