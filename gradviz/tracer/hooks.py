@@ -1,8 +1,8 @@
-"""What the tracer learns from nn.Module and optimizer hooks: parameter names, module paths, optimizer steps."""
+"""What the tracer learns of nn.Modules (read off the stack) and optimizers (from their hooks): parameter names,
+module paths, optimizer steps."""
 
 from __future__ import annotations
 
-import dis
 import functools
 import inspect
 import sys
@@ -14,6 +14,7 @@ import torch
 
 from ..model import EventKind, VersionChange
 from . import source
+from .modules import module_frames, module_of
 from .nodes import _grad_key
 from .tensors import _version, local_parts as _local
 
@@ -22,70 +23,6 @@ from .tensors import _version, local_parts as _local
 _quiet = torch._C.DisableTorchFunction
 _is_compiling = torch.compiler.is_compiling
 _jit_tracing = torch._C._get_tracing_state
-
-
-def _forward_call_offsets() -> dict[types.CodeType, int]:
-    """nn.Module's call machinery: each code object that calls a module's forward (`_call_impl`, and the closure it
-    uses when hooks are registered), with the offset of its last instruction calling `forward_call`."""
-    call_impl = torch.nn.Module._call_impl.__code__
-    codes = [call_impl, *(c for c in call_impl.co_consts if isinstance(c, types.CodeType))]
-    offsets = {}
-    for code in codes:
-        instructions = list(dis.get_instructions(code))
-        for i, instruction in enumerate(instructions):
-            if instruction.opname in ("LOAD_FAST", "LOAD_DEREF") and instruction.argval == "forward_call":
-                call = next((later for later in instructions[i + 1 :] if later.opname.startswith("CALL")), None)
-                if call is not None:
-                    offsets[code] = max(offsets.get(code, -1), call.offset)
-    return offsets
-
-
-_FORWARD_CALLS = _forward_call_offsets()
-_CALL_IMPL = torch.nn.Module._call_impl.__code__
-_WRAPPED_CALL_IMPL = getattr(torch.nn.Module.__call__, "__code__", None)  # Module.__call__, which calls _call_impl
-_CALL_IMPL_UNTIL = _FORWARD_CALLS.get(_CALL_IMPL, sys.maxsize)  # (a torch whose call we cannot read: all of it)
-_INNER = next((code for code in _FORWARD_CALLS if code is not _CALL_IMPL), None)
-_INNER_UNTIL = _FORWARD_CALLS.get(_INNER, -1) if _INNER is not None else -1
-
-
-def module_frames(frame: types.FrameType | None, outside: tuple[int, types.CodeType] | None = None) -> list[types.FrameType]:
-    """The frames of nn.Module's call machinery, at `frame` and outside it, innermost first, of the modules running
-    there (`module_of` reads which module each is); up to the frame `outside` identifies (id and code), where
-    tracing began, if it is on the way: a module running there already is not one the tracer saw start, and the
-    frames outside it need no look.
-
-    A module is running from its forward pre-hooks to the return of its forward: its `_call_impl` frame (or the
-    closure `_call_impl` runs when hooks are registered) is on the stack and has not gone past calling `forward`.
-    Its forward hooks, which run after, are outside it, as they are for a global forward hook registered first.
-    """
-    frames = []
-    stop_id, stop_code = outside if outside is not None else (0, None)
-    call_impl, inner = _CALL_IMPL, _INNER  # (locals: this loop runs over every frame of the stack)
-    while frame is not None:
-        code = frame.f_code
-        if code is call_impl:
-            if frame.f_lasti <= _CALL_IMPL_UNTIL:
-                frames.append(frame)
-        elif code is inner:
-            if frame.f_lasti <= _INNER_UNTIL:
-                frames.append(frame)
-        elif code is stop_code and id(frame) == stop_id:
-            break
-        frame = frame.f_back
-    return frames
-
-
-def module_of(frame: types.FrameType) -> torch.nn.Module | None:
-    """The module a frame of `module_frames` is calling: its `self`, read where that is cheapest. Reading a frame's
-    variables is the costly part, and `Module.__call__`'s frame, just outside, has three (`_call_impl`'s has
-    fourteen, half of them closure cells: about 6x the time)."""
-    outer = frame.f_back
-    if frame.f_code is _INNER and outer is not None:
-        outer = outer.f_back
-    if outer is not None and outer.f_code is _WRAPPED_CALL_IMPL:
-        frame = outer
-    module = frame.f_locals.get("self")
-    return module if isinstance(module, torch.nn.Module) else None
 
 
 def _holder_in(namespace: dict[str, Any], module: torch.nn.Module) -> tuple[str, str] | None:
@@ -178,17 +115,18 @@ class HookRecording:
             del frame
             frames = []
 
-    def _running_module(self) -> tuple[str | None, torch.nn.Module | None]:
+    def _running_module(self, frame: types.FrameType | None = None) -> tuple[str | None, torch.nn.Module | None]:
         """The innermost module running now, by the name the tracer gave it, and the module; (None, None) outside
         any. The first time a model is seen running outermost, its tree is named (parameters and submodules), unless
         it is already named as part of another (a checkpointed block run again by backward is not a model of its own).
 
         Read off the Python stack, where a module is running from its forward pre-hooks to the end of its forward
         (`module_frames`): the span a global pre-hook and post-hook would mark, without their cost on every module
-        call of the program (global module hooks put every call on nn.Module's slow path).
+        call of the program (global module hooks put every call on nn.Module's slow path). `frame`: where to start
+        looking (the frame making the call being recorded); the caller's by default.
         """
         try:
-            frames = module_frames(sys._getframe(1), self._outside)
+            frames = module_frames(frame if frame is not None else sys._getframe(1), self._outside)
             if not frames:
                 return None, None
             module = module_of(frames[0])
@@ -205,7 +143,7 @@ class HookRecording:
             self._internal(exc)
             return None, None
         finally:
-            frames = []
+            frames, frame = [], None
 
     # ------------------------------------------------------------------ optimizer steps
     # The recorder pauses inside optimizer.step() (its in-place updates are summarised by one optimizer_step event)

@@ -181,8 +181,8 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
         # no module hooks: which modules run is read off the stack when a call is recorded (hooks.module_frames)
         self._handles = [register_optimizer_step_pre_hook(self._step_pre)]
         self._step_counter = register_optimizer_step_post_hook(self._window_step_post)
-        # torch.compile warns about what the tracer brings (global module hooks, the frame lookups in our mode that
-        # dynamo steps around): warnings the program itself would not print
+        # torch.compile warns about what the tracer brings (the global module hook a closing window may put in place
+        # for a moment, the frame lookups in our mode that dynamo steps around): warnings the program would not print
         # (put in place directly: `filterwarnings` would reset the registries behind "once per place")
         for message in _OUR_WARNINGS:
             entry = ("ignore", re.compile(message, re.I), Warning, None, 0)
@@ -374,7 +374,7 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
             here, loc = (None, None), None
         file, line = self._here = here
         self._here_loc = loc
-        self._module_now = self._running_module()  # (and names a model seen running for the first time)
+        self._module_now = self._running_module(caller)  # (and names a model seen running for the first time)
         name = _func_name(func)
         seq = next(self._seq)
         live = self._live
