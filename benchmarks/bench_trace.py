@@ -167,15 +167,15 @@ def table(results: dict[str, dict[str, list[float]]], modes: list[str]) -> str:
 _ORIGINAL_START = Recorder.start  # taken before any variant patches it
 
 
-def _start_without_hooks(recorder: Any) -> None:
-    _ORIGINAL_START(recorder)
-    for handle in recorder._handles:  # module pre/post and optimizer pre-hooks; the step counter stays
+def _start_without_hooks(recorder: Any, **options: Any) -> None:
+    _ORIGINAL_START(recorder, **options)
+    for handle in recorder._handles:  # the optimizer pre-hook (no module hooks since issue 22); the step counter stays
         handle.remove()
     recorder._handles = []
 
 
-def _paused_start(recorder: Any) -> None:
-    _ORIGINAL_START(recorder)
+def _paused_start(recorder: Any, **options: Any) -> None:
+    _ORIGINAL_START(recorder, **options)
     recorder._paused += 1
 
 
@@ -187,7 +187,8 @@ BREAKDOWN: dict[str, dict[str, Any]] = {
     "full": {},
     "saved tensors not read (_saved)": {"_saved": lambda self, *args, **kwargs: []},
     "no graph registration (_node)": {"_node": lambda self, *args, **kwargs: None, "_on_backward": _pass_backward},
-    "no module/optimizer hooks": {"start": _start_without_hooks},
+    "module paths not read (_running_module)": {"_running_module": lambda self, frame=None: (None, None)},
+    "no optimizer hooks": {"start": _start_without_hooks},
     "no per-call bookkeeping (_after_call)": {"_after_call": lambda self, *args: None, "_on_backward": _pass_backward},
     "mode and hooks only, nothing recorded": {"start": _paused_start},
 }

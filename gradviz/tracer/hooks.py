@@ -1,10 +1,13 @@
-"""What the tracer learns from nn.Module and optimizer hooks: parameter names, module paths, optimizer steps."""
+"""What the tracer learns of nn.Modules (read off the stack) and optimizers (from their hooks): parameter names,
+module paths, optimizer steps."""
 
 from __future__ import annotations
 
 import functools
 import inspect
+import sys
 import threading
+import types
 from typing import Any
 
 import torch
@@ -14,6 +17,7 @@ from . import source
 from .holders import holders_in as _holders_in
 from .holders import is_self as _is_self
 from .holders import shown_path as _shown_path
+from .modules import module_frames, module_of
 from .nodes import _grad_key
 from .tensors import _version, local_parts as _local
 
@@ -94,32 +98,35 @@ class HookRecording:
             del frame
             frames = []
 
-    def _module_pre(self, module: torch.nn.Module, args: Any) -> None:
-        # while dynamo compiles, hooks step aside like the mode does (see Recorder.__torch_function__); the compiled
-        # code then runs without them, so the pre- and post-hook always skip together
-        if _is_compiling() or _jit_tracing() is not None or self._paused or threading.get_ident() != self._thread:  # (module hooks are global: all threads)
-            return
+    def _running_module(self, frame: types.FrameType | None = None) -> tuple[str | None, torch.nn.Module | None]:
+        """The innermost module running now, by the name the tracer gave it, and the module; (None, None) outside
+        any. The first time a model is seen running outermost, its tree is named (parameters and submodules), unless
+        it is already named as part of another (a checkpointed block run again by backward is not a model of its own).
+
+        Read off the Python stack, where a module is running from its forward pre-hooks to the end of its forward
+        (`module_frames`): the span a global pre-hook and post-hook would mark, without their cost on every module
+        call of the program (global module hooks put every call on nn.Module's slow path). `frame`: where to start
+        looking (the frame making the call being recorded); the caller's by default.
+        """
         try:
-            # an outermost call names its tree, unless it is already named as part of another (a checkpointed block
-            # run again by backward is not a model of its own)
-            if not self._module_stack and id(module) not in self._named_roots and id(module) not in self._module_names:
-                self._named_roots.add(id(module))
-                with _quiet():
-                    self._name_module(module)
-            self._module_stack.append(self._module_names.get(id(module), type(module).__name__))
-            self._module_objects.append(module)
+            frames = module_frames(frame if frame is not None else sys._getframe(1), self._outside)
+            if not frames:
+                return None, None
+            module = module_of(frames[0])
+            root = module_of(frames[-1]) if len(frames) > 1 else module
+            if root is not None and id(root) not in self._named_roots and id(root) not in self._module_names:
+                self._named_roots.add(id(root))
+                # named from where the program called it, as a pre-hook on that call would have
+                with _quiet(), source.looking_from(frames[-1]):
+                    self._name_module(root)
+            if module is None:
+                return None, None
+            return self._module_names.get(id(module), type(module).__name__), module
         except Exception as exc:
             self._internal(exc)
-            self._module_stack.append("?")
-            self._module_objects.append(None)
-
-    def _module_post(self, module: torch.nn.Module, args: Any, output: Any) -> None:
-        if _is_compiling() or _jit_tracing() is not None or self._paused or threading.get_ident() != self._thread:
-            return
-        if self._module_stack:
-            self._module_stack.pop()
-        if self._module_objects:
-            self._module_objects.pop()
+            return None, None
+        finally:
+            frames, frame = [], None
 
     # ------------------------------------------------------------------ optimizer steps
     # The recorder pauses inside optimizer.step() (its in-place updates are summarised by one optimizer_step event)

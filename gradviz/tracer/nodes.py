@@ -131,7 +131,7 @@ class GraphRecording:
         names = self._type_names
         heights = self._heights
         created = self._here_loc
-        module = self._module_stack[-1] if self._module_stack else None
+        module = (self._module_now or self._running_module())[0]  # type: ignore[attr-defined]
         seq = -1  # numbered after the walk, which may track leaves first
         nid = ids[key] = f"n{len(ids)}"
         kind = type(fn)

@@ -8,6 +8,7 @@ import os
 import re
 import sys
 import threading
+import types
 import warnings
 import weakref
 from collections.abc import Callable
@@ -146,8 +147,9 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
         self._type_names = _TYPE_NAMES
         self._paused = 0
         self._module_names: dict[int, str] = {}
-        self._module_stack: list[str] = []
-        self._module_objects: list[Any] = []  # the modules running now (alive anyway): who wrote in place
+        # the module running during the call being recorded (name, module), read once per call; None: not read yet
+        self._module_now: tuple[str | None, Any] | None = None
+        self._outside: tuple[int, types.CodeType] | None = None  # where tracing began (see start)
         self._finished = False
         self._on_dead_callback = self._on_dead  # one bound method for every weak reference
         self._locations: dict[tuple[str, int], Location] = {}
@@ -171,24 +173,24 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
         }
 
     # ------------------------------------------------------------------ lifecycle
-    def start(self) -> None:
-        from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
+    def start(self, *, outside: types.FrameType | None = None) -> None:
+        """Start recording. `outside`: the frame tracing runs inside (the `with` statement's), for as long as it lasts:
+        a module already running there is not one the recorder saw start (it is known by its id and code, never
+        held)."""
         from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
-        self._handles = [
-            register_module_forward_pre_hook(self._module_pre),
-            register_module_forward_hook(self._module_post, always_call=True),
-            register_optimizer_step_pre_hook(self._step_pre),
-        ]
+        # no module hooks: which modules run is read off the stack when a call is recorded (hooks.module_frames)
+        self._handles = [register_optimizer_step_pre_hook(self._step_pre)]
         self._step_counter = register_optimizer_step_post_hook(self._window_step_post)
-        # torch.compile warns about what the tracer brings (global module hooks, the frame lookups in our mode that
-        # dynamo steps around): warnings the program itself would not print
+        # torch.compile warns about what the tracer brings (the global module hook a closing window may put in place
+        # for a moment, the frame lookups in our mode that dynamo steps around): warnings the program would not print
         # (put in place directly: `filterwarnings` would reset the registries behind "once per place")
         for message in _OUR_WARNINGS:
             entry = ("ignore", re.compile(message, re.I), Warning, None, 0)
             warnings.filters.insert(0, entry)
             self._warning_filters.append(entry)
         self._first_sequence_nr = torch._C._autograd._get_sequence_nr()
+        self._outside = (id(outside), outside.f_code) if outside is not None else None
         self._thread = threading.get_ident()
         self._gc.hold()
         self.__enter__()
@@ -339,6 +341,7 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
             try:
                 self._after_call(func, inputs, before, result, caller, site)
             except Exception as exc:  # never let bookkeeping break the user's program
+                self._module_now = None
                 self._internal(exc, _func_name(func))
         return result
 
@@ -372,6 +375,7 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
             here, loc = (None, None), None
         file, line = self._here = here
         self._here_loc = loc
+        self._module_now = self._running_module(caller)  # (and names a model seen running for the first time)
         name = _func_name(func)
         seq = next(self._seq)
         live = self._live
@@ -388,6 +392,7 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
             entry = live.get(id(t))
             out_ids.append(entry.tid if entry is not None else track(t, "op", seq, name, file, line))
         self.trace.ops.append(OpRecord(seq, name, in_ids, out_ids, line, file))
+        self._module_now = None  # (read afresh by whatever records next)
 
     def _internal(self, exc: BaseException, op: str | None = None) -> None:
         """Our bookkeeping failed on a call: counted (the summary says so: never a silent "no problems"), kept."""
@@ -610,9 +615,10 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
             "byte_range": [start, stop],
             "counter": counter,
         }
-        if self._module_objects and self._module_objects[-1] is not None:
-            data["module"] = self._module_stack[-1]
-            data["module_call"] = _module_call(self._module_objects[-1])
+        module_name, module = self._module_now or self._running_module()
+        if module is not None:
+            data["module"] = module_name
+            data["module_call"] = _module_call(module)
         self._event(EventKind.INPLACE_WRITE, file, line, tensor=tid, op=op, versions=changes, data=data)
         fn = _grad_fn(t)
         if fn is not None:

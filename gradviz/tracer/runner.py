@@ -42,7 +42,7 @@ class trace:  # noqa: N801 - used as `with gradviz.trace() as t`, like a functio
         self.trace: Trace = self._recorder.trace
 
     def __enter__(self) -> Trace:
-        self._recorder.start()
+        self._recorder.start(outside=sys._getframe(1))
         return self.trace
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> bool:
@@ -244,7 +244,7 @@ def _run(
     try:
         if on_start is not None:
             on_start(recorder.trace, window.record if window is not None else None)
-        recorder.start()
+        recorder.start(outside=sys._getframe(0))
         try:
             namespace = body()
         finally:

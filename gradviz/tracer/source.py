@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import ast
+import contextlib
 import functools
 import linecache
 import os
 import sys
 import sysconfig
+from collections.abc import Iterator
 from types import FrameType
 from typing import Any
 
@@ -49,9 +51,27 @@ def is_user_file(filename: str) -> bool:
 _user_code: dict[int, tuple[Any, bool]] = {}
 
 
+# Frames that `user_frame` starts from instead of the caller's stack (innermost last): see `looking_from`
+_starts: list[FrameType] = []
+
+
 def user_frame(depth: int = 2) -> FrameType | None:
-    """The innermost frame, `depth` levels above the caller or further out, that runs user code."""
+    """The innermost frame, `depth` levels above the caller or further out, that runs user code (from the frame
+    `looking_from` gives, inside it)."""
+    if _starts:
+        return user_frame_from(_starts[-1])
     return user_frame_from(sys._getframe(depth))
+
+
+@contextlib.contextmanager
+def looking_from(frame: FrameType) -> Iterator[None]:
+    """Inside: `user_frame` starts at `frame`. The recorder names a model when it first sees it running, from deep
+    inside its forward; the names are the ones its caller holds it by, as if asked where the call began."""
+    _starts.append(frame)
+    try:
+        yield
+    finally:
+        _starts.pop()
 
 
 def user_frame_from(frame: FrameType | None) -> FrameType | None:
