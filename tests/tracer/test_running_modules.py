@@ -71,9 +71,10 @@ def run(net: torch.nn.Module) -> torch.Tensor:
     return net(torch.randn(2, 3)).sum()
 
 
-def test_a_model_is_named_by_the_variable_its_caller_holds_it_in() -> None:
-    """The model is first seen running deep inside its own forward; its name is the one the calling function gives
-    it (`net`), as when a pre-hook named it at the call, not the global (`model`) its forward's globals hold."""
+def test_a_model_first_seen_deep_in_its_forward_is_named_by_the_outermost_holder() -> None:
+    """The model is first seen running deep inside its own forward, called through a helper's argument (`net`); it
+    is named as the naming rule names a model passed to a function: by the outermost variable holding it (`model`),
+    the same name a pre-hook at the call gave it, with and without a window."""
     global model
     model = Net()
     try:
@@ -81,8 +82,8 @@ def test_a_model_is_named_by_the_variable_its_caller_holds_it_in() -> None:
             run(model).backward()
     finally:
         del model
-    assert _modules_of(t, "AddmmBackward0") == ["net.body.0", "net.head"]
-    assert t.tensor("net.head.weight").origin == "parameter"
+    assert _modules_of(t, "AddmmBackward0") == ["model.body.0", "model.head"]
+    assert t.tensor("model.head.weight").origin == "parameter"
 
 
 def test_an_in_place_write_names_the_module_running() -> None:
