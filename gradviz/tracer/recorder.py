@@ -386,6 +386,11 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
             in_ids.append(entry.tid if entry is not None else track(t, "input", seq, None, file, line))
         if written is not None:
             for t, v in written:
+                entry = live.get(id(t))
+                if entry is not None and entry.version != v and entry.version == t._version:
+                    # moved by an earlier write of this call to a tensor sharing its counter (`x[i] *= 0`: setitem
+                    # reads the view it copies, whose version moved with x's): already recorded, not a write of its own
+                    continue
                 self._record_write(t, v, name, file, line)
         out_ids = []
         for t in outputs:

@@ -242,3 +242,18 @@ def test_testdetach_detach_event_at_its_line(testdetach_trace: Trace, gallery: P
     for event in testdetach_trace.events_of(EventKind.BACKWARD):
         assert not relu_nodes & set(event.data["reached_nodes"])
     assert testdetach_trace.exception is None
+
+
+def test_writing_through_a_slice_of_a_tensor_is_two_writes_with_one_counter() -> None:
+    """`x_[:, :3] *= 0.0`: `mul_` on the view, then `__setitem__` copying the view into x_. The view shares x_'s
+    counter (PyTorch: both at version 2 after it), so each write moves both, and none is behind autograd's back: no
+    third write for the value setitem read, and no 'x_: v2 -> v2'."""
+    with gradviz.trace() as t:
+        x = torch.randn(4, 6)
+        x_ = x.clone()
+        x_[:, :3] *= 0.0
+    assert x_._version == 2
+    writes = [e for e in t.events if e.kind is EventKind.INPLACE_WRITE]
+    assert [e.op for e in writes] == ["Tensor.mul_", "Tensor.__setitem__"]
+    for event, (before, after) in zip(writes, [(0, 1), (1, 2)]):
+        assert {(c.before, c.after) for c in event.versions} == {(before, after)}
