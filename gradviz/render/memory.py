@@ -14,6 +14,8 @@ from ..analysis.initialisation import initialisation_writes
 from ..analysis.names import Namer
 from ..model import Event, EventKind, OpRecord, Trace, VersionChange
 from .escape import FONT, html_label_text, plain_label, quote_id, shorten
+from .per_step import fold_repeats, per_step_repeats, steps_text
+from .steps import split_steps
 
 if TYPE_CHECKING:
     from ..analysis.findings import Finding
@@ -66,23 +68,18 @@ def memory_digraph(
     ranked = _ranked(trace, findings, show_all=show_all)
     grouped, keep = (set(), set()) if show_all else _grouped_activations(trace, findings)
     summarised: list[str] = []
-    repeated: dict[tuple[str, int | None, str | None], list[str]] = {}
+    # an alias made at one line in every step (and what it aliases): one drawn for all, titled ×N (steps ...)
+    steps = split_steps(trace)
+    repeats = [] if show_all else per_step_repeats(trace, findings, steps)
+    folded, marks = fold_repeats(trace, findings, repeats, steps)
     if keep:  # a training script: the model, the findings and the aliases; the step's activations as one table
         summarised = _summarised_parameters(trace, findings)
-        repeated = _repeated_aliases(trace, findings)
-        middle = {tid for group in repeated.values() for tid in group[1:-1]}
-        named = {tid for f in findings for tid in f.tensors}
-        # with each middle alias goes what it aliases: the memory they share is one of the summarised copies
-        kept = named | {tid for group in repeated.values() for tid in (group[0], group[-1])}
-        middle_storages = {trace.tensors[tid].storage for tid in middle} - {trace.tensors[tid].storage for tid in kept
-                                                                           if tid in trace.tensors}
-        middle |= {t.id for t in trace.tensors.values()
-                   if t.storage in middle_storages and t.id not in named and t.parameter is None}
-        dropped = set(summarised) | middle
-        ranked = [tid for tid in ranked if tid in keep and tid not in dropped]
+        ranked = [tid for tid in ranked if tid in keep and tid not in set(summarised)]
+    unfolded = [tid for tid in ranked if tid not in folded]
+    folded_count, ranked = len(ranked) - len(unfolded), unfolded
     tensor_ids = _bounded(trace, ranked, max_tensors)
     over_limit = len(ranked) - len(tensor_ids)
-    uninvolved = len(trace.tensors) - len(ranked) - len(summarised)
+    uninvolved = len(trace.tensors) - len(ranked) - len(summarised) - folded_count
     shown = set(tensor_ids)
     hot_tensor, hot_event = _finding_colours(findings)
     saved_by = _saved_by(trace, shown)
@@ -119,7 +116,7 @@ def memory_digraph(
     with dot.subgraph(name="tensors") as column:
         column.attr(rank="same")
         for tid in tensor_ids:
-            label = _tensor_label(trace, tid, hot_tensor.get(tid), saved_by.get(tid, []), namer)
+            label = _tensor_label(trace, tid, hot_tensor.get(tid), saved_by.get(tid, []), namer, marks.get(tid))
             column.node(_tensor_node(tid), label)
     with dot.subgraph(name="counters") as column:
         column.attr(rank="same")
@@ -186,11 +183,12 @@ def memory_digraph(
         notes.append(f"\N{HORIZONTAL ELLIPSIS} {len(writes) - len(drawn_writes)} other writes not shown")
     if not tensor_ids:
         notes.insert(0, "no tensor shares memory, is written, or is saved for backward")
-    for (origin, line, source), group in repeated.items():
-        if len(group) > 2:
-            made = ".data" if origin == "data" else ".detach()"
-            notes.append(f"\N{HORIZONTAL ELLIPSIS} {len(group) - 2} more `{source or 'tensor'}{made}` made at line {line} "
-                         "(one a step; the first and the last are drawn)")
+    for repeat in repeats:
+        made = namer.alias(repeat.drawn[-1])
+        drawn = "drawn once, titled " + repeat.title() if len(repeat.drawn) == 1 else \
+            f"the {len(repeat.drawn)} a finding names are drawn"
+        notes.append(f"{made} at line {repeat.line}: made {repeat.count} times (steps {steps_text(repeat.steps)}), "
+                     f"{drawn}")
     if summarised:
         dot.node("parameters", _parameter_table(trace, summarised, namer), shape="plaintext")
     if activations is not None:
@@ -199,8 +197,9 @@ def memory_digraph(
         legend.attr(label="legend", style="rounded", color="gray60", fontsize="10")
         legend.node("legend", _legend(set(hot_tensor.values()), any(saved_by.values()), bool(drawn_writes)))
         if notes:
-            legend.node("summary", f"<{html_label_text(chr(10).join(notes))}>", shape="note", fontcolor="#555555",
-                        color="#bbbbbb")
+            text = html_label_text(chr(10).join(notes))  # one cell, its lines left-aligned
+            legend.node("summary", f'<<TABLE BORDER="0" CELLPADDING="0"><TR><TD ALIGN="LEFT" BALIGN="LEFT">{text}'
+                        "</TD></TR></TABLE>>", shape="note", fontcolor="#555555", color="#bbbbbb")
     return dot
 
 
@@ -440,11 +439,14 @@ def _cell(text: str, *, bold: bool = False, colour: str | None = None, mono: boo
 
 
 def _tensor_label(
-    trace: Trace, tid: str, colour: str | None, saved: list[str], namer: Namer
+    trace: Trace, tid: str, colour: str | None, saved: list[str], namer: Namer, repeat: str | None = None
 ) -> str:
+    """`repeat`: "×3 (steps 1, 3, 5)" when this tensor is drawn for the same tensor of several steps."""
     t = trace.tensors[tid]
     title = namer.tensor(tid)
-    rows = [_cell(shorten(title, 40), bold=True)]
+    rows = [_cell(shorten(title, 40), bold=True) if repeat is None else
+            f'<TD ALIGN="LEFT"><FONT POINT-SIZE="10"><B>{html_label_text(shorten(title, 40))}</B>  '
+            f'<FONT COLOR="#1f6fbf">{html_label_text(repeat)}</FONT></FONT></TD>']
     made = namer.alias(tid) if t.origin in ("data", "detach", "view") else namer.expression(tid)
     if made != title:
         rows.append(_cell(shorten(made if " = " in made else f"{title} = {made}", 40), mono=True))
@@ -609,8 +611,6 @@ def _saved_groups(trace: Trace) -> tuple[str, str, int, list[_SavedGroup]] | Non
     """What autograd holds for the last training step, grouped by module and line, largest first: the step in
     short ("step 10") and in full ("step 10 of 10 (backward at line 34)"), the total bytes, the groups. Parameters
     are left out: they are drawn as themselves."""
-    from .steps import split_steps
-
     steps = split_steps(trace)
     node_ids = steps[-1].nodes if steps else list(trace.nodes)
     groups: dict[tuple[str, int | None], _SavedGroup] = {}
@@ -706,19 +706,6 @@ def _summarised_parameters(trace: Trace, findings: Sequence[Finding]) -> list[st
         if (t.parameter is not None or t.origin == "parameter") and t.id not in named and t.id not in own_writes
         and (t.storage is None or sharing.get(t.storage, 0) <= 1)
     ]
-
-
-def _repeated_aliases(trace: Trace, findings: Sequence[Finding]) -> dict[tuple[str, int | None, str | None], list[str]]:
-    """`.data` / `.detach()` aliases made at one line again and again (one a step), by (kind, line, what of), in
-    creation order; a finding's tensors are never among them."""
-    named = {tid for f in findings for tid in f.tensors}
-    out: dict[tuple[str, int | None, str | None], list[str]] = {}
-    for t in sorted(trace.tensors.values(), key=lambda t: t.seq):
-        if t.origin in ("data", "detach") and t.id not in named and t.source in trace.tensors:
-            source = trace.tensors[t.source]  # type: ignore[index]
-            of = source.parameter or (source.names[0] if source.names else None)
-            out.setdefault((t.origin, t.created.line if t.created else None, of), []).append(t.id)
-    return {key: group for key, group in out.items() if len(group) > 2}
 
 
 def _module_of(parameter: str) -> tuple[str, str]:

@@ -181,3 +181,40 @@ def test_memory_view_through_render(data_trace: Trace) -> None:
     assert diagram.view == "memory"
     svg = diagram.svg()
     assert "<svg" in svg and "version counter of" in svg and "storage of out" in svg and "storage s1" not in svg
+
+
+# ---------------------------------------------------------------------- an alias made in every step, drawn once
+def test_steps_are_written_as_a_person_writes_them() -> None:
+    from gradviz.render.per_step import steps_text
+
+    assert steps_text([1, 2, 3, 4]) == "1-4"
+    assert steps_text([1, 3, 5, 7, 9]) == "1, 3, …, 9"
+    assert steps_text([1, 3, 5]) == "1, 3, 5"
+    assert steps_text([2, 5]) == "2, 5"
+    assert steps_text([1, 2, 4, 8, 9, 11, 12, 20]) == "1, 2, 4, 8, 9, 11, … (8 steps)"
+
+
+def test_the_alias_a_finding_names_is_the_one_drawn_with_its_versions(trace_of, line_of) -> None:  # type: ignore[no-untyped-def]
+    program = """
+        import torch
+        w = torch.nn.Parameter(torch.ones(3))
+        for step in range(6):
+            out = torch.tanh(w * 2)
+            c = out.data
+            if step == 3:
+                c.zero_()
+            out.sum().backward()
+        """
+    trace = trace_of(program)
+    findings = gradviz.diagnose(trace)
+    corrupted = next(f for f in findings if f.kind.value == "silently_corrupted_saved_tensor")
+    source = memory_digraph(trace, findings).source
+    drawn = re.findall(r"^\s*tensor_(\w+) \[label=<<TABLE[^>]*><TR><TD[^>]*><FONT[^>]*><B>c</B>(?:  <FONT[^>]*>"
+                       r"([^<]*)</FONT>)?", source, re.M)
+    alias = trace.tensors[drawn[0][0]]
+    assert len(drawn) == 1 and drawn[0][1] == "×6 (steps 1-6)"
+    assert alias.id in corrupted.tensors  # step 4's c, the one the finding names: not the last one
+    write_line = line_of(program, "c.zero_()")
+    assert f"line {write_line}: c.zero_()" in source  # its write, with its versions
+    assert re.search(r"c: v0 → v1", source) and "out: v0 → v0 (not noticed)" in source
+    assert f'COLOR="{FINDING_COLOURS["silently_corrupted_saved_tensor"]}"' in node_line(source, f"tensor_{alias.id}")

@@ -102,10 +102,78 @@ def test_one_data_alias_a_step_does_not_fill_the_memory_view(trace_of) -> None: 
         "    opt.step()\n"
     )
     source = render(trace, "memory").source
-    drawn = re.findall(r"<B>snapshot</B>", source)
-    assert len(drawn) == 2  # the first and the last
-    assert "… 28 more `model.weight.data` made at line 5 (one a step; the first and the last are drawn)" in \
-        html.unescape(source)
+    drawn = re.findall(r"<B>snapshot</B>  <FONT[^>]*>([^<]*)</FONT>", source)
+    assert drawn == ["×30 (steps 1-30)"]  # one drawn for all thirty (it was the first and the last, then one)
+    assert "snapshot = model.weight.data at line 5: made 30 times (steps 1-30), drawn once, titled ×30 (steps 1-30)" \
+        in html.unescape(source)
+    assert "model.weight" in source  # what it aliases: one parameter for every step, drawn (no mark)
+
+
+# ---------------------------------------------------------------------- a GAN's per-step pair, drawn once
+GAN = """
+import torch
+import torch.nn as nn
+torch.manual_seed(0)
+G = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+D = nn.Sequential(nn.Linear(2, 8), nn.ReLU(), nn.Linear(8, 1))
+optD = torch.optim.SGD(D.parameters(), lr=0.01)
+optG = torch.optim.SGD(G.parameters(), lr=0.01)
+bce = nn.BCEWithLogitsLoss()
+for step in range(100):
+    fake = G(torch.randn(8, 4))
+    x = fake.detach()
+    lossD = bce(D(torch.randn(8, 2)), torch.ones(8, 1)) + bce(D(x), torch.zeros(8, 1))
+    optD.zero_grad()
+    lossD.backward()
+    optD.step()
+    lossG = bce(D(fake), torch.ones(8, 1))
+    optG.zero_grad()
+    lossG.backward()
+    optG.step()
+"""
+
+
+def _titles(source: str) -> dict[str, list[str]]:
+    """Tensor box title -> the ×N mark of each box with that title ("" when none)."""
+    out: dict[str, list[str]] = {}
+    for node, title, mark in re.findall(r"^\s*(tensor_\w+) \[label=<<TABLE[^>]*><TR><TD[^>]*><FONT[^>]*><B>([^<]*)</B>"
+                                        r"(?:  <FONT[^>]*>([^<]*)</FONT>)?", source, re.M):
+        out.setdefault(html.unescape(title), []).append(html.unescape(mark))
+    return out
+
+
+def _height_at_96_dpi(source: str) -> int:
+    png = subprocess.run(["dot", "-Tpng", "-Gdpi=96"], input=source.encode(), capture_output=True, check=True).stdout
+    return _png_size(png)[1]
+
+
+@pytest.mark.dot
+@needs_dot
+def test_a_100_step_gan_draws_its_detach_pair_once(trace_of) -> None:  # type: ignore[no-untyped-def]
+    trace = trace_of(GAN)
+    findings = gradviz.diagnose(trace)
+    source = render(trace, "memory", findings=findings).source
+    titles = _titles(source)
+    # D's step and G's step are steps 1, 2 / 3, 4 / ...: the pair is made in the odd ones, as the graph view counts
+    assert titles["x"] == ["×100 (steps 1, 3, …, 199)"] and titles["fake"] == ["×100 (steps 1, 3, …, 199)"]
+    assert len(re.findall(r"^\s*storage_\w+ \[", source, re.M)) <= 3  # fake's storage once, not a hundred times
+    assert "x = fake.detach() at line 11: made 100 times (steps 1, 3, …, 199), drawn once" in html.unescape(source)
+    assert _height_at_96_dpi(source) <= 3000
+
+
+@pytest.mark.dot
+@needs_dot
+def test_the_dcgan_pair_is_drawn_once_with_its_finding(tmp_path: Path) -> None:
+    trace = gradviz.trace_script(REALISTIC / "dcgan.py")
+    findings = gradviz.diagnose(trace)
+    cut = next(f for f in findings if f.kind.value == "cut_edge")
+    source = render(trace, "memory", findings=findings).source
+    titles = _titles(source)
+    assert titles["x"] == ["×3 (steps 1, 3, 5)"] and titles["fake"] == ["×3 (steps 1, 3, 5)"]
+    # the pair drawn is the one the finding names, in the finding's colour
+    for tid in cut.tensors:
+        assert re.search(rf'^\s*tensor_{tid} \[label=<<TABLE BORDER="3" [^>]*COLOR="red"', source, re.M), tid
+    assert _height_at_96_dpi(source) <= 3000
 
 
 # ---------------------------------------------------------------------- every claim true

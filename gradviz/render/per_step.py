@@ -1,0 +1,118 @@
+"""Aliases a training loop makes again in every step (`x = fake.detach()`, `w = p.data`): one drawn for all, ×N."""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..model import Trace
+
+if TYPE_CHECKING:
+    from ..analysis.findings import Finding
+    from .steps import Step
+
+__all__ = ["Repeat", "fold_repeats", "per_step_repeats", "steps_text"]
+
+
+@dataclass
+class Repeat:
+    """`.data` / `.detach()` aliases made by one line, of the same tensor (by name), one in each of several steps."""
+
+    members: list[str]  # tensor ids, in creation order
+    drawn: list[str]  # the members drawn: those a finding names, else the last one
+    steps: list[int]  # the step of each member (1-based, as `--step K` and the graph view count them)
+    line: int | None
+
+    @property
+    def count(self) -> int:
+        return len(self.members)
+
+    @property
+    def folded(self) -> list[str]:
+        """The members not drawn: the drawn one stands for them."""
+        return [tid for tid in self.members if tid not in self.drawn]
+
+    def title(self) -> str:
+        """ "×3 (steps 1, 3, 5)": how many, and in which steps."""
+        return f"\N{MULTIPLICATION SIGN}{self.count} (steps {steps_text(self.steps)})"
+
+
+def per_step_repeats(trace: Trace, findings: Sequence[Finding], steps: Sequence[Step]) -> list[Repeat]:
+    """The aliases made at one line in two steps or more, grouped by (kind, line, what they alias, their order in the
+    step: the k-th such alias of a step goes with every step's k-th). Only aliases made before the last backward
+    count (a step is known by the backward that ends it)."""
+    ends = [s.seq for s in steps]
+    named = {tid for f in findings for tid in f.tensors}
+    groups: dict[tuple[object, ...], list[tuple[int, str]]] = {}
+    per_step: dict[tuple[object, ...], int] = {}
+    for t in sorted(trace.tensors.values(), key=lambda t: t.seq):
+        if t.origin not in ("data", "detach") or t.source not in trace.tensors:
+            continue
+        step = bisect.bisect_left(ends, t.seq) + 1
+        if step > len(ends):
+            continue
+        source = trace.tensors[t.source]  # type: ignore[index]
+        of = source.parameter or (source.names[0] if source.names else
+                                  (source.op, source.created.line if source.created else None, tuple(source.shape)))
+        where = (t.created.file, t.created.line) if t.created else (None, None)
+        key = (t.origin, *where, of)
+        order = per_step[(*key, step)] = per_step.get((*key, step), -1) + 1
+        groups.setdefault((*key, order), []).append((step, t.id))
+    out = []
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        ids = [tid for _, tid in members]
+        drawn = [tid for tid in ids if tid in named] or ids[-1:]
+        line = trace.tensors[ids[0]].created.line if trace.tensors[ids[0]].created else None  # type: ignore[union-attr]
+        out.append(Repeat(ids, drawn, [step for step, _ in members], line))
+    return out
+
+
+def fold_repeats(
+    trace: Trace, findings: Sequence[Finding], repeats: Sequence[Repeat], steps: Sequence[Step]
+) -> tuple[set[str], dict[str, str]]:
+    """The tensors left out because a drawn alias stands for them, and the ×N mark of each tensor drawn for several.
+
+    With a folded alias goes what it aliases (`fake` of each step), unless something drawn shares that memory; the
+    drawn alias and the tensors of its step in its memory (its `fake`) carry the mark. A tensor a finding names is
+    never left out. Parameters are never left out nor marked: one parameter serves every step."""
+    named = {tid for f in findings for tid in f.tensors}
+    folded = {tid for r in repeats for tid in r.folded} - named
+    drawn = named | {tid for r in repeats for tid in r.drawn}
+    kept_storages = {trace.tensors[tid].storage for tid in drawn if tid in trace.tensors}
+    folded_storages = {trace.tensors[tid].storage for tid in folded} - kept_storages
+    folded |= {t.id for t in trace.tensors.values()
+               if t.storage in folded_storages and t.id not in named and t.parameter is None
+               and t.origin != "parameter"}
+    ends = [s.seq for s in steps]
+    marks: dict[str, str] = {}
+    for r in repeats:
+        if len(r.drawn) == 1:
+            marks[r.drawn[0]] = r.title()
+    for r in repeats:
+        if len(r.drawn) != 1:
+            continue
+        alias = trace.tensors[r.drawn[0]]
+        step = bisect.bisect_left(ends, alias.seq)
+        for t in trace.tensors.values():
+            if (t.storage == alias.storage and t.id not in marks and t.id not in folded and t.parameter is None
+                    and t.origin not in ("parameter", "data", "detach") and bisect.bisect_left(ends, t.seq) == step):
+                marks[t.id] = r.title()
+    return folded, marks
+
+
+def steps_text(numbers: Sequence[int]) -> str:
+    """`1-100`, `1, 3, …, 199`, `2, 5, 9`: step numbers as a person writes them."""
+    numbers = sorted(numbers)
+    if len(numbers) > 2:
+        gap = numbers[1] - numbers[0]
+        if all(b - a == gap for a, b in zip(numbers, numbers[1:])):
+            if gap == 1:
+                return f"{numbers[0]}-{numbers[-1]}"
+            if len(numbers) > 3:
+                return f"{numbers[0]}, {numbers[1]}, \N{HORIZONTAL ELLIPSIS}, {numbers[-1]}"
+    shown = ", ".join(str(n) for n in numbers[:6])
+    return shown + (f", \N{HORIZONTAL ELLIPSIS} ({len(numbers)} steps)" if len(numbers) > 6 else "")
