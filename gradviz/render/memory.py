@@ -15,7 +15,7 @@ from ..analysis.names import Namer
 from ..model import Event, EventKind, OpRecord, Trace, VersionChange
 from .escape import FONT, html_label_text, plain_label, quote_id, shorten
 from .per_step import fold_repeats, per_step_repeats, steps_text
-from .steps import split_steps
+from .steps import Step, split_steps
 
 if TYPE_CHECKING:
     from ..analysis.findings import Finding
@@ -71,7 +71,7 @@ def memory_digraph(
     # an alias made at one line in every step (and what it aliases): one drawn for all, titled ×N (steps ...)
     steps = split_steps(trace)
     repeats = [] if show_all else per_step_repeats(trace, findings, steps)
-    folded, marks = fold_repeats(trace, findings, repeats, steps)
+    folded, marks = fold_repeats(trace, findings, repeats)
     if keep:  # a training script: the model, the findings and the aliases; the step's activations as one table
         summarised = _summarised_parameters(trace, findings)
         ranked = [tid for tid in ranked if tid in keep and tid not in set(summarised)]
@@ -121,7 +121,7 @@ def memory_digraph(
     with dot.subgraph(name="counters") as column:
         column.attr(rank="same")
         for cid in counters:
-            column.node(_counter_node(cid), _counter_label(trace, cid, histories.get(cid, ([], [])), namer))
+            column.node(_counter_node(cid), _counter_label(trace, cid, histories.get(cid, ([], [], [])), namer))
     with dot.subgraph(name="storages") as column:
         column.attr(rank="same")
         for sid in storages:
@@ -162,9 +162,9 @@ def memory_digraph(
         notes.append(f"\N{HORIZONTAL ELLIPSIS} {over_limit} other tensor{'s' if over_limit != 1 else ''} not shown "
                      f"(limit of {max_tensors}: max_tensors)")
     pipeline = data_pipeline(trace) - shown if not show_all else set()
-    activations = _activation_table(trace) if grouped else None
+    activations = _activation_table(trace, steps) if grouped else None
     if activations is None:
-        notes.extend(saved_by_module(trace))
+        notes.extend(saved_by_module(trace, steps=steps))
     if pipeline:
         size = sum(trace.tensors[t].byte_range[1] - trace.tensors[t].byte_range[0]
                    for t in pipeline if trace.tensors[t].byte_range)
@@ -483,13 +483,13 @@ def _storage_label(trace: Trace, sid: str, colour: str | None, users: list[str],
 
 
 def _counter_label(
-    trace: Trace, cid: str, history_and_unnoticed: tuple[list[tuple[int, int | None]], list[int | None]],
+    trace: Trace, cid: str, history_and_unnoticed: _History,
     namer: Namer,
 ) -> str:
     counter = trace.version_counters[cid]
     members = [tid for tid in counter.tensors if tid in trace.tensors]
-    start = min((trace.tensors[tid].version or 0 for tid in members), default=0)
-    history, unnoticed = history_and_unnoticed
+    history, unnoticed, first = history_and_unnoticed
+    start = first[0] if first else min((trace.tensors[tid].version or 0 for tid in members), default=0)
     rows = [_cell(shorten(namer.counter(cid), 48), bold=True)]
     if counter.created_by == "data":
         rows.append(_cell("fresh counter (made by .data)", colour="#a0309a", size=9))
@@ -506,18 +506,23 @@ def _counter_label(
     return _table(rows, "#7a5aa8", fill="#f4f0fa")
 
 
+#: (new version, line) for every event that moved a counter, lines of writes that left it, the version it started at
+_History = tuple[list[tuple[int, int | None]], list[int | None], list[int]]
+
+
 def _counter_histories(
     trace: Trace, counters: set[str]
-) -> dict[str, tuple[list[tuple[int, int | None]], list[int | None]]]:
+) -> dict[str, _History]:
     """Counter id -> ((new version, line) for every event that moved it, lines of writes to its tensors' bytes
     that left it where it was: writes through an alias with its own counter), in one pass over the events."""
     counter_of = {t.id: t.version_counter for t in trace.tensors.values() if t.version_counter in counters}
-    out: dict[str, tuple[list[tuple[int, int | None]], list[int | None]]] = {}
+    out: dict[str, _History] = {}
     for e in trace.events:
         if e.kind not in _WRITES:
             continue
         line = e.location.line if e.location else None
         moved: dict[str, int] = {}
+        before: dict[str, int] = {}
         touched: set[str] = set()
         for v in e.versions:
             cid = counter_of.get(v.tensor)
@@ -526,9 +531,13 @@ def _counter_histories(
             touched.add(cid)
             if v.after is not None and v.after != v.before:
                 moved.setdefault(cid, v.after)
+                if v.before is not None:
+                    before.setdefault(cid, v.before)
         for cid in touched:
-            history, unnoticed = out.setdefault(cid, ([], []))
+            history, unnoticed, start = out.setdefault(cid, ([], [], []))
             if cid in moved:
+                if not history and cid in before:
+                    start.append(before[cid])  # the version before its first move: a parameter's is 0, not 1
                 history.append((moved[cid], line))
             elif e.kind is EventKind.INPLACE_WRITE:
                 unnoticed.append(line)
@@ -607,11 +616,11 @@ class _SavedGroup:
         return sum(self.sizes.values())
 
 
-def _saved_groups(trace: Trace) -> tuple[str, str, int, list[_SavedGroup]] | None:
+def _saved_groups(trace: Trace, steps: list[Step] | None = None) -> tuple[str, str, int, list[_SavedGroup]] | None:
     """What autograd holds for the last training step, grouped by module and line, largest first: the step in
     short ("step 10") and in full ("step 10 of 10 (backward at line 34)"), the total bytes, the groups. Parameters
-    are left out: they are drawn as themselves."""
-    steps = split_steps(trace)
+    are left out: they are drawn as themselves. `steps`: `split_steps(trace)`, when the caller has them."""
+    steps = split_steps(trace) if steps is None else steps
     node_ids = steps[-1].nodes if steps else list(trace.nodes)
     groups: dict[tuple[str, int | None], _SavedGroup] = {}
     for nid in node_ids:
@@ -637,10 +646,10 @@ def _saved_groups(trace: Trace) -> tuple[str, str, int, list[_SavedGroup]] | Non
     return short, f"{short} of {len(steps)} (backward at line {steps[-1].line})", total, ranked
 
 
-def _activation_table(trace: Trace, limit: int = 12) -> str | None:
+def _activation_table(trace: Trace, steps: list[Step], limit: int = 12) -> str | None:
     """One table: what autograd keeps for backward in the last training step, by module and line, largest first,
     with the ops that saved it, how many tensors and their bytes."""
-    found = _saved_groups(trace)
+    found = _saved_groups(trace, steps)
     if found is None:
         return None
     _, which, total, ranked = found
@@ -665,12 +674,12 @@ def _activation_table(trace: Trace, limit: int = 12) -> str | None:
             f'BGCOLOR="#fff6e5">{"".join(rows)}</TABLE>>')
 
 
-def saved_by_module(trace: Trace, limit: int = 8) -> list[str]:
+def saved_by_module(trace: Trace, limit: int = 8, *, steps: list[Step] | None = None) -> list[str]:
     """What autograd holds for the last training step, grouped by module and line, largest first, as note lines:
     "conv1  line 19: 3 tensors, 4.6 KiB". Only for scripts that train a model."""
     if not any(t.parameter is not None for t in trace.tensors.values()):
         return []
-    found = _saved_groups(trace)
+    found = _saved_groups(trace, steps)
     if found is None:
         return []
     which, _, total, ranked = found

@@ -72,13 +72,14 @@ def per_step_repeats(trace: Trace, findings: Sequence[Finding], steps: Sequence[
 
 
 def fold_repeats(
-    trace: Trace, findings: Sequence[Finding], repeats: Sequence[Repeat], steps: Sequence[Step]
+    trace: Trace, findings: Sequence[Finding], repeats: Sequence[Repeat]
 ) -> tuple[set[str], dict[str, str]]:
     """The tensors left out because a drawn alias stands for them, and the ×N mark of each tensor drawn for several.
 
     With a folded alias goes what it aliases (`fake` of each step), unless something drawn shares that memory; the
-    drawn alias and the tensors of its step in its memory (its `fake`) carry the mark. A tensor a finding names is
-    never left out. Parameters are never left out nor marked: one parameter serves every step."""
+    drawn alias and what shares its memory (its `fake`) carry the mark. A tensor a finding names is
+    never left out. Parameters are never left out nor marked: one parameter serves every step. A tensor in the
+    drawn alias's memory is marked only if copies of it (same kind, same line) were left out with the others."""
     named = {tid for f in findings for tid in f.tensors}
     folded = {tid for r in repeats for tid in r.folded} - named
     drawn = named | {tid for r in repeats for tid in r.drawn}
@@ -87,7 +88,12 @@ def fold_repeats(
     folded |= {t.id for t in trace.tensors.values()
                if t.storage in folded_storages and t.id not in named and t.parameter is None
                and t.origin != "parameter"}
-    ends = [s.seq for s in steps]
+
+    def place(tid: str) -> tuple[object, ...]:
+        t = trace.tensors[tid]
+        return (t.origin, t.created.file, t.created.line) if t.created else (t.origin, None, None)
+
+    folded_places = {place(tid) for tid in folded}  # what other steps' copies were: `fake = G(z)` at line 24
     marks: dict[str, str] = {}
     for r in repeats:
         if len(r.drawn) == 1:
@@ -96,10 +102,9 @@ def fold_repeats(
         if len(r.drawn) != 1:
             continue
         alias = trace.tensors[r.drawn[0]]
-        step = bisect.bisect_left(ends, alias.seq)
         for t in trace.tensors.values():
             if (t.storage == alias.storage and t.id not in marks and t.id not in folded and t.parameter is None
-                    and t.origin not in ("parameter", "data", "detach") and bisect.bisect_left(ends, t.seq) == step):
+                    and place(t.id) in folded_places):
                 marks[t.id] = r.title()
     return folded, marks
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import graphviz
 
 from ..model import Event, EventKind, Trace, VersionChange
-from .escape import FONT, html_label_text, shorten, tooltip_text
+from .escape import FONT, html_label_text, shorten
 from ..analysis.initialisation import initialisation_writes
 from ..analysis.names import Namer
 from .memory import change_text, code_text
@@ -348,9 +348,8 @@ def timeline_table(rows: Sequence[dict[str, Any]]) -> str:
     Every cell has the same border width (drawn on the sides that frame its row), so the text of a column starts at
     the same x in every row; long texts wrap at their column's width with `BALIGN="LEFT"`."""
     several_files = len({r["file"] for r in rows if r.get("file")}) > 1
-    header = "".join(
-        f'<TD ALIGN="LEFT" BGCOLOR="#e8e8e8" BORDER="1" SIDES="B" COLOR="#bbbbbb"><B>{html_label_text(c.title)}</B></TD>'
-        for c in _COLUMNS)
+    header = "".join(f'<TD ALIGN="LEFT" BGCOLOR="#e8e8e8" BORDER="1" SIDES="B" COLOR="#bbbbbb">'
+                     f"<B>{html_label_text(c.title)}</B></TD>" for c in _COLUMNS)
     body = [f"<TR>{header}</TR>"]
     for row in rows:
         body.append(_omitted_row(row) if row["kind"] == "omitted" else _table_row(row, several_files))

@@ -194,7 +194,9 @@ def test_steps_are_written_as_a_person_writes_them() -> None:
     assert steps_text([1, 2, 4, 8, 9, 11, 12, 20]) == "1, 2, 4, 8, 9, 11, … (8 steps)"
 
 
-def test_the_alias_a_finding_names_is_the_one_drawn_with_its_versions(trace_of, line_of) -> None:  # type: ignore[no-untyped-def]
+def test_the_alias_a_finding_names_is_the_one_drawn_with_its_versions(  # type: ignore[no-untyped-def]
+    trace_of, line_of
+) -> None:
     program = """
         import torch
         w = torch.nn.Parameter(torch.ones(3))

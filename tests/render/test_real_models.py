@@ -191,6 +191,8 @@ def test_a_parameter_the_optimizer_skipped_is_not_drawn_as_written(gallery: Path
     assert "model.layer2.weight: v3 → v4" in step_box.group(0)
     assert "model.layer1.weight" not in step_box.group(0)
     assert "v1 → v1 (not noticed)" not in source
+    # its counter starts where it was before nn.Linear filled it (v0), not at the version it had when first seen
+    assert "v0 → v1 (line 24)" in source and "v1 → v1 (line 24)" not in source
     rows = gradviz.render(trace, "timeline").source
     assert "model.layer1.weight: v1 → v1" not in html.unescape(rows)
 
