@@ -69,8 +69,9 @@ def memory_digraph(
     grouped, keep = (set(), set()) if show_all else _grouped_activations(trace, findings)
     summarised: list[str] = []
     # an alias made at one line in every step (and what it aliases): one drawn for all, titled ×N (steps ...)
-    steps = split_steps(trace)
-    repeats = [] if show_all else per_step_repeats(trace, findings, steps)
+    aliases = any(t.origin in ("data", "detach") for t in trace.tensors.values())
+    steps = split_steps(trace) if not show_all and (keep or aliases) else None  # once, for repeats and the table
+    repeats = per_step_repeats(trace, findings, steps) if steps and aliases else []
     folded, marks = fold_repeats(trace, findings, repeats)
     if keep:  # a training script: the model, the findings and the aliases; the step's activations as one table
         summarised = _summarised_parameters(trace, findings)
@@ -646,7 +647,7 @@ def _saved_groups(trace: Trace, steps: list[Step] | None = None) -> tuple[str, s
     return short, f"{short} of {len(steps)} (backward at line {steps[-1].line})", total, ranked
 
 
-def _activation_table(trace: Trace, steps: list[Step], limit: int = 12) -> str | None:
+def _activation_table(trace: Trace, steps: list[Step] | None, limit: int = 12) -> str | None:
     """One table: what autograd keeps for backward in the last training step, by module and line, largest first,
     with the ops that saved it, how many tensors and their bytes."""
     found = _saved_groups(trace, steps)

@@ -45,7 +45,8 @@ def timeline_rows(
     causes, affected = _findings_by_event(trace, findings)
     namer = Namer(trace)
     initial = initialisation_writes(trace) - set(causes)
-    rows = [_row(trace, e, causes.get(e.seq, []), affected.get(e.seq, []), namer) for e in trace.events]
+    file_names: dict[str, str] = {}  # a file's display name, worked out once (not once per event)
+    rows = [_row(trace, e, causes.get(e.seq, []), affected.get(e.seq, []), namer, file_names) for e in trace.events]
     rows = _error_once(_fold(_initialisation_row(rows, initial)))
     if max_rows is not None and len(rows) > max_rows:
         rows = _bound(rows, max_rows)
@@ -99,7 +100,8 @@ def _place(event: Event) -> tuple[str | None, int | None, str]:
 
 
 def _row(
-    trace: Trace, event: Event, findings: list[Finding], affected: list[Finding], namer: Namer
+    trace: Trace, event: Event, findings: list[Finding], affected: list[Finding], namer: Namer,
+    file_names: dict[str, str],
 ) -> dict[str, Any]:
     loc = event.location
     versions = [
@@ -125,7 +127,7 @@ def _row(
         "kind": event.kind.value,
         "file": loc.file if loc else None,
         "line": loc.line if loc else None,
-        "where": trace.where(loc.file, loc.line) if loc else "",
+        "where": _where(trace, loc.file, loc.line, file_names) if loc else "",
         "code": loc.code.strip() if loc else "",
         "alias": _alias(trace, event, namer),
         "tensor": namer.tensor(event.tensor) if event.tensor in trace.tensors else None,
@@ -140,6 +142,16 @@ def _row(
         "severity": severities[0] if severities else None,
         "count": 1,
     }
+
+
+def _where(trace: Trace, file: str | None, line: int | None, file_names: dict[str, str]) -> str:
+    """`trace.where(file, line)`, with the file's display name kept in `file_names`."""
+    if file is None or line is None:
+        return trace.where(file, line)
+    name = file_names.get(file)
+    if name is None:
+        name = file_names[file] = trace.file_name(file)
+    return f"{name}:{line}"
 
 
 def _alias(trace: Trace, event: Event, namer: Namer) -> str:
