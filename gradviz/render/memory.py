@@ -75,7 +75,8 @@ def memory_digraph(
     folded, marks = fold_repeats(trace, findings, repeats)
     if keep:  # a training script: the model, the findings and the aliases; the step's activations as one table
         summarised = _summarised_parameters(trace, findings)
-        ranked = [tid for tid in ranked if tid in keep and tid not in set(summarised)]
+        in_table = set(summarised)
+        ranked = [tid for tid in ranked if tid in keep and tid not in in_table]
     unfolded = [tid for tid in ranked if tid not in folded]
     folded_count, ranked = len(ranked) - len(unfolded), unfolded
     tensor_ids = _bounded(trace, ranked, max_tensors)
