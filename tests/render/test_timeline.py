@@ -296,3 +296,31 @@ def test_a_huge_trace_is_a_bounded_table_with_a_summary_row() -> None:
     table = table_rows(timeline_digraph(trace, []).source)
     assert len(table) == 302  # the header, 300 events, the summary
     assert 'COLSPAN="7"' in table[-1] and "… 19700 more events not shown" in table[-1]
+
+
+@pytest.mark.dot
+@needs_dot
+def test_a_program_without_events_says_so_in_the_table() -> None:
+    trace = long_trace(0)
+    rows = table_rows(timeline_digraph(trace, []).source)
+    assert len(rows) == 2 and 'COLSPAN="7"' in rows[1]
+    svg = timeline_digraph(trace, []).pipe(format="svg").decode("utf-8")
+    assert "no events: the program made no aliases, in-place writes or backward calls" in html.unescape(svg)
+
+
+def test_events_of_several_files_name_their_file(trace_of: Callable[..., Trace], tmp_path: Path) -> None:
+    (tmp_path / "helper.py").write_text("def clear(t):\n    t.zero_()\n", encoding="utf-8")
+    trace = trace_of(
+        """
+        import sys, torch
+        sys.path.insert(0, __file__.rsplit("/", 1)[0])
+        from helper import clear
+        x = torch.ones(3)
+        y = x.detach()
+        clear(x)
+        """,
+        name="main.py",
+    )
+    source = timeline_digraph(trace, []).source
+    wheres = [re.findall(r"<TD [^>]*>(?:<FONT[^>]*>)?([^<]*)", row)[1] for row in table_rows(source)[1:]]
+    assert "main.py:5" in wheres and "helper.py:2" in wheres
