@@ -14,7 +14,7 @@ from ..analysis.initialisation import initialisation_writes
 from ..analysis.names import Namer
 from ..model import Event, EventKind, OpRecord, Trace, VersionChange
 from .escape import FONT, html_label_text, plain_label, quote_id, shorten
-from .per_step import fold_repeats, per_step_repeats, steps_text
+from .per_step import Repeat, fold_repeats, per_step_repeats, steps_text
 from .steps import Step, split_steps
 
 if TYPE_CHECKING:
@@ -73,15 +73,24 @@ def memory_digraph(
     steps = split_steps(trace) if not show_all and (keep or aliases) else None  # once, for repeats and the table
     repeats = per_step_repeats(trace, findings, steps) if steps and aliases else []
     folded, marks = fold_repeats(trace, findings, repeats)
+    tabled_aliases: list[str] = []
     if keep:  # a training script: the model, the findings and the aliases; the step's activations as one table
         summarised = _summarised_parameters(trace, findings)
         in_table = set(summarised)
-        ranked = [tid for tid in ranked if tid in keep and tid not in in_table]
+        # a parameter updated through `.data` with no finding involved: its aliases (and views) are the table's row
+        table_storages = {trace.tensors[tid].storage for tid in in_table} - {None}
+        named = {tid for f in findings for tid in f.tensors}
+        tabled_aliases = [t.id for t in trace.tensors.values()
+                          if t.storage in table_storages and t.id not in in_table and t.id not in named
+                          and t.origin in ("data", "detach")]
+        ranked = [tid for tid in ranked if tid in keep and tid not in in_table
+                  and (trace.tensors[tid].storage not in table_storages or tid in named)]
+        repeats = [r for r in repeats if not set(r.members) <= set(tabled_aliases)]
     unfolded = [tid for tid in ranked if tid not in folded]
     folded_count, ranked = len(ranked) - len(unfolded), unfolded
     tensor_ids = _bounded(trace, ranked, max_tensors)
     over_limit = len(ranked) - len(tensor_ids)
-    uninvolved = len(trace.tensors) - len(ranked) - len(summarised) - folded_count
+    uninvolved = len(trace.tensors) - len(ranked) - len(summarised) - folded_count - len(tabled_aliases)
     shown = set(tensor_ids)
     hot_tensor, hot_event = _finding_colours(findings)
     saved_by = _saved_by(trace, shown)
@@ -148,11 +157,12 @@ def memory_digraph(
         steps_seen = [e for e in writes if e.kind is EventKind.OPTIMIZER_STEP]
         last = {e.seq for e in steps_seen[-1:]}
         writes = [e for e in writes if e.kind is not EventKind.OPTIMIZER_STEP or e.seq in last or e.seq in hot_event]
+    writes, times = _fold_writes(writes, hot_event, shown)
     drawn_writes = _bound_writes(writes, hot_event, max_writes)
     for event in drawn_writes:
         colour = hot_event.get(event.seq, WRITE_COLOUR)
         name = _write_node(event.seq)
-        dot.node(name, _write_label(trace, event, colour, shown, namer))
+        dot.node(name, _write_label(trace, event, colour, shown, namer, times=times.get(event.seq, 1)))
         for sid in _written_storages(trace, event):
             if sid in storages:
                 dot.edge(_storage_node(sid), name, dir="back", color=colour, arrowtail="normal",
@@ -183,16 +193,13 @@ def memory_digraph(
                      "(no alias, event, finding or saved use; --show-all draws them)")
     if len(writes) > len(drawn_writes):
         notes.append(f"\N{HORIZONTAL ELLIPSIS} {len(writes) - len(drawn_writes)} other writes not shown")
-    if not tensor_ids:
+    if not tensor_ids and _nothing_to_draw(trace):
         notes.insert(0, "no tensor shares memory, is written, or is saved for backward")
-    for repeat in repeats:
-        made = namer.alias(repeat.drawn[-1])
-        drawn = "drawn once, titled " + repeat.title() if len(repeat.drawn) == 1 else \
-            f"the {len(repeat.drawn)} a finding names are drawn"
-        notes.append(f"{made} at line {repeat.line}: made {repeat.count} times (steps {steps_text(repeat.steps)}), "
-                     f"{drawn}")
+    if tabled_aliases:
+        notes.extend(_tabled_alias_notes(trace, tabled_aliases))
+    notes.extend(_repeat_notes(repeats, namer))
     if summarised:
-        dot.node("parameters", _parameter_table(trace, summarised, namer), shape="plaintext")
+        dot.node("parameters", _parameter_table(trace, summarised, namer, findings), shape="plaintext")
     if activations is not None:
         dot.node("activations", activations, shape="plaintext")
     with dot.subgraph(name="cluster_legend") as legend:
@@ -203,6 +210,77 @@ def memory_digraph(
             legend.node("summary", f'<<TABLE BORDER="0" CELLPADDING="0"><TR><TD ALIGN="LEFT" BALIGN="LEFT">{text}'
                         "</TD></TR></TABLE>>", shape="note", fontcolor="#555555", color="#bbbbbb")
     return dot
+
+
+# ---------------------------------------------------------------------- notes and folded writes
+def _nothing_to_draw(trace: Trace) -> bool:
+    """True when no two tensors share a storage, nothing was written and autograd saved nothing: the only case in
+    which the view may say so."""
+    storages: set[str] = set()
+    for t in trace.tensors.values():
+        if t.storage is not None:
+            if t.storage in storages:
+                return False
+            storages.add(t.storage)
+    if any(e.kind in _WRITES and e.written() for e in trace.events):
+        return False
+    return not any(s.tensor for n in trace.nodes.values() for s in n.saved)
+
+
+def _repeat_notes(repeats: Sequence[Repeat], namer: Namer) -> list[str]:
+    """One note line per (line, kind) of alias made again in every step, however many tensors it aliased."""
+    by_place: dict[tuple[int | None, str], list[Repeat]] = {}
+    for repeat in repeats:
+        by_place.setdefault((repeat.line, repeat.kind), []).append(repeat)
+    notes = []
+    for (line, kind), group in by_place.items():
+        first = group[0]
+        if len(group) == 1:
+            made = namer.alias(first.drawn[-1])
+            drawn = "drawn once, titled " + first.title() if len(first.drawn) == 1 else \
+                f"the {len(first.drawn)} a finding names are drawn"
+            notes.append(f"{made} at line {line}: made {first.count} times (steps {steps_text(first.steps)}), {drawn}")
+            continue
+        made = sum(r.count for r in group)
+        call = ".data" if kind == "data" else ".detach()"
+        notes.append(f"`{call}` at line {line}: {len(group)} tensors aliased, {made} aliases in all (steps "
+                     f"{steps_text(sorted({s for r in group for s in r.steps}))}), each drawn once, titled \N{MULTIPLICATION SIGN}N")
+    return notes
+
+
+def _tabled_alias_notes(trace: Trace, aliases: Sequence[str]) -> list[str]:
+    """The `.data` / `.detach()` aliases of parameters summed up in the parameter table: one line per (line, kind)."""
+    by_place: dict[tuple[int | None, str], list[str]] = {}
+    for tid in aliases:
+        t = trace.tensors[tid]
+        by_place.setdefault((t.created.line if t.created else None, t.origin), []).append(tid)
+    notes = []
+    for (line, origin), members in by_place.items():
+        call = ".data" if origin == "data" else ".detach()"
+        sources = {trace.tensors[tid].source for tid in members}
+        where = f" at line {line}" if line is not None else ""
+        notes.append(f"`{call}`{where}: {len(members)} alias{'es' if len(members) != 1 else ''} of {len(sources)} "
+                     f"parameter{'s' if len(sources) != 1 else ''}, written through with no finding: in the parameter "
+                     "table, not drawn one by one")
+    return notes
+
+
+def _fold_writes(
+    writes: Sequence[Event], hot_event: dict[int, str], shown: set[str]
+) -> tuple[list[Event], dict[int, int]]:
+    """Writes at one line to the same drawn tensors (a loop's `param.data.add_(...)` every step) as one: the last,
+    with how many times. A write a finding points at stays its own box."""
+    groups: dict[tuple[object, ...], list[Event]] = {}
+    order: list[tuple[object, ...]] = []
+    for e in writes:
+        targets = tuple(sorted(v.tensor for v in e.written() if v.tensor in shown))
+        loc = (e.location.file, e.location.line) if e.location else (None, None)
+        key: tuple[object, ...] = ("finding", e.seq) if e.seq in hot_event else (e.kind, *loc, e.op, targets)
+        if key not in groups:
+            order.append(key)
+        groups.setdefault(key, []).append(e)
+    folded = [groups[key][-1] for key in order]
+    return sorted(folded, key=lambda e: e.seq), {groups[key][-1].seq: len(groups[key]) for key in order}
 
 
 # ---------------------------------------------------------------------- which tensors to draw
@@ -547,13 +625,15 @@ def _counter_histories(
 
 
 def _write_label(
-    trace: Trace, event: Event, colour: str, shown: set[str], namer: Namer
+    trace: Trace, event: Event, colour: str, shown: set[str], namer: Namer, *, times: int = 1
 ) -> str:
     where = f"line {event.location.line}: " if event.location else ""
     code = code_text(event.location.code) if event.location and event.location.code else (event.op or "")
     if event.kind is EventKind.OPTIMIZER_STEP:
         code = f"{event.data.get('optimizer', 'optimizer')}.step()" + (f"  ({code})" if code else "")
     rows = [_cell(shorten(where + code, 50), bold=True, colour=colour if colour != WRITE_COLOUR else None)]
+    if times > 1:
+        rows.append(_cell(f"\N{MULTIPLICATION SIGN}{times} (the last drawn; every write here alike)", size=9))
     changes = [v for v in event.written() if v.tensor in shown]
     for v in changes[:6]:
         hidden = v.before == v.after
@@ -702,14 +782,18 @@ def _summarised_parameters(trace: Trace, findings: Sequence[Finding]) -> list[st
     initialising them or stepping an optimizer. Those are drawn one by one."""
     named = {tid for f in findings for tid in f.tensors}
     finding_events = {seq for f in findings for seq in f.events}
+    updates, quiet = _updates_through_aliases(trace, findings)
     sharing: dict[str, int] = {}  # storage -> parameters and program-made aliases in it (not a linear's `.t()`)
     for t in trace.tensors.values():
+        if t.id in quiet:
+            continue
         if t.storage is not None and (t.parameter is not None or t.origin in ("parameter", "data", "detach")):
             sharing[t.storage] = sharing.get(t.storage, 0) + 1
     initial = initialisation_writes(trace)
     own_writes = {
         v.tensor for e in trace.events
-        if (e.kind is EventKind.INPLACE_WRITE and e.seq not in initial) or e.seq in finding_events
+        if (e.kind is EventKind.INPLACE_WRITE and e.seq not in initial and e.seq not in updates)
+        or e.seq in finding_events
         for v in e.written()
     }
     return [
@@ -719,15 +803,77 @@ def _summarised_parameters(trace: Trace, findings: Sequence[Finding]) -> list[st
     ]
 
 
+def _updates_through_aliases(trace: Trace, findings: Sequence[Finding]) -> tuple[set[int], set[str]]:
+    """Writes to parameters through their own `.data` / `.detach()` aliases that no finding involves (manual SGD:
+    `p.data.add_(p.grad, alpha=-lr)`), and those aliases: a row of the parameter table, not drawn one by one.
+
+    An alias counts only if every event that touches it is its making or such a write; one the program reads
+    afterwards, keeps, or that a finding names stays drawn."""
+    named = {tid for f in findings for tid in f.tensors}
+    finding_events = {seq for f in findings for seq in f.events}
+
+    def of_parameter(tid: str) -> bool:
+        t = trace.tensors.get(tid)
+        return t is not None and (t.parameter is not None or t.origin == "parameter")
+
+    def alias_of_parameter(tid: str) -> bool:
+        t = trace.tensors.get(tid)
+        return t is not None and t.origin in ("data", "detach") and t.source is not None and of_parameter(t.source)
+
+    updates: set[int] = set()
+    candidates: set[str] = set()
+    touched_otherwise: set[str] = set()
+    for e in trace.events:
+        involved = {tid for tid in (e.tensor, e.result) if tid} | {v.tensor for v in e.versions}
+        if e.kind is EventKind.INPLACE_WRITE and e.seq not in finding_events and involved and not involved & named:
+            aliases = {tid for tid in involved if alias_of_parameter(tid)}
+            if aliases and all(tid in aliases or of_parameter(tid) for tid in involved):
+                updates.add(e.seq)
+                candidates |= aliases
+                continue
+        if e.kind in (EventKind.DATA_GET, EventKind.DETACH) and e.seq not in finding_events:
+            continue  # making an alias
+        touched_otherwise |= involved
+    quiet = {tid for tid in candidates - touched_otherwise - named}
+    # a write through an alias that is not quiet (read later, named) is the program's own again
+    updates = {e.seq for e in trace.events if e.seq in updates
+               and all(not alias_of_parameter(tid) or tid in quiet
+                       for tid in [e.tensor or "", *(v.tensor for v in e.versions)])}
+    return updates, quiet
+
+
+def _tied_modules(trace: Trace, tids: set[str]) -> dict[str, list[str]]:
+    """Parameter id -> the other modules whose ops take that very tensor as their own weight (weight tying:
+    `wte.weight = lm_head.weight`): modules with no parameter of their own in the trace that use it directly."""
+    owners = {t.parameter.rpartition(".")[0] for t in trace.tensors.values() if t.parameter}
+    accumulate = {n.id: n.variable for n in trace.nodes.values() if n.name == "AccumulateGrad" and n.variable in tids}
+    out: dict[str, dict[str, None]] = {}
+    for node in trace.nodes.values():
+        if node.module is None or node.module in owners:
+            continue
+        for nid in node.next:
+            tid = accumulate.get(nid or "")
+            if tid is None:
+                continue
+            own = (trace.tensors[tid].parameter or "").rpartition(".")[0]
+            if not (node.module.startswith(own + ".") or own.startswith(node.module + ".")):
+                out.setdefault(tid, {})[node.module] = None
+    return {tid: list(mods) for tid, mods in out.items()}
+
+
 def _module_of(parameter: str) -> tuple[str, str]:
     module, _, leaf = parameter.rpartition(".")
     return module or "(top level)", leaf
 
 
-def _parameter_table(trace: Trace, tids: list[str], namer: Namer, limit: int = 40) -> str:
+def _parameter_table(
+    trace: Trace, tids: list[str], namer: Namer, findings: Sequence[Finding] = (), limit: int = 40
+) -> str:
     """One row per module: its parameters, their bytes, and what wrote them (initialisation, optimizer steps)."""
     initial = initialisation_writes(trace)
+    updates, _ = _updates_through_aliases(trace, findings)
     writers: dict[str, dict[str, int]] = {}  # tensor -> writer -> times
+    through: dict[str, str] = {}  # writer -> what it did, said after its count
     wanted = set(tids)
     for e in trace.events:
         if e.kind not in _WRITES:
@@ -739,10 +885,18 @@ def _parameter_table(trace: Trace, tids: list[str], namer: Namer, limit: int = 4
                 key = f"initialised (line {e.location.line})" if e.location else "initialised"
             elif e.kind is EventKind.OPTIMIZER_STEP:
                 key = f"{e.data.get('optimizer', 'optimizer')}.step()"
+            elif e.seq in updates:
+                code = code_text(e.location.code) if e.location and e.location.code else str(e.op)
+                key = f"line {e.location.line}: {code}" if e.location else code
+                alias = trace.tensors.get(e.tensor or "")
+                call = ".detach()" if alias is not None and alias.origin == "detach" else ".data"
+                through[key] = (f" \N{EM DASH} bytes changed, version not (through {call})" if v.before == v.after
+                                else f" (through {call})")
             else:
                 key = f"line {e.location.line}: {e.op}" if e.location else str(e.op)
             times = writers.setdefault(v.tensor, {})
             times[key] = times.get(key, 0) + 1
+    tied = _tied_modules(trace, wanted)
     modules: dict[str, list[str]] = {}
     for tid in tids:
         t = trace.tensors[tid]
@@ -760,17 +914,24 @@ def _parameter_table(trace: Trace, tids: list[str], namer: Namer, limit: int = 4
         for tid, leaf in zip(members, leaves):
             for key, times in writers.get(tid, {}).items():
                 once = times == 1 or key.startswith("initialised")  # an init call writing twice is one setup
-                written.setdefault(key if once else f"{key} \N{MULTIPLICATION SIGN}{times}", []).append(leaf)
+                text = (key if once else f"{key} \N{MULTIPLICATION SIGN}{times}") + through.get(key, "")
+                written.setdefault(text, []).append(leaf)
         parts = [key if len(who) == len(members) else f"{key}: {', '.join(who)}" for key, who in written.items()]
         never = [leaf for tid, leaf in zip(members, leaves) if tid not in writers]
         if never:
             parts.append(f"never written: {', '.join(never)}")
+        if len(parts) > 4:
+            parts[3:] = [f"\N{HORIZONTAL ELLIPSIS} {len(parts) - 3} more writers"]
+        for tid, leaf in zip(members, leaves):
+            if tied.get(tid):
+                parts.insert(0, f"{leaf}: one tensor, one storage, also {', '.join(tied[tid])}'s (tied weight)")
         rows.append(
             "<TR>"
             f'<TD ALIGN="LEFT">{html_label_text(shorten(module, 48))}</TD>'
             f'<TD ALIGN="LEFT"><FONT POINT-SIZE="9">{html_label_text(shorten(", ".join(leaves), 36))}</FONT></TD>'
             f'<TD ALIGN="RIGHT">{html_label_text(_bytes(sum(_nbytes(trace, tid) for tid in members)))}</TD>'
-            f'<TD ALIGN="LEFT"><FONT POINT-SIZE="9">{html_label_text(shorten("; ".join(parts), 72))}</FONT></TD>'
+            f'<TD ALIGN="LEFT" BALIGN="LEFT"><FONT POINT-SIZE="9">'
+            f'{html_label_text(chr(10).join(shorten(part, 96) for part in parts))}</FONT></TD>'
             "</TR>"
         )
     if len(modules) > limit:

@@ -24,6 +24,7 @@ class Repeat:
     drawn: list[str]  # the members drawn: those a finding names, else the last one
     steps: list[int]  # the step of each member (1-based, as `--step K` and the graph view count them)
     line: int | None
+    kind: str = "data"  # the tensors' origin: "data" or "detach"
 
     @property
     def count(self) -> int:
@@ -67,7 +68,7 @@ def per_step_repeats(trace: Trace, findings: Sequence[Finding], steps: Sequence[
         ids = [tid for _, tid in members]
         drawn = [tid for tid in ids if tid in named] or ids[-1:]
         line = trace.tensors[ids[0]].created.line if trace.tensors[ids[0]].created else None  # type: ignore[union-attr]
-        out.append(Repeat(ids, drawn, [step for step, _ in members], line))
+        out.append(Repeat(ids, drawn, [step for step, _ in members], line, trace.tensors[ids[0]].origin))
     return out
 
 

@@ -47,7 +47,7 @@ def timeline_rows(
     initial = initialisation_writes(trace) - set(causes)
     file_names: dict[str, str] = {}  # a file's display name, worked out once (not once per event)
     rows = [_row(trace, e, causes.get(e.seq, []), affected.get(e.seq, []), namer, file_names) for e in trace.events]
-    rows = _error_once(_fold(_initialisation_row(rows, initial)))
+    rows = _error_once(_fold(_fold_call_sites(_initialisation_row(rows, initial))))
     if max_rows is not None and len(rows) > max_rows:
         rows = _bound(rows, max_rows)
     for i, row in enumerate(rows):
@@ -318,6 +318,87 @@ def _initialisation_row(rows: list[dict[str, Any]], initial: set[int]) -> list[d
             out.append(folded)
             placed = True
     return out
+
+
+_SITE_KINDS = {"data_get", "data_set", "detach", "inplace_write"}
+
+
+def _fold_call_sites(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Back-to-back rows of one call site over many tensors (`for p in model.parameters(): p.data.add_(...)`,
+    `clip_grad_norm_` scaling each gradient, `model.to(device)` setting each `.data`) as one row saying how many
+    tensors and how their versions moved. Rows with findings, errors or effects of findings stay their own."""
+    out: list[dict[str, Any]] = []
+    run: list[dict[str, Any]] = []
+
+    def site(row: dict[str, Any]) -> tuple[Any, ...] | None:
+        if row["kind"] not in _SITE_KINDS or row["findings"] or row["affected_by"] or row["error"] or \
+                row["severity"] or row["line"] is None:
+            return None
+        return (row["file"], row["line"], row["code"])
+
+    def flush() -> None:
+        tensors = {t for r in run for t in ([r["tensor"]] if r["tensor"] else []) + [v["label"] for v in r["versions"]]}
+        if len(run) < 3 or len(tensors) < 3:
+            out.extend(run)
+        else:
+            out.append(_site_row(run))
+        run.clear()
+
+    for row in rows:
+        key = site(row)
+        if run and (key is None or key != site(run[0])):
+            flush()
+        if key is None:
+            out.append(row)
+        else:
+            run.append(row)
+    if run:
+        flush()
+    return out
+
+
+def _site_row(run: list[dict[str, Any]]) -> dict[str, Any]:
+    """One row for a call site's events over many tensors: per kind, how many, and the versions in words."""
+    kinds = list(dict.fromkeys(r["kind"] for r in run))
+    lines: list[str] = []
+    for kind in kinds:
+        of_kind = [r for r in run if r["kind"] == kind]
+        if kind == "inplace_write":
+            changes = [v for r in of_kind for v in r["versions"]]
+            noticed = [v for v in changes if v["noticed"]]
+            hidden = [v for v in changes if not v["noticed"]]
+            if noticed:
+                lines.append(f"{_count(len({v['label'] for v in noticed}), 'tensor')} written, "
+                             f"{_moves(noticed)}")
+            if hidden:
+                lines.append(f"{_count(len({v['label'] for v in hidden}), 'tensor')}: bytes changed, version "
+                             "unchanged (written through an alias with its own counter: .data)")
+        elif kind == "data_set":
+            lines.append(f"{_count(len(of_kind), 'tensor')}: .data set (now in new memory)")
+        else:
+            call = ".data" if kind == "data_get" else ".detach()"
+            lines.append(f"{_count(len(of_kind), 'alias', 'aliases')} made ({call})")
+    names = list(dict.fromkeys(r["tensor"] for r in run if r["tensor"] and r["kind"] == kinds[0]))
+    alias = f"{_count(len(names), 'tensor')}: {', '.join(names)}" if names else _count(len(run), "event")
+    return dict(run[0], kind=kinds[-1], seqs=[s for r in run for s in r["seqs"]], versions=[],
+                versions_lines=lines, alias=alias, tensor=None)
+
+
+def _count(n: int, word: str, plural: str | None = None) -> str:
+    return f"{n} {word if n == 1 else plural or word + 's'}"
+
+
+def _moves(changes: list[dict[str, Any]]) -> str:
+    """ "v0 → v1 each" when every tensor moved alike, else by how much ("+1 version each")."""
+    pairs = {(v["before"], v["after"]) for v in changes}
+    if len(pairs) == 1:
+        before, after = next(iter(pairs))
+        return f"v{before} \N{RIGHTWARDS ARROW} v{after} each"
+    steps = {None if v["before"] is None or v["after"] is None else v["after"] - v["before"] for v in changes}
+    if len(steps) == 1 and None not in steps:
+        step = next(iter(steps))
+        return f"+{step} version{'s' if step != 1 else ''} each"
+    return "versions moved"
 
 
 def _error_once(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

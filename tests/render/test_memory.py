@@ -220,3 +220,63 @@ def test_the_alias_a_finding_names_is_the_one_drawn_with_its_versions(  # type: 
     assert f"line {write_line}: c.zero_()" in source  # its write, with its versions
     assert re.search(r"c: v0 → v1", source) and "out: v0 → v0 (not noticed)" in source
     assert f'COLOR="{FINDING_COLOURS["silently_corrupted_saved_tensor"]}"' in node_line(source, f"tensor_{alias.id}")
+
+
+def test_the_nothing_to_see_note_only_when_true(trace_of) -> None:  # type: ignore[no-untyped-def]
+    quiet = trace_of("import torch\nx = torch.ones(3)\ny = x + 1\n")
+    assert "no tensor shares memory" in memory_digraph(quiet).source
+    # a model whose parameters all sit in the table and whose activations are saved: nothing drawn one by one,
+    # but things are written and saved, so the note would be false
+    trained = trace_of(
+        "import torch\n"
+        "model = torch.nn.Linear(4, 2)\n"
+        "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "for step in range(3):\n"
+        "    loss = torch.tanh(model(torch.randn(3, 4))).sum()\n"
+        "    opt.zero_grad()\n"
+        "    loss.backward()\n"
+        "    opt.step()\n"
+    )
+    source = memory_digraph(trained, gradviz.diagnose(trained)).source
+    assert "parameters by module" in source and "saved for backward" in source
+    assert "no tensor shares memory" not in source
+
+
+def test_repeated_writes_at_one_line_are_one_box(trace_of) -> None:  # type: ignore[no-untyped-def]
+    trace = trace_of(
+        "import torch\n"
+        "w = torch.zeros(3, requires_grad=True)\n"
+        "view = w.data\n"
+        "for step in range(40):\n"
+        "    view.add_(1.0)\n"
+    )
+    source = memory_digraph(trace, gradviz.diagnose(trace)).source
+    boxes = re.findall(r"<B>line 5: view\.add_\(1\.0\)</B>", source)
+    assert len(boxes) == 1
+    assert "×40 (the last drawn; every write here alike)" in source
+
+
+def test_a_tied_weight_says_it_is_one_storage_for_both_modules(trace_of) -> None:  # type: ignore[no-untyped-def]
+    trace = trace_of(
+        "import torch\n"
+        "import torch.nn as nn\n"
+        "class LM(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.wte = nn.Embedding(10, 4)\n"
+        "        self.head = nn.Linear(4, 10, bias=False)\n"
+        "        self.wte.weight = self.head.weight\n"
+        "    def forward(self, idx):\n"
+        "        return self.head(self.wte(idx))\n"
+        "model = LM()\n"
+        "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "for step in range(2):\n"
+        "    loss = model(torch.randint(0, 10, (3,))).sum()\n"
+        "    opt.zero_grad()\n"
+        "    loss.backward()\n"
+        "    opt.step()\n"
+    )
+    source = memory_digraph(trace, gradviz.diagnose(trace)).source
+    assert "weight: one tensor, one storage, also model.head&#x27;s (tied weight)" in source \
+        or "weight: one tensor, one storage, also model.head's (tied weight)" in source
+    assert "no tensor shares memory" not in source

@@ -292,3 +292,50 @@ def test_svgs_scale_to_their_container(gallery: Path, tmp_path: Path) -> None:
             assert 'width="100%"' in root and "viewBox=" in root and "height=" not in root.replace("height: auto", "")
             natural = re.search(r"max-width: ([\d.]+)(pt|px)", root)
             assert natural is not None and float(natural.group(1)) > 50
+
+
+# ---------------------------------------------------------------------- manual SGD through `.data`
+@pytest.fixture(scope="module")
+def manual_sgd() -> Trace:
+    return gradviz.trace_script(REALISTIC / "manual_sgd_lm.py")
+
+
+def _dot_height(source: str) -> int:
+    png = subprocess.run(["dot", "-Tpng", "-Gdpi=96"], input=source.encode(), capture_output=True, check=True).stdout
+    return _png_size(png)[1]
+
+
+@pytest.mark.dot
+@needs_dot
+def test_manual_sgd_through_data_is_a_row_of_the_parameter_table(manual_sgd: Trace) -> None:
+    source = render(manual_sgd, "memory", findings=gradviz.diagnose(manual_sgd)).source
+    text = html.unescape(source)
+    # every parameter is updated at line 34 through `.data` in each of the 12 steps: one row per module says so
+    assert "line 34: p.data.add_(p.grad, alpha=-lr) ×12 — bytes changed, version not (through .data)" in text
+    assert re.search(r"<B>parameters by module: 11 in 3 modules", source)
+    # no parameter nor its `.data` alias drawn one by one
+    assert not re.search(r"<B>model\.[\w.]+(\.data)?</B>", source)
+    assert "line 34: p.data.add_" not in re.sub(r"<B>parameters by module.*?</TABLE>", "", text, flags=re.S)
+    # the aliases as one note line for the line that makes them, not one per parameter
+    assert text.count("`.data` at line 34") == 1
+    assert "`.data` at line 34: 132 aliases of 11 parameters" in text
+    assert "no tensor shares memory" not in text  # the `.detach()` state and saved tensors say otherwise
+    assert _dot_height(source) <= 3000
+
+
+@pytest.mark.dot
+@needs_dot
+def test_manual_sgd_timeline_folds_each_call_site_over_the_parameters(manual_sgd: Trace) -> None:
+    from gradviz.render.timeline import timeline_rows
+
+    rows = timeline_rows(manual_sgd, gradviz.diagnose(manual_sgd))
+    updates = [r for r in rows if r["line"] == 34]
+    assert updates and all(r["alias"].startswith("11 tensors: model.encoder.weight") for r in updates)
+    assert sum(r["count"] for r in updates) == 12  # one row per step (folded ×N), not 22 per step
+    assert "11 tensors: bytes changed, version unchanged (written through an alias with its own counter: .data)" \
+        in updates[0]["versions_lines"]
+    clips = [r for r in rows if r["line"] == 32]
+    assert sum(r["count"] for r in clips) == 12 and clips[0]["versions_lines"] == ["11 tensors written, v0 → v1 each"]
+    moved = [r for r in rows if r["line"] == 22]
+    assert len(moved) == 1 and moved[0]["versions_lines"] == ["11 tensors: .data set (now in new memory)"]
+    assert _dot_height(render(manual_sgd, "timeline", findings=gradviz.diagnose(manual_sgd)).source) <= 3000
