@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import graphviz
 
-from ..analysis.initialisation import initialisation_writes
+from ..analysis.initialisation import initialisation_writes, setup_events
 from ..analysis.names import Namer
 from ..model import Event, EventKind, OpRecord, Trace, VersionChange
 from .escape import FONT, html_label_text, plain_label, quote_id, shorten
@@ -74,6 +74,7 @@ def memory_digraph(
     repeats = per_step_repeats(trace, findings, steps) if steps and aliases else []
     folded, marks = fold_repeats(trace, findings, repeats)
     tabled_aliases: list[str] = []
+    tabled_buffers: list[str] = []
     if keep:  # a training script: the model, the findings and the aliases; the step's activations as one table
         summarised = _summarised_parameters(trace, findings)
         in_table = set(summarised)
@@ -83,14 +84,19 @@ def memory_digraph(
         tabled_aliases = [t.id for t in trace.tensors.values()
                           if t.storage in table_storages and t.id not in in_table and t.id not in named
                           and t.origin in ("data", "detach")]
+        buffers = _buffers(trace, findings)
+        buffer_storages = {trace.tensors[tid].storage for tid in buffers} - {None}
+        tabled_buffers = [t.id for t in trace.tensors.values() if t.storage in buffer_storages and t.id not in named]
         ranked = [tid for tid in ranked if tid in keep and tid not in in_table
-                  and (trace.tensors[tid].storage not in table_storages or tid in named)]
+                  and (trace.tensors[tid].storage not in table_storages or tid in named)
+                  and (trace.tensors[tid].storage not in buffer_storages or tid in named)]
         repeats = [r for r in repeats if not set(r.members) <= set(tabled_aliases)]
     unfolded = [tid for tid in ranked if tid not in folded]
     folded_count, ranked = len(ranked) - len(unfolded), unfolded
     tensor_ids = _bounded(trace, ranked, max_tensors)
     over_limit = len(ranked) - len(tensor_ids)
-    uninvolved = len(trace.tensors) - len(ranked) - len(summarised) - folded_count - len(tabled_aliases)
+    uninvolved = (len(trace.tensors) - len(ranked) - len(summarised) - folded_count - len(tabled_aliases)
+                  - len(set(tabled_buffers) - set(tabled_aliases)))
     shown = set(tensor_ids)
     hot_tensor, hot_event = _finding_colours(findings)
     saved_by = _saved_by(trace, shown)
@@ -197,6 +203,8 @@ def memory_digraph(
         notes.insert(0, "no tensor shares memory, is written, or is saved for backward")
     if tabled_aliases:
         notes.extend(_tabled_alias_notes(trace, tabled_aliases))
+    if tabled_buffers:
+        notes.append(_buffer_note(trace, tabled_buffers))
     notes.extend(_repeat_notes(repeats, namer))
     if summarised:
         dot.node("parameters", _parameter_table(trace, summarised, namer, findings), shape="plaintext")
@@ -248,6 +256,34 @@ def _repeat_notes(repeats: Sequence[Repeat], namer: Namer) -> list[str]:
     return notes
 
 
+def _buffers(trace: Trace, findings: Sequence[Finding]) -> set[str]:
+    """Module buffers (a BatchNorm's running_mean/var, num_batches_tracked): tensors without gradients filled while
+    the model was built (at a line that initialised parameters, before any graph) that no finding names. The forward
+    updates them in place every step; they are summed up in one note, not drawn one by one."""
+    named = {tid for f in findings for tid in f.tensors}
+    setup = setup_events(trace)
+    out = set()
+    for e in trace.events:
+        if e.seq in setup and e.kind is EventKind.INPLACE_WRITE:
+            for v in e.versions:
+                t = trace.tensors.get(v.tensor)
+                if t is not None and t.parameter is None and t.origin != "parameter" and not t.requires_grad:
+                    out.add(t.id)
+    return out - named
+
+
+def _buffer_note(trace: Trace, members: Sequence[str]) -> str:
+    """One line for the buffers and their aliases: how many, their bytes, how often the program wrote them."""
+    own = [tid for tid in members if trace.tensors[tid].origin not in ("data", "detach", "view")]
+    wanted = set(members)
+    writes = sum(1 for e in trace.events if e.kind is EventKind.INPLACE_WRITE and any(v.tensor in wanted for v in e.versions))
+    size = sum(_nbytes(trace, tid) for tid in own)
+    aliases = len(members) - len(own)
+    return (f"buffers: {len(own)} tensor{'s' if len(own) != 1 else ''} without gradients filled as the modules were "
+            f"built (running statistics, counters; {_bytes(size)}), written {writes} times in all"
+            f"{f', {aliases} aliases or views of them' if aliases else ''}: not drawn one by one (--show-all draws them)")
+
+
 def _tabled_alias_notes(trace: Trace, aliases: Sequence[str]) -> list[str]:
     """The `.data` / `.detach()` aliases of parameters summed up in the parameter table: one line per (line, kind)."""
     by_place: dict[tuple[int | None, str], list[str]] = {}
@@ -259,9 +295,11 @@ def _tabled_alias_notes(trace: Trace, aliases: Sequence[str]) -> list[str]:
         call = ".data" if origin == "data" else ".detach()"
         sources = {trace.tensors[tid].source for tid in members}
         where = f" at line {line}" if line is not None else ""
+        through = any(e.kind is EventKind.INPLACE_WRITE and e.tensor in members for e in trace.events)
         notes.append(f"`{call}`{where}: {len(members)} alias{'es' if len(members) != 1 else ''} of {len(sources)} "
-                     f"parameter{'s' if len(sources) != 1 else ''}, written through with no finding: in the parameter "
-                     "table, not drawn one by one")
+                     f"parameter{'s' if len(sources) != 1 else ''}"
+                     f"{', written through' if through else ', not used again'}, no finding involved: "
+                     "in the parameter table, not drawn one by one")
     return notes
 
 
@@ -834,7 +872,9 @@ def _updates_through_aliases(trace: Trace, findings: Sequence[Finding]) -> tuple
         if e.kind in (EventKind.DATA_GET, EventKind.DETACH) and e.seq not in finding_events:
             continue  # making an alias
         touched_otherwise |= involved
-    quiet = {tid for tid in candidates - touched_otherwise - named}
+    # an alias the program never named nor used again (`state_dict()` detaching each parameter) is quiet too
+    unnamed = {t.id for t in trace.tensors.values() if alias_of_parameter(t.id) and not t.names}
+    quiet = {tid for tid in (candidates | unnamed) - touched_otherwise - named}
     # a write through an alias that is not quiet (read later, named) is the program's own again
     updates = {e.seq for e in trace.events if e.seq in updates
                and all(not alias_of_parameter(tid) or tid in quiet

@@ -11,7 +11,7 @@ import graphviz
 
 from ..model import Event, EventKind, Trace, VersionChange
 from .escape import FONT, html_label_text, shorten
-from ..analysis.initialisation import initialisation_writes
+from ..analysis.initialisation import setup_events
 from ..analysis.names import Namer
 from .memory import change_text, code_text
 
@@ -44,10 +44,10 @@ def timeline_rows(
     """
     causes, affected = _findings_by_event(trace, findings)
     namer = Namer(trace)
-    initial = initialisation_writes(trace) - set(causes)
+    initial = setup_events(trace) - set(causes)
     file_names: dict[str, str] = {}  # a file's display name, worked out once (not once per event)
     rows = [_row(trace, e, causes.get(e.seq, []), affected.get(e.seq, []), namer, file_names) for e in trace.events]
-    rows = _error_once(_fold(_fold_call_sites(_initialisation_row(rows, initial))))
+    rows = _error_once(_fold(_fold_call_sites(_initialisation_row(trace, rows, initial))))
     if max_rows is not None and len(rows) > max_rows:
         rows = _bound(rows, max_rows)
     for i, row in enumerate(rows):
@@ -299,17 +299,36 @@ def _omitted(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _initialisation_row(rows: list[dict[str, Any]], initial: set[int]) -> list[dict[str, Any]]:
-    """The writes that set the model up (`nn.Linear(...)` filling its weights) as one row, where the first was."""
+def _initialisation_row(trace: Trace, rows: list[dict[str, Any]], initial: set[int]) -> list[dict[str, Any]]:
+    """The events that set the model up (`nn.Linear(...)` filling its weights, a BatchNorm's buffers,
+    `model.to(device)` setting each parameter's `.data`) as one row, where the first was."""
     setup = [r for r in rows if r["seq"] in initial]
     if len(setup) < 2:
         return rows
-    lines = sorted({r["line"] for r in setup if r["line"] is not None})
-    tensors = {v["tensor"] for r in setup for v in r["versions"]}
+    lines = sorted({r["line"] for r in setup if r["line"] is not None and r["kind"] == "inplace_write"})
     span = f"line {lines[0]}" if len(lines) == 1 else f"lines {lines[0]}-{lines[-1]}" if lines else ""
+
+    def is_parameter(tid: str) -> bool:
+        t = trace.tensors.get(tid)
+        return t is not None and (t.parameter is not None or t.origin == "parameter")
+
+    written = [r for r in setup if r["kind"] == "inplace_write"]
+    tensors = {v["tensor"] for r in written for v in r["versions"]}
+    parameters = {tid for tid in tensors if is_parameter(tid)}
+    moved = [r for r in setup if r["kind"] == "data_set"]
+    said = []
+    if parameters:
+        of_parameters = [r for r in written if any(is_parameter(v["tensor"]) for v in r["versions"])]
+        said.append(f"{_count(len(parameters), 'parameter')} initialised in place ({_count(len(of_parameters), 'write')}"
+                    f"{' at ' + span if span else ''})")
+    if tensors - parameters:
+        said.append(f"{_count(len(tensors - parameters), 'buffer')} (running statistics, counters) filled as the "
+                    "modules were built")
+    if moved:
+        where = f" at line {moved[0]['line']}" if moved[0]["line"] is not None else ""
+        said.append(f"{_count(len(moved), 'parameter')} moved: .data set{where} (Module.to / _apply)")
     folded = dict(setup[0], seqs=[s for r in setup for s in r["seqs"]], count=1, alias="model set up", versions=[],
-                  versions_lines=[f"{len(tensors)} parameter{'s' if len(tensors) != 1 else ''} initialised in place "
-                                f"({len(setup)} writes{' at ' + span if span else ''})"])
+                  versions_lines=said)
     out, placed = [], False
     for row in rows:
         if row["seq"] not in initial:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import re
 import shutil
 
@@ -280,3 +281,28 @@ def test_a_tied_weight_says_it_is_one_storage_for_both_modules(trace_of) -> None
     assert "weight: one tensor, one storage, also model.head&#x27;s (tied weight)" in source \
         or "weight: one tensor, one storage, also model.head's (tied weight)" in source
     assert "no tensor shares memory" not in source
+
+
+def test_buffers_and_state_dict_aliases_are_summed_up(trace_of) -> None:  # type: ignore[no-untyped-def]
+    trace = trace_of(
+        "import torch\n"
+        "import torch.nn as nn\n"
+        "model = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 1))\n"
+        "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "for step in range(3):\n"
+        "    loss = model(torch.randn(5, 4)).pow(2).mean()\n"
+        "    opt.zero_grad()\n"
+        "    loss.backward()\n"
+        "    opt.step()\n"
+        "state = model.state_dict()\n"
+    )
+    source = html.unescape(memory_digraph(trace, gradviz.diagnose(trace)).source)
+    # running_mean, running_var, num_batches_tracked: one note line, not a box (and counter, storage) each
+    assert "buffers: 3 tensors without gradients filled as the modules were built" in source
+    # three forwards in training mode: batch_norm writes running_mean and running_var in one call, then
+    # num_batches_tracked += 1
+    assert "written 6 times in all" in source
+    assert not re.search(r"<B>(zeros|ones|tensor)\(\)", source)
+    assert "`.detach()` at line 10: 6 aliases of 6 parameters, not used again, no finding involved" in source
+    assert "parameters by module: 6 in 3 modules" in source
+    assert not re.search(r"<B>[^<]*\.detach\(\)</B>", source)

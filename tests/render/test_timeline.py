@@ -324,3 +324,31 @@ def test_events_of_several_files_name_their_file(trace_of: Callable[..., Trace],
     source = timeline_digraph(trace, []).source
     wheres = [re.findall(r"<TD [^>]*>(?:<FONT[^>]*>)?([^<]*)", row)[1] for row in table_rows(source)[1:]]
     assert "main.py:5" in wheres and "helper.py:2" in wheres
+
+
+BATCHNORM_NET = (
+    "import torch\n"
+    "import torch.nn as nn\n"
+    "model = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 1))\n"
+    "model = model.to('cpu')\n"
+    "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+    "for step in range(3):\n"
+    "    loss = model(torch.randn(5, 4)).pow(2).mean()\n"
+    "    opt.zero_grad()\n"
+    "    loss.backward()\n"
+    "    opt.step()\n"
+    "state = model.state_dict()\n"
+)
+
+
+def test_model_set_up_is_one_row_with_buffers_and_to(trace_of: Callable[..., Trace]) -> None:
+    trace = trace_of(BATCHNORM_NET)
+    rows = timeline_rows(trace, gradviz.diagnose(trace))
+    setup = [r for r in rows if r["alias"] == "model set up"]
+    assert len(setup) == 1
+    assert setup[0]["versions_lines"] == [
+        "6 parameters initialised in place (6 writes at line 3)",
+        "3 buffers (running statistics, counters) filled as the modules were built",
+        "6 parameters moved: .data set at line 4 (Module.to / _apply)",
+    ]
+    assert not [r for r in rows if r["line"] in (3, 4) and r is not setup[0]]  # nothing else of the set-up
