@@ -247,12 +247,13 @@ def _repeat_notes(repeats: Sequence[Repeat], namer: Namer) -> list[str]:
             made = namer.alias(first.drawn[-1])
             drawn = "drawn once, titled " + first.title() if len(first.drawn) == 1 else \
                 f"the {len(first.drawn)} a finding names are drawn"
-            notes.append(f"{made} at line {line}: made {first.count} times (steps {steps_text(first.steps)}), {drawn}")
+            notes.append(f"{made} at line {line}: made {first.count} times ({first.span()}), {drawn}")
             continue
         made = sum(r.count for r in group)
         call = ".data" if kind == "data" else ".detach()"
+        inside = sorted({s for r in group for s in r.steps if s <= (r.last_step or s)})
         notes.append(f"`{call}` at line {line}: {len(group)} tensors aliased, {made} aliases in all (steps "
-                     f"{steps_text(sorted({s for r in group for s in r.steps}))}), each drawn once, titled \N{MULTIPLICATION SIGN}N")
+                     f"{steps_text(inside)}), each drawn once, titled \N{MULTIPLICATION SIGN}N")
     return notes
 
 
@@ -873,7 +874,8 @@ def _updates_through_aliases(trace: Trace, findings: Sequence[Finding]) -> tuple
             continue  # making an alias
         touched_otherwise |= involved
     # an alias the program never named nor used again (`state_dict()` detaching each parameter) is quiet too
-    unnamed = {t.id for t in trace.tensors.values() if alias_of_parameter(t.id) and not t.names}
+    used = {tid for op in trace.ops for tid in op.inputs}  # `w.detach().clone()`: the clone read it
+    unnamed = {t.id for t in trace.tensors.values() if alias_of_parameter(t.id) and not t.names and t.id not in used}
     quiet = {tid for tid in (candidates | unnamed) - touched_otherwise - named}
     # a write through an alias that is not quiet (read later, named) is the program's own again
     updates = {e.seq for e in trace.events if e.seq in updates
@@ -887,18 +889,22 @@ def _tied_modules(trace: Trace, tids: set[str]) -> dict[str, list[str]]:
     `wte.weight = lm_head.weight`): modules with no parameter of their own in the trace that use it directly."""
     owners = {t.parameter.rpartition(".")[0] for t in trace.tensors.values() if t.parameter}
     accumulate = {n.id: n.variable for n in trace.nodes.values() if n.name == "AccumulateGrad" and n.variable in tids}
-    out: dict[str, dict[str, None]] = {}
+    users: dict[str, dict[str, None]] = {}
     for node in trace.nodes.values():
-        if node.module is None or node.module in owners:
-            continue
         for nid in node.next:
             tid = accumulate.get(nid or "")
-            if tid is None:
-                continue
-            own = (trace.tensors[tid].parameter or "").rpartition(".")[0]
-            if not (node.module.startswith(own + ".") or own.startswith(node.module + ".")):
-                out.setdefault(tid, {})[node.module] = None
-    return {tid: list(mods) for tid, mods in out.items()}
+            if tid is not None and node.module is not None:
+                users.setdefault(tid, {})[node.module] = None
+    out: dict[str, list[str]] = {}
+    for tid, modules in users.items():
+        own = (trace.tensors[tid].parameter or "").rpartition(".")[0]
+        if own not in modules:  # only where its own module's ops use it too: the names agree
+            continue
+        others = [m for m in modules if m not in owners
+                  and not (m.startswith(own + ".") or own.startswith(m + "."))]
+        if others:
+            out[tid] = others
+    return out
 
 
 def _module_of(parameter: str) -> tuple[str, str]:

@@ -25,6 +25,7 @@ class Repeat:
     steps: list[int]  # the step of each member (1-based, as `--step K` and the graph view count them)
     line: int | None
     kind: str = "data"  # the tensors' origin: "data" or "detach"
+    last_step: int = 0  # how many steps (backward calls) the trace has: a higher step number is after the last one
 
     @property
     def count(self) -> int:
@@ -37,13 +38,22 @@ class Repeat:
 
     def title(self) -> str:
         """ "×3 (steps 1, 3, 5)": how many, and in which steps."""
-        return f"\N{MULTIPLICATION SIGN}{self.count} (steps {steps_text(self.steps)})"
+        return f"\N{MULTIPLICATION SIGN}{self.count} ({self.span()})"
+
+    def span(self) -> str:
+        """ "steps 1-32; 2 after the last backward": the steps the members were made in."""
+        inside = sorted({n for n in self.steps if n <= self.last_step}) if self.last_step else sorted(set(self.steps))
+        after = len([n for n in self.steps if self.last_step and n > self.last_step])
+        where = f"steps {steps_text(inside)}" if inside else ""
+        if after:
+            where += ("; " if where else "") + f"{after} after the last backward"
+        return where
 
 
 def per_step_repeats(trace: Trace, findings: Sequence[Finding], steps: Sequence[Step]) -> list[Repeat]:
     """The aliases made at one line in two steps or more, grouped by (kind, line, what they alias, their order in the
-    step: the k-th such alias of a step goes with every step's k-th). Only aliases made before the last backward
-    count (a step is known by the backward that ends it)."""
+    step: the k-th such alias of a step goes with every step's k-th); the ones left single go with the others of
+    their line. Those made after the last backward (an evaluation) count as step len(steps) + 1; titles say so."""
     ends = [s.seq for s in steps]
     named = {tid for f in findings for tid in f.tensors}
     groups: dict[tuple[object, ...], list[tuple[int, str]]] = {}
@@ -51,9 +61,7 @@ def per_step_repeats(trace: Trace, findings: Sequence[Finding], steps: Sequence[
     for t in sorted(trace.tensors.values(), key=lambda t: t.seq):
         if t.origin not in ("data", "detach") or t.source not in trace.tensors:
             continue
-        step = bisect.bisect_left(ends, t.seq) + 1
-        if step > len(ends):
-            continue
+        step = bisect.bisect_left(ends, t.seq) + 1  # len(ends) + 1: after the last backward (an evaluation)
         source = trace.tensors[t.source]  # type: ignore[index]
         of = source.parameter or (source.names[0] if source.names else
                                   (source.op, source.created.line if source.created else None, tuple(source.shape)))
@@ -61,14 +69,24 @@ def per_step_repeats(trace: Trace, findings: Sequence[Finding], steps: Sequence[
         key = (t.origin, *where, of)
         order = per_step[(*key, step)] = per_step.get((*key, step), -1) + 1
         groups.setdefault((*key, order), []).append((step, t.id))
+    # what is left single (a step making more of them than the others: an evaluation loop between two training
+    # steps detaching its state at the same line) goes with the others of its line, whatever its order in the step
+    singles: dict[tuple[object, ...], list[tuple[int, str]]] = {}
+    for key, members in list(groups.items()):
+        if len(members) == 1:
+            singles.setdefault(key[:-1], []).extend(members)
+            del groups[key]
+    for key, members in singles.items():
+        groups[(*key, "rest")] = members
     out = []
     for members in groups.values():
         if len(members) < 2:
             continue
         ids = [tid for _, tid in members]
-        drawn = [tid for tid in ids if tid in named] or ids[-1:]
+        in_steps = [tid for step, tid in members if step <= len(ends)]  # the last of a training step, if any
+        drawn = [tid for tid in ids if tid in named] or (in_steps or ids)[-1:]
         line = trace.tensors[ids[0]].created.line if trace.tensors[ids[0]].created else None  # type: ignore[union-attr]
-        out.append(Repeat(ids, drawn, [step for step, _ in members], line, trace.tensors[ids[0]].origin))
+        out.append(Repeat(ids, drawn, [step for step, _ in members], line, trace.tensors[ids[0]].origin, len(ends)))
     return out
 
 

@@ -397,8 +397,9 @@ def _site_row(run: list[dict[str, Any]]) -> dict[str, Any]:
         else:
             call = ".data" if kind == "data_get" else ".detach()"
             lines.append(f"{_count(len(of_kind), 'alias', 'aliases')} made ({call})")
-    names = list(dict.fromkeys(r["tensor"] for r in run if r["tensor"] and r["kind"] == kinds[0]))
-    alias = f"{_count(len(names), 'tensor')}: {', '.join(names)}" if names else _count(len(run), "event")
+    first = [r for r in run if r["kind"] == kinds[0]]
+    names = list(dict.fromkeys(r["tensor"] for r in first if r["tensor"]))
+    alias = f"{_count(len(first), 'tensor')}: {', '.join(names)}" if names else _count(len(run), "event")
     return dict(run[0], kind=kinds[-1], seqs=[s for r in run for s in r["seqs"]], versions=[],
                 versions_lines=lines, alias=alias, tensor=None)
 

@@ -81,7 +81,10 @@ def test_gpt2_parameters_grouped_by_module_with_what_wrote_them(gpt2: Trace) -> 
     rows = {cells[0]: cells for row in re.findall(r"<TR>(.*?)</TR>", table.group(0))[1:]
             if (cells := [html.unescape(c) for c in re.findall(r"<TD[^>]*>(?:<FONT[^>]*>)?([^<]*)", row)])}
     assert rows["model.transformer.h.0.attn.c_attn"][1] == "weight, bias"
-    assert rows["model.transformer.h.1.mlp.c_fc"][3] == "initialised (line 7); AdamW.step() ×3"
+    # what wrote a module's parameters: one writer a line
+    assert rows["model.transformer.h.1.mlp.c_fc"][3] == "initialised (line 7)"
+    assert "initialised (line 7)<BR/>AdamW.step() ×3</FONT>" in html.unescape(
+        next(row for row in re.findall(r"<TR>(.*?)</TR>", table.group(0)) if ">model.transformer.h.1.mlp.c_fc<" in row))
     # the tied embedding (lm_head.weight is the same Parameter object as transformer.wte.weight): one row
     assert rows["model.transformer.wte"][1] == "weight" and "model.lm_head" not in rows
     assert not re.search(r"<B>model\.transformer\.[\w.]+\.(weight|bias)</B>", source)  # none drawn one by one
@@ -336,6 +339,20 @@ def test_manual_sgd_timeline_folds_each_call_site_over_the_parameters(manual_sgd
         in updates[0]["versions_lines"]
     clips = [r for r in rows if r["line"] == 32]
     assert sum(r["count"] for r in clips) == 12 and clips[0]["versions_lines"] == ["11 tensors written, v0 → v1 each"]
-    moved = [r for r in rows if r["line"] == 22]
-    assert len(moved) == 1 and moved[0]["versions_lines"] == ["11 tensors: .data set (now in new memory)"]
+    # `model = RNNModel().to("cpu")` (Module._apply sets each parameter's .data): part of the set-up row
+    assert not [r for r in rows if r["line"] == 22]
+    setup = [r for r in rows if r["alias"] == "model set up"]
+    assert setup[0]["versions_lines"] == ["11 parameters initialised in place (11 writes at lines 13-15)",
+                                          "11 parameters moved: .data set at line 22 (Module.to / _apply)"]
     assert _dot_height(render(manual_sgd, "timeline", findings=gradviz.diagnose(manual_sgd)).source) <= 3000
+
+
+@pytest.mark.dot
+@needs_dot
+@pytest.mark.parametrize("program", ["dcgan.py", "lstm_lm.py"])
+def test_timeline_of_a_realistic_program_fits_3000_px(program: str) -> None:
+    trace = gradviz.trace_script(REALISTIC / program)
+    source = render(trace, "timeline", findings=gradviz.diagnose(trace)).source
+    assert _dot_height(source) <= 3000
+    # the model's set-up is one row, and no call site over many tensors takes a row per tensor
+    assert html.unescape(source).count("model set up") == 1
