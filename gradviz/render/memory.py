@@ -10,10 +10,12 @@ from typing import TYPE_CHECKING
 
 import graphviz
 
-from ..analysis.initialisation import initialisation_writes
+from ..analysis.initialisation import initialisation_writes, setup_events
 from ..analysis.names import Namer
 from ..model import Event, EventKind, OpRecord, Trace, VersionChange
 from .escape import FONT, html_label_text, plain_label, quote_id, shorten
+from .per_step import Repeat, fold_repeats, per_step_repeats, steps_text
+from .steps import Step, split_steps
 
 if TYPE_CHECKING:
     from ..analysis.findings import Finding
@@ -66,23 +68,35 @@ def memory_digraph(
     ranked = _ranked(trace, findings, show_all=show_all)
     grouped, keep = (set(), set()) if show_all else _grouped_activations(trace, findings)
     summarised: list[str] = []
-    repeated: dict[tuple[str, int | None, str | None], list[str]] = {}
+    # an alias made at one line in every step (and what it aliases): one drawn for all, titled ×N (steps ...)
+    aliases = any(t.origin in ("data", "detach") for t in trace.tensors.values())
+    steps = split_steps(trace) if not show_all and (keep or aliases) else None  # once, for repeats and the table
+    repeats = per_step_repeats(trace, findings, steps) if steps and aliases else []
+    folded, marks = fold_repeats(trace, findings, repeats)
+    tabled_aliases: list[str] = []
+    tabled_buffers: list[str] = []
     if keep:  # a training script: the model, the findings and the aliases; the step's activations as one table
         summarised = _summarised_parameters(trace, findings)
-        repeated = _repeated_aliases(trace, findings)
-        middle = {tid for group in repeated.values() for tid in group[1:-1]}
+        in_table = set(summarised)
+        # a parameter updated through `.data` with no finding involved: its aliases (and views) are the table's row
+        table_storages = {trace.tensors[tid].storage for tid in in_table} - {None}
         named = {tid for f in findings for tid in f.tensors}
-        # with each middle alias goes what it aliases: the memory they share is one of the summarised copies
-        kept = named | {tid for group in repeated.values() for tid in (group[0], group[-1])}
-        middle_storages = {trace.tensors[tid].storage for tid in middle} - {trace.tensors[tid].storage for tid in kept
-                                                                           if tid in trace.tensors}
-        middle |= {t.id for t in trace.tensors.values()
-                   if t.storage in middle_storages and t.id not in named and t.parameter is None}
-        dropped = set(summarised) | middle
-        ranked = [tid for tid in ranked if tid in keep and tid not in dropped]
+        tabled_aliases = [t.id for t in trace.tensors.values()
+                          if t.storage in table_storages and t.id not in in_table and t.id not in named
+                          and t.origin in ("data", "detach")]
+        buffers = _buffers(trace, findings)
+        buffer_storages = {trace.tensors[tid].storage for tid in buffers} - {None}
+        tabled_buffers = [t.id for t in trace.tensors.values() if t.storage in buffer_storages and t.id not in named]
+        ranked = [tid for tid in ranked if tid in keep and tid not in in_table
+                  and (trace.tensors[tid].storage not in table_storages or tid in named)
+                  and (trace.tensors[tid].storage not in buffer_storages or tid in named)]
+        repeats = [r for r in repeats if not set(r.members) <= set(tabled_aliases)]
+    unfolded = [tid for tid in ranked if tid not in folded]
+    folded_count, ranked = len(ranked) - len(unfolded), unfolded
     tensor_ids = _bounded(trace, ranked, max_tensors)
     over_limit = len(ranked) - len(tensor_ids)
-    uninvolved = len(trace.tensors) - len(ranked) - len(summarised)
+    uninvolved = (len(trace.tensors) - len(ranked) - len(summarised) - folded_count - len(tabled_aliases)
+                  - len(set(tabled_buffers) - set(tabled_aliases)))
     shown = set(tensor_ids)
     hot_tensor, hot_event = _finding_colours(findings)
     saved_by = _saved_by(trace, shown)
@@ -119,12 +133,12 @@ def memory_digraph(
     with dot.subgraph(name="tensors") as column:
         column.attr(rank="same")
         for tid in tensor_ids:
-            label = _tensor_label(trace, tid, hot_tensor.get(tid), saved_by.get(tid, []), namer)
+            label = _tensor_label(trace, tid, hot_tensor.get(tid), saved_by.get(tid, []), namer, marks.get(tid))
             column.node(_tensor_node(tid), label)
     with dot.subgraph(name="counters") as column:
         column.attr(rank="same")
         for cid in counters:
-            column.node(_counter_node(cid), _counter_label(trace, cid, histories.get(cid, ([], [])), namer))
+            column.node(_counter_node(cid), _counter_label(trace, cid, histories.get(cid, ([], [], [])), namer))
     with dot.subgraph(name="storages") as column:
         column.attr(rank="same")
         for sid in storages:
@@ -149,11 +163,12 @@ def memory_digraph(
         steps_seen = [e for e in writes if e.kind is EventKind.OPTIMIZER_STEP]
         last = {e.seq for e in steps_seen[-1:]}
         writes = [e for e in writes if e.kind is not EventKind.OPTIMIZER_STEP or e.seq in last or e.seq in hot_event]
+    writes, times = _fold_writes(writes, hot_event, shown)
     drawn_writes = _bound_writes(writes, hot_event, max_writes)
     for event in drawn_writes:
         colour = hot_event.get(event.seq, WRITE_COLOUR)
         name = _write_node(event.seq)
-        dot.node(name, _write_label(trace, event, colour, shown, namer))
+        dot.node(name, _write_label(trace, event, colour, shown, namer, times=times.get(event.seq, 1)))
         for sid in _written_storages(trace, event):
             if sid in storages:
                 dot.edge(_storage_node(sid), name, dir="back", color=colour, arrowtail="normal",
@@ -165,9 +180,9 @@ def memory_digraph(
         notes.append(f"\N{HORIZONTAL ELLIPSIS} {over_limit} other tensor{'s' if over_limit != 1 else ''} not shown "
                      f"(limit of {max_tensors}: max_tensors)")
     pipeline = data_pipeline(trace) - shown if not show_all else set()
-    activations = _activation_table(trace) if grouped else None
+    activations = _activation_table(trace, steps) if grouped else None
     if activations is None:
-        notes.extend(saved_by_module(trace))
+        notes.extend(saved_by_module(trace, steps=steps))
     if pipeline:
         size = sum(trace.tensors[t].byte_range[1] - trace.tensors[t].byte_range[0]
                    for t in pipeline if trace.tensors[t].byte_range)
@@ -184,24 +199,127 @@ def memory_digraph(
                      "(no alias, event, finding or saved use; --show-all draws them)")
     if len(writes) > len(drawn_writes):
         notes.append(f"\N{HORIZONTAL ELLIPSIS} {len(writes) - len(drawn_writes)} other writes not shown")
-    if not tensor_ids:
+    if not tensor_ids and _nothing_to_draw(trace):
         notes.insert(0, "no tensor shares memory, is written, or is saved for backward")
-    for (origin, line, source), group in repeated.items():
-        if len(group) > 2:
-            made = ".data" if origin == "data" else ".detach()"
-            notes.append(f"\N{HORIZONTAL ELLIPSIS} {len(group) - 2} more `{source or 'tensor'}{made}` made at line {line} "
-                         "(one a step; the first and the last are drawn)")
+    if tabled_aliases:
+        notes.extend(_tabled_alias_notes(trace, tabled_aliases))
+    if tabled_buffers:
+        notes.append(_buffer_note(trace, tabled_buffers))
+    notes.extend(_repeat_notes(repeats, namer))
     if summarised:
-        dot.node("parameters", _parameter_table(trace, summarised, namer), shape="plaintext")
+        dot.node("parameters", _parameter_table(trace, summarised, namer, findings), shape="plaintext")
     if activations is not None:
         dot.node("activations", activations, shape="plaintext")
     with dot.subgraph(name="cluster_legend") as legend:
         legend.attr(label="legend", style="rounded", color="gray60", fontsize="10")
         legend.node("legend", _legend(set(hot_tensor.values()), any(saved_by.values()), bool(drawn_writes)))
         if notes:
-            legend.node("summary", f"<{html_label_text(chr(10).join(notes))}>", shape="note", fontcolor="#555555",
-                        color="#bbbbbb")
+            text = html_label_text(chr(10).join(notes))  # one cell, its lines left-aligned
+            legend.node("summary", f'<<TABLE BORDER="0" CELLPADDING="0"><TR><TD ALIGN="LEFT" BALIGN="LEFT">{text}'
+                        "</TD></TR></TABLE>>", shape="note", fontcolor="#555555", color="#bbbbbb")
     return dot
+
+
+# ---------------------------------------------------------------------- notes and folded writes
+def _nothing_to_draw(trace: Trace) -> bool:
+    """True when no two tensors share a storage, nothing was written and autograd saved nothing: the only case in
+    which the view may say so."""
+    storages: set[str] = set()
+    for t in trace.tensors.values():
+        if t.storage is not None:
+            if t.storage in storages:
+                return False
+            storages.add(t.storage)
+    if any(e.kind in _WRITES and e.written() for e in trace.events):
+        return False
+    return not any(s.tensor for n in trace.nodes.values() for s in n.saved)
+
+
+def _repeat_notes(repeats: Sequence[Repeat], namer: Namer) -> list[str]:
+    """One note line per (line, kind) of alias made again in every step, however many tensors it aliased."""
+    by_place: dict[tuple[int | None, str], list[Repeat]] = {}
+    for repeat in repeats:
+        by_place.setdefault((repeat.line, repeat.kind), []).append(repeat)
+    notes = []
+    for (line, kind), group in by_place.items():
+        first = group[0]
+        if len(group) == 1:
+            made = namer.alias(first.drawn[-1])
+            drawn = "drawn once, titled " + first.title() if len(first.drawn) == 1 else \
+                f"the {len(first.drawn)} a finding names are drawn"
+            notes.append(f"{made} at line {line}: made {first.count} times ({first.span()}), {drawn}")
+            continue
+        made = sum(r.count for r in group)
+        call = ".data" if kind == "data" else ".detach()"
+        inside = sorted({s for r in group for s in r.steps if s <= (r.last_step or s)})
+        notes.append(f"`{call}` at line {line}: {len(group)} tensors aliased, {made} aliases in all (steps "
+                     f"{steps_text(inside)}), each drawn once, titled \N{MULTIPLICATION SIGN}N")
+    return notes
+
+
+def _buffers(trace: Trace, findings: Sequence[Finding]) -> set[str]:
+    """Module buffers (a BatchNorm's running_mean/var, num_batches_tracked): tensors without gradients filled while
+    the model was built (at a line that initialised parameters, before any graph) that no finding names. The forward
+    updates them in place every step; they are summed up in one note, not drawn one by one."""
+    named = {tid for f in findings for tid in f.tensors}
+    setup = setup_events(trace)
+    out = set()
+    for e in trace.events:
+        if e.seq in setup and e.kind is EventKind.INPLACE_WRITE:
+            for v in e.versions:
+                t = trace.tensors.get(v.tensor)
+                if t is not None and t.parameter is None and t.origin != "parameter" and not t.requires_grad:
+                    out.add(t.id)
+    return out - named
+
+
+def _buffer_note(trace: Trace, members: Sequence[str]) -> str:
+    """One line for the buffers and their aliases: how many, their bytes, how often the program wrote them."""
+    own = [tid for tid in members if trace.tensors[tid].origin not in ("data", "detach", "view")]
+    wanted = set(members)
+    writes = sum(1 for e in trace.events if e.kind is EventKind.INPLACE_WRITE and any(v.tensor in wanted for v in e.versions))
+    size = sum(_nbytes(trace, tid) for tid in own)
+    aliases = len(members) - len(own)
+    return (f"buffers: {len(own)} tensor{'s' if len(own) != 1 else ''} without gradients filled as the modules were "
+            f"built (running statistics, counters; {_bytes(size)}), written {writes} times in all"
+            f"{f', {aliases} aliases or views of them' if aliases else ''}: not drawn one by one (--show-all draws them)")
+
+
+def _tabled_alias_notes(trace: Trace, aliases: Sequence[str]) -> list[str]:
+    """The `.data` / `.detach()` aliases of parameters summed up in the parameter table: one line per (line, kind)."""
+    by_place: dict[tuple[int | None, str], list[str]] = {}
+    for tid in aliases:
+        t = trace.tensors[tid]
+        by_place.setdefault((t.created.line if t.created else None, t.origin), []).append(tid)
+    notes = []
+    for (line, origin), members in by_place.items():
+        call = ".data" if origin == "data" else ".detach()"
+        sources = {trace.tensors[tid].source for tid in members}
+        where = f" at line {line}" if line is not None else ""
+        through = any(e.kind is EventKind.INPLACE_WRITE and e.tensor in members for e in trace.events)
+        notes.append(f"`{call}`{where}: {len(members)} alias{'es' if len(members) != 1 else ''} of {len(sources)} "
+                     f"parameter{'s' if len(sources) != 1 else ''}"
+                     f"{', written through' if through else ', not used again'}, no finding involved: "
+                     "in the parameter table, not drawn one by one")
+    return notes
+
+
+def _fold_writes(
+    writes: Sequence[Event], hot_event: dict[int, str], shown: set[str]
+) -> tuple[list[Event], dict[int, int]]:
+    """Writes at one line to the same drawn tensors (a loop's `param.data.add_(...)` every step) as one: the last,
+    with how many times. A write a finding points at stays its own box."""
+    groups: dict[tuple[object, ...], list[Event]] = {}
+    order: list[tuple[object, ...]] = []
+    for e in writes:
+        targets = tuple(sorted(v.tensor for v in e.written() if v.tensor in shown))
+        loc = (e.location.file, e.location.line) if e.location else (None, None)
+        key: tuple[object, ...] = ("finding", e.seq) if e.seq in hot_event else (e.kind, *loc, e.op, targets)
+        if key not in groups:
+            order.append(key)
+        groups.setdefault(key, []).append(e)
+    folded = [groups[key][-1] for key in order]
+    return sorted(folded, key=lambda e: e.seq), {groups[key][-1].seq: len(groups[key]) for key in order}
 
 
 # ---------------------------------------------------------------------- which tensors to draw
@@ -440,11 +558,14 @@ def _cell(text: str, *, bold: bool = False, colour: str | None = None, mono: boo
 
 
 def _tensor_label(
-    trace: Trace, tid: str, colour: str | None, saved: list[str], namer: Namer
+    trace: Trace, tid: str, colour: str | None, saved: list[str], namer: Namer, repeat: str | None = None
 ) -> str:
+    """`repeat`: "×3 (steps 1, 3, 5)" when this tensor is drawn for the same tensor of several steps."""
     t = trace.tensors[tid]
     title = namer.tensor(tid)
-    rows = [_cell(shorten(title, 40), bold=True)]
+    rows = [_cell(shorten(title, 40), bold=True) if repeat is None else
+            f'<TD ALIGN="LEFT"><FONT POINT-SIZE="10"><B>{html_label_text(shorten(title, 40))}</B>  '
+            f'<FONT COLOR="#1f6fbf">{html_label_text(repeat)}</FONT></FONT></TD>']
     made = namer.alias(tid) if t.origin in ("data", "detach", "view") else namer.expression(tid)
     if made != title:
         rows.append(_cell(shorten(made if " = " in made else f"{title} = {made}", 40), mono=True))
@@ -481,13 +602,13 @@ def _storage_label(trace: Trace, sid: str, colour: str | None, users: list[str],
 
 
 def _counter_label(
-    trace: Trace, cid: str, history_and_unnoticed: tuple[list[tuple[int, int | None]], list[int | None]],
+    trace: Trace, cid: str, history_and_unnoticed: _History,
     namer: Namer,
 ) -> str:
     counter = trace.version_counters[cid]
     members = [tid for tid in counter.tensors if tid in trace.tensors]
-    start = min((trace.tensors[tid].version or 0 for tid in members), default=0)
-    history, unnoticed = history_and_unnoticed
+    history, unnoticed, first = history_and_unnoticed
+    start = first[0] if first else min((trace.tensors[tid].version or 0 for tid in members), default=0)
     rows = [_cell(shorten(namer.counter(cid), 48), bold=True)]
     if counter.created_by == "data":
         rows.append(_cell("fresh counter (made by .data)", colour="#a0309a", size=9))
@@ -504,18 +625,23 @@ def _counter_label(
     return _table(rows, "#7a5aa8", fill="#f4f0fa")
 
 
+#: (new version, line) for every event that moved a counter, lines of writes that left it, the version it started at
+_History = tuple[list[tuple[int, int | None]], list[int | None], list[int]]
+
+
 def _counter_histories(
     trace: Trace, counters: set[str]
-) -> dict[str, tuple[list[tuple[int, int | None]], list[int | None]]]:
+) -> dict[str, _History]:
     """Counter id -> ((new version, line) for every event that moved it, lines of writes to its tensors' bytes
     that left it where it was: writes through an alias with its own counter), in one pass over the events."""
     counter_of = {t.id: t.version_counter for t in trace.tensors.values() if t.version_counter in counters}
-    out: dict[str, tuple[list[tuple[int, int | None]], list[int | None]]] = {}
+    out: dict[str, _History] = {}
     for e in trace.events:
         if e.kind not in _WRITES:
             continue
         line = e.location.line if e.location else None
         moved: dict[str, int] = {}
+        before: dict[str, int] = {}
         touched: set[str] = set()
         for v in e.versions:
             cid = counter_of.get(v.tensor)
@@ -524,9 +650,13 @@ def _counter_histories(
             touched.add(cid)
             if v.after is not None and v.after != v.before:
                 moved.setdefault(cid, v.after)
+                if v.before is not None:
+                    before.setdefault(cid, v.before)
         for cid in touched:
-            history, unnoticed = out.setdefault(cid, ([], []))
+            history, unnoticed, start = out.setdefault(cid, ([], [], []))
             if cid in moved:
+                if not history and cid in before:
+                    start.append(before[cid])  # the version before its first move: a parameter's is 0, not 1
                 history.append((moved[cid], line))
             elif e.kind is EventKind.INPLACE_WRITE:
                 unnoticed.append(line)
@@ -534,13 +664,15 @@ def _counter_histories(
 
 
 def _write_label(
-    trace: Trace, event: Event, colour: str, shown: set[str], namer: Namer
+    trace: Trace, event: Event, colour: str, shown: set[str], namer: Namer, *, times: int = 1
 ) -> str:
     where = f"line {event.location.line}: " if event.location else ""
     code = code_text(event.location.code) if event.location and event.location.code else (event.op or "")
     if event.kind is EventKind.OPTIMIZER_STEP:
         code = f"{event.data.get('optimizer', 'optimizer')}.step()" + (f"  ({code})" if code else "")
     rows = [_cell(shorten(where + code, 50), bold=True, colour=colour if colour != WRITE_COLOUR else None)]
+    if times > 1:
+        rows.append(_cell(f"\N{MULTIPLICATION SIGN}{times} (the last drawn; every write here alike)", size=9))
     changes = [v for v in event.written() if v.tensor in shown]
     for v in changes[:6]:
         hidden = v.before == v.after
@@ -605,13 +737,11 @@ class _SavedGroup:
         return sum(self.sizes.values())
 
 
-def _saved_groups(trace: Trace) -> tuple[str, str, int, list[_SavedGroup]] | None:
+def _saved_groups(trace: Trace, steps: list[Step] | None = None) -> tuple[str, str, int, list[_SavedGroup]] | None:
     """What autograd holds for the last training step, grouped by module and line, largest first: the step in
     short ("step 10") and in full ("step 10 of 10 (backward at line 34)"), the total bytes, the groups. Parameters
-    are left out: they are drawn as themselves."""
-    from .steps import split_steps
-
-    steps = split_steps(trace)
+    are left out: they are drawn as themselves. `steps`: `split_steps(trace)`, when the caller has them."""
+    steps = split_steps(trace) if steps is None else steps
     node_ids = steps[-1].nodes if steps else list(trace.nodes)
     groups: dict[tuple[str, int | None], _SavedGroup] = {}
     for nid in node_ids:
@@ -637,10 +767,10 @@ def _saved_groups(trace: Trace) -> tuple[str, str, int, list[_SavedGroup]] | Non
     return short, f"{short} of {len(steps)} (backward at line {steps[-1].line})", total, ranked
 
 
-def _activation_table(trace: Trace, limit: int = 12) -> str | None:
+def _activation_table(trace: Trace, steps: list[Step] | None, limit: int = 12) -> str | None:
     """One table: what autograd keeps for backward in the last training step, by module and line, largest first,
     with the ops that saved it, how many tensors and their bytes."""
-    found = _saved_groups(trace)
+    found = _saved_groups(trace, steps)
     if found is None:
         return None
     _, which, total, ranked = found
@@ -665,12 +795,12 @@ def _activation_table(trace: Trace, limit: int = 12) -> str | None:
             f'BGCOLOR="#fff6e5">{"".join(rows)}</TABLE>>')
 
 
-def saved_by_module(trace: Trace, limit: int = 8) -> list[str]:
+def saved_by_module(trace: Trace, limit: int = 8, *, steps: list[Step] | None = None) -> list[str]:
     """What autograd holds for the last training step, grouped by module and line, largest first, as note lines:
     "conv1  line 19: 3 tensors, 4.6 KiB". Only for scripts that train a model."""
     if not any(t.parameter is not None for t in trace.tensors.values()):
         return []
-    found = _saved_groups(trace)
+    found = _saved_groups(trace, steps)
     if found is None:
         return []
     which, _, total, ranked = found
@@ -691,14 +821,18 @@ def _summarised_parameters(trace: Trace, findings: Sequence[Finding]) -> list[st
     initialising them or stepping an optimizer. Those are drawn one by one."""
     named = {tid for f in findings for tid in f.tensors}
     finding_events = {seq for f in findings for seq in f.events}
+    updates, quiet = _updates_through_aliases(trace, findings)
     sharing: dict[str, int] = {}  # storage -> parameters and program-made aliases in it (not a linear's `.t()`)
     for t in trace.tensors.values():
+        if t.id in quiet:
+            continue
         if t.storage is not None and (t.parameter is not None or t.origin in ("parameter", "data", "detach")):
             sharing[t.storage] = sharing.get(t.storage, 0) + 1
     initial = initialisation_writes(trace)
     own_writes = {
         v.tensor for e in trace.events
-        if (e.kind is EventKind.INPLACE_WRITE and e.seq not in initial) or e.seq in finding_events
+        if (e.kind is EventKind.INPLACE_WRITE and e.seq not in initial and e.seq not in updates)
+        or e.seq in finding_events
         for v in e.written()
     }
     return [
@@ -708,17 +842,69 @@ def _summarised_parameters(trace: Trace, findings: Sequence[Finding]) -> list[st
     ]
 
 
-def _repeated_aliases(trace: Trace, findings: Sequence[Finding]) -> dict[tuple[str, int | None, str | None], list[str]]:
-    """`.data` / `.detach()` aliases made at one line again and again (one a step), by (kind, line, what of), in
-    creation order; a finding's tensors are never among them."""
+def _updates_through_aliases(trace: Trace, findings: Sequence[Finding]) -> tuple[set[int], set[str]]:
+    """Writes to parameters through their own `.data` / `.detach()` aliases that no finding involves (manual SGD:
+    `p.data.add_(p.grad, alpha=-lr)`), and those aliases: a row of the parameter table, not drawn one by one.
+
+    An alias counts only if every event that touches it is its making or such a write; one the program reads
+    afterwards, keeps, or that a finding names stays drawn."""
     named = {tid for f in findings for tid in f.tensors}
-    out: dict[tuple[str, int | None, str | None], list[str]] = {}
-    for t in sorted(trace.tensors.values(), key=lambda t: t.seq):
-        if t.origin in ("data", "detach") and t.id not in named and t.source in trace.tensors:
-            source = trace.tensors[t.source]  # type: ignore[index]
-            of = source.parameter or (source.names[0] if source.names else None)
-            out.setdefault((t.origin, t.created.line if t.created else None, of), []).append(t.id)
-    return {key: group for key, group in out.items() if len(group) > 2}
+    finding_events = {seq for f in findings for seq in f.events}
+
+    def of_parameter(tid: str) -> bool:
+        t = trace.tensors.get(tid)
+        return t is not None and (t.parameter is not None or t.origin == "parameter")
+
+    def alias_of_parameter(tid: str) -> bool:
+        t = trace.tensors.get(tid)
+        return t is not None and t.origin in ("data", "detach") and t.source is not None and of_parameter(t.source)
+
+    updates: set[int] = set()
+    candidates: set[str] = set()
+    touched_otherwise: set[str] = set()
+    for e in trace.events:
+        involved = {tid for tid in (e.tensor, e.result) if tid} | {v.tensor for v in e.versions}
+        if e.kind is EventKind.INPLACE_WRITE and e.seq not in finding_events and involved and not involved & named:
+            aliases = {tid for tid in involved if alias_of_parameter(tid)}
+            if aliases and all(tid in aliases or of_parameter(tid) for tid in involved):
+                updates.add(e.seq)
+                candidates |= aliases
+                continue
+        if e.kind in (EventKind.DATA_GET, EventKind.DETACH) and e.seq not in finding_events:
+            continue  # making an alias
+        touched_otherwise |= involved
+    # an alias the program never named nor used again (`state_dict()` detaching each parameter) is quiet too
+    used = {tid for op in trace.ops for tid in op.inputs}  # `w.detach().clone()`: the clone read it
+    unnamed = {t.id for t in trace.tensors.values() if alias_of_parameter(t.id) and not t.names and t.id not in used}
+    quiet = {tid for tid in (candidates | unnamed) - touched_otherwise - named}
+    # a write through an alias that is not quiet (read later, named) is the program's own again
+    updates = {e.seq for e in trace.events if e.seq in updates
+               and all(not alias_of_parameter(tid) or tid in quiet
+                       for tid in [e.tensor or "", *(v.tensor for v in e.versions)])}
+    return updates, quiet
+
+
+def _tied_modules(trace: Trace, tids: set[str]) -> dict[str, list[str]]:
+    """Parameter id -> the other modules whose ops take that very tensor as their own weight (weight tying:
+    `wte.weight = lm_head.weight`): modules with no parameter of their own in the trace that use it directly."""
+    owners = {t.parameter.rpartition(".")[0] for t in trace.tensors.values() if t.parameter}
+    accumulate = {n.id: n.variable for n in trace.nodes.values() if n.name == "AccumulateGrad" and n.variable in tids}
+    users: dict[str, dict[str, None]] = {}
+    for node in trace.nodes.values():
+        for nid in node.next:
+            tid = accumulate.get(nid or "")
+            if tid is not None and node.module is not None:
+                users.setdefault(tid, {})[node.module] = None
+    out: dict[str, list[str]] = {}
+    for tid, modules in users.items():
+        own = (trace.tensors[tid].parameter or "").rpartition(".")[0]
+        if own not in modules:  # only where its own module's ops use it too: the names agree
+            continue
+        others = [m for m in modules if m not in owners
+                  and not (m.startswith(own + ".") or own.startswith(m + "."))]
+        if others:
+            out[tid] = others
+    return out
 
 
 def _module_of(parameter: str) -> tuple[str, str]:
@@ -726,10 +912,14 @@ def _module_of(parameter: str) -> tuple[str, str]:
     return module or "(top level)", leaf
 
 
-def _parameter_table(trace: Trace, tids: list[str], namer: Namer, limit: int = 40) -> str:
+def _parameter_table(
+    trace: Trace, tids: list[str], namer: Namer, findings: Sequence[Finding] = (), limit: int = 40
+) -> str:
     """One row per module: its parameters, their bytes, and what wrote them (initialisation, optimizer steps)."""
     initial = initialisation_writes(trace)
+    updates, _ = _updates_through_aliases(trace, findings)
     writers: dict[str, dict[str, int]] = {}  # tensor -> writer -> times
+    through: dict[str, str] = {}  # writer -> what it did, said after its count
     wanted = set(tids)
     for e in trace.events:
         if e.kind not in _WRITES:
@@ -741,10 +931,18 @@ def _parameter_table(trace: Trace, tids: list[str], namer: Namer, limit: int = 4
                 key = f"initialised (line {e.location.line})" if e.location else "initialised"
             elif e.kind is EventKind.OPTIMIZER_STEP:
                 key = f"{e.data.get('optimizer', 'optimizer')}.step()"
+            elif e.seq in updates:
+                code = code_text(e.location.code) if e.location and e.location.code else str(e.op)
+                key = f"line {e.location.line}: {code}" if e.location else code
+                alias = trace.tensors.get(e.tensor or "")
+                call = ".detach()" if alias is not None and alias.origin == "detach" else ".data"
+                through[key] = (f" \N{EM DASH} bytes changed, version not (through {call})" if v.before == v.after
+                                else f" (through {call})")
             else:
                 key = f"line {e.location.line}: {e.op}" if e.location else str(e.op)
             times = writers.setdefault(v.tensor, {})
             times[key] = times.get(key, 0) + 1
+    tied = _tied_modules(trace, wanted)
     modules: dict[str, list[str]] = {}
     for tid in tids:
         t = trace.tensors[tid]
@@ -762,17 +960,24 @@ def _parameter_table(trace: Trace, tids: list[str], namer: Namer, limit: int = 4
         for tid, leaf in zip(members, leaves):
             for key, times in writers.get(tid, {}).items():
                 once = times == 1 or key.startswith("initialised")  # an init call writing twice is one setup
-                written.setdefault(key if once else f"{key} \N{MULTIPLICATION SIGN}{times}", []).append(leaf)
+                text = (key if once else f"{key} \N{MULTIPLICATION SIGN}{times}") + through.get(key, "")
+                written.setdefault(text, []).append(leaf)
         parts = [key if len(who) == len(members) else f"{key}: {', '.join(who)}" for key, who in written.items()]
         never = [leaf for tid, leaf in zip(members, leaves) if tid not in writers]
         if never:
             parts.append(f"never written: {', '.join(never)}")
+        if len(parts) > 4:
+            parts[3:] = [f"\N{HORIZONTAL ELLIPSIS} {len(parts) - 3} more writers"]
+        for tid, leaf in zip(members, leaves):
+            if tied.get(tid):
+                parts.insert(0, f"{leaf}: one tensor, one storage, also {', '.join(tied[tid])}'s (tied weight)")
         rows.append(
             "<TR>"
             f'<TD ALIGN="LEFT">{html_label_text(shorten(module, 48))}</TD>'
             f'<TD ALIGN="LEFT"><FONT POINT-SIZE="9">{html_label_text(shorten(", ".join(leaves), 36))}</FONT></TD>'
             f'<TD ALIGN="RIGHT">{html_label_text(_bytes(sum(_nbytes(trace, tid) for tid in members)))}</TD>'
-            f'<TD ALIGN="LEFT"><FONT POINT-SIZE="9">{html_label_text(shorten("; ".join(parts), 72))}</FONT></TD>'
+            f'<TD ALIGN="LEFT" BALIGN="LEFT"><FONT POINT-SIZE="9">'
+            f'{html_label_text(chr(10).join(shorten(part, 96) for part in parts))}</FONT></TD>'
             "</TR>"
         )
     if len(modules) > limit:

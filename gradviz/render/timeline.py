@@ -4,20 +4,21 @@ from __future__ import annotations
 
 import textwrap
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import graphviz
 
 from ..model import Event, EventKind, Trace, VersionChange
-from .escape import FONT, html_label_text, shorten, tooltip_text
-from ..analysis.initialisation import initialisation_writes
+from .escape import FONT, html_label_text, shorten
+from ..analysis.initialisation import setup_events
 from ..analysis.names import Namer
 from .memory import change_text, code_text
 
 if TYPE_CHECKING:
     from ..analysis.findings import Finding
 
-__all__ = ["SEVERITY_FILL", "SEVERITY_COLOURS", "timeline_digraph", "timeline_rows"]
+__all__ = ["SEVERITY_FILL", "SEVERITY_COLOURS", "timeline_digraph", "timeline_rows", "timeline_table"]
 
 #: Row background and accent colour per finding severity (shared with the HTML report).
 SEVERITY_FILL = {"error": "#fde3e3", "warning": "#fff1cc", "info": "#e3eefc"}
@@ -27,14 +28,6 @@ _FONT = FONT
 _MONO = "Courier"
 _MAX_PERIOD = 64  # longest repeated block of rows (a loop body) that folding looks for
 
-# Column (title, width in points, characters per line, lines at most); texts are shortened or wrapped to fit so
-# the rows line up like a table.
-_COLUMNS = (("#", 48, 6, 1), ("line", 44, 5, 1), ("source", 210, 33, 1), ("event", 96, 14, 1),
-            ("alias", 170, 29, 1), ("versions before \N{RIGHTWARDS ARROW} after", 200, 35, 4),
-            ("outcome", 250, 39, 5))
-# Characters per line above: (width - 2 * padding) / advance of DejaVu Sans Mono (0.602 em) at the cell's size
-# (10 pt, 9 pt for monospaced code), so no text widens its cell and every row's columns line up with the header.
-
 
 def timeline_rows(
     trace: Trace, findings: Sequence[Finding] = (), *, max_rows: int | None = 300
@@ -42,7 +35,8 @@ def timeline_rows(
     """One dict per event in program order, repeated blocks (loop bodies) folded into one row with `count`.
 
     Keys: index, seq, seqs, kind, file, line, where, code, alias, tensor, versions (list of
-    {tensor, label, before, after, noticed}), versions_text, outcome ('ok'/'error'/None), error (first line),
+    {tensor, label, before, after, noticed}), versions_lines (one text per tensor), versions_text (those joined),
+    outcome ('ok'/'error'/None), error (first line),
     findings (kinds of the findings this row caused), affected_by (kinds of the findings whose effect this row is:
     the backward that raised or used corrupted values), severity ('error'/'warning'/'info'/None, from the findings
     caused), count, and for folded rows versions_last.
@@ -50,41 +44,28 @@ def timeline_rows(
     """
     causes, affected = _findings_by_event(trace, findings)
     namer = Namer(trace)
-    initial = initialisation_writes(trace) - set(causes)
-    rows = [_row(trace, e, causes.get(e.seq, []), affected.get(e.seq, []), namer) for e in trace.events]
-    rows = _error_once(_fold(_initialisation_row(rows, initial)))
+    initial = setup_events(trace) - set(causes)
+    file_names: dict[str, str] = {}  # a file's display name, worked out once (not once per event)
+    rows = [_row(trace, e, causes.get(e.seq, []), affected.get(e.seq, []), namer, file_names) for e in trace.events]
+    rows = _error_once(_fold(_fold_call_sites(_initialisation_row(trace, rows, initial))))
     if max_rows is not None and len(rows) > max_rows:
         rows = _bound(rows, max_rows)
     for i, row in enumerate(rows):
         row["index"] = i
+        row["versions_text"] = ", ".join(row["versions_lines"])
     return rows
 
 
 def timeline_digraph(
     trace: Trace, findings: Sequence[Finding] = (), *, max_rows: int | None = 300
 ) -> graphviz.Digraph:
-    """The timeline as a chain of table rows, top to bottom; rows that caused findings coloured by severity."""
+    """The timeline as one table, a row per event (top to bottom): columns line up in every row, rows that caused
+    findings framed and filled in their severity's colour, cut texts whole in their cell's tooltip."""
     rows = timeline_rows(trace, findings, max_rows=max_rows)
-    several_files = len({r["file"] for r in rows if r.get("file")}) > 1
     dot = graphviz.Digraph("timeline")
-    dot.attr("graph", rankdir="TB", fontname=_FONT, nodesep="0.1", ranksep="0.12")
+    dot.attr("graph", fontname=_FONT)
     dot.attr("node", shape="plaintext", fontname=_FONT, fontsize="10", margin="0")
-    dot.attr("edge", arrowsize="0.5", color="#999999")
-
-    header = "".join(f'<TD WIDTH="{w}" ALIGN="LEFT"><B>{html_label_text(name)}</B></TD>' for name, w, *_ in _COLUMNS)
-    dot.node("header", f'<<TABLE BORDER="2" COLOR="#e8e8e8" CELLBORDER="0" CELLSPACING="0" CELLPADDING="4" '
-                       f'BGCOLOR="#e8e8e8">'
-                       f"<TR>{header}</TR></TABLE>>")
-    previous = "header"
-    for row in rows:
-        name = f"row_{row['index']}"
-        dot.node(name, _row_label(row, several_files), tooltip=_tooltip(row))
-        dot.edge(previous, name)
-        previous = name
-    if not rows:
-        dot.node("empty", "no events: the program made no aliases, in-place writes or backward calls",
-                 shape="note", fontcolor="#555555")
-        dot.edge("header", "empty", style="invis")
+    dot.node("timeline", timeline_table(rows))
     return dot
 
 
@@ -119,7 +100,8 @@ def _place(event: Event) -> tuple[str | None, int | None, str]:
 
 
 def _row(
-    trace: Trace, event: Event, findings: list[Finding], affected: list[Finding], namer: Namer
+    trace: Trace, event: Event, findings: list[Finding], affected: list[Finding], namer: Namer,
+    file_names: dict[str, str],
 ) -> dict[str, Any]:
     loc = event.location
     versions = [
@@ -145,14 +127,14 @@ def _row(
         "kind": event.kind.value,
         "file": loc.file if loc else None,
         "line": loc.line if loc else None,
-        "where": trace.where(loc.file, loc.line) if loc else "",
+        "where": _where(trace, loc.file, loc.line, file_names) if loc else "",
         "code": loc.code.strip() if loc else "",
         "alias": _alias(trace, event, namer),
         "tensor": namer.tensor(event.tensor) if event.tensor in trace.tensors else None,
         "versions": versions,
-        "versions_text": ", ".join(
+        "versions_lines": [
             change_text(trace, VersionChange(v["tensor"], v["before"], v["after"]), write=is_write, label=v["label"])
-            for v in versions),
+            for v in versions],
         "outcome": outcome,
         "error": error,
         "findings": sorted({f.kind.value for f in findings}),
@@ -160,6 +142,16 @@ def _row(
         "severity": severities[0] if severities else None,
         "count": 1,
     }
+
+
+def _where(trace: Trace, file: str | None, line: int | None, file_names: dict[str, str]) -> str:
+    """`trace.where(file, line)`, with the file's display name kept in `file_names`."""
+    if file is None or line is None:
+        return trace.where(file, line)
+    name = file_names.get(file)
+    if name is None:
+        name = file_names[file] = trace.file_name(file)
+    return f"{name}:{line}"
 
 
 def _alias(trace: Trace, event: Event, namer: Namer) -> str:
@@ -246,7 +238,7 @@ def _fold(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             merged["seqs"] = [s for c in copies for s in c["seqs"]]
             merged["versions_last"] = copies[-1]["versions"]
             if copies[-1]["versions"] != copies[0]["versions"]:
-                merged["versions_text"] = _span_text(copies[0]["versions"], copies[-1]["versions"])
+                merged["versions_lines"] = _span_text(copies[0]["versions"], copies[-1]["versions"])
             out.append(merged)
         i += best_period * best_repeats
     return out
@@ -257,7 +249,7 @@ def _each_time(v: dict[str, Any]) -> str:
     return text + (" (not noticed) each time" if v["before"] == v["after"] else " each time")
 
 
-def _span_text(first: list[dict[str, Any]], last: list[dict[str, Any]]) -> str:
+def _span_text(first: list[dict[str, Any]], last: list[dict[str, Any]]) -> list[str]:
     parts = []
     for a, b in zip(first, last):
         if (a["before"], a["after"]) == (b["before"], b["after"]):
@@ -265,7 +257,7 @@ def _span_text(first: list[dict[str, Any]], last: list[dict[str, Any]]) -> str:
             continue
         parts.append(f"{a['label']}: v{a['before']} \N{RIGHTWARDS ARROW} v{a['after']} \N{HORIZONTAL ELLIPSIS} "
                      f"v{b['before']} \N{RIGHTWARDS ARROW} v{b['after']}")
-    return ", ".join(parts)
+    return parts
 
 
 def _bound(rows: list[dict[str, Any]], max_rows: int) -> list[dict[str, Any]]:
@@ -302,22 +294,41 @@ def _omitted(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "index": 0, "seq": rows[0]["seq"], "seqs": [s for r in rows for s in r["seqs"]], "kind": "omitted",
         "file": None, "line": None, "where": "", "code": f"\N{HORIZONTAL ELLIPSIS} {events} more events not shown",
-        "alias": "", "tensor": None, "versions": [], "versions_text": "", "outcome": None, "error": None,
+        "alias": "", "tensor": None, "versions": [], "versions_lines": [], "outcome": None, "error": None,
         "findings": [], "affected_by": [], "severity": None, "count": events,
     }
 
 
-def _initialisation_row(rows: list[dict[str, Any]], initial: set[int]) -> list[dict[str, Any]]:
-    """The writes that set the model up (`nn.Linear(...)` filling its weights) as one row, where the first was."""
+def _initialisation_row(trace: Trace, rows: list[dict[str, Any]], initial: set[int]) -> list[dict[str, Any]]:
+    """The events that set the model up (`nn.Linear(...)` filling its weights, a BatchNorm's buffers,
+    `model.to(device)` setting each parameter's `.data`) as one row, where the first was."""
     setup = [r for r in rows if r["seq"] in initial]
     if len(setup) < 2:
         return rows
-    lines = sorted({r["line"] for r in setup if r["line"] is not None})
-    tensors = {v["tensor"] for r in setup for v in r["versions"]}
+    lines = sorted({r["line"] for r in setup if r["line"] is not None and r["kind"] == "inplace_write"})
     span = f"line {lines[0]}" if len(lines) == 1 else f"lines {lines[0]}-{lines[-1]}" if lines else ""
+
+    def is_parameter(tid: str) -> bool:
+        t = trace.tensors.get(tid)
+        return t is not None and (t.parameter is not None or t.origin == "parameter")
+
+    written = [r for r in setup if r["kind"] == "inplace_write"]
+    tensors = {v["tensor"] for r in written for v in r["versions"]}
+    parameters = {tid for tid in tensors if is_parameter(tid)}
+    moved = [r for r in setup if r["kind"] == "data_set"]
+    said = []
+    if parameters:
+        of_parameters = [r for r in written if any(is_parameter(v["tensor"]) for v in r["versions"])]
+        said.append(f"{_count(len(parameters), 'parameter')} initialised in place ({_count(len(of_parameters), 'write')}"
+                    f"{' at ' + span if span else ''})")
+    if tensors - parameters:
+        said.append(f"{_count(len(tensors - parameters), 'buffer')} (running statistics, counters) filled as the "
+                    "modules were built")
+    if moved:
+        where = f" at line {moved[0]['line']}" if moved[0]["line"] is not None else ""
+        said.append(f"{_count(len(moved), 'parameter')} moved: .data set{where} (Module.to / _apply)")
     folded = dict(setup[0], seqs=[s for r in setup for s in r["seqs"]], count=1, alias="model set up", versions=[],
-                  versions_text=f"{len(tensors)} parameter{'s' if len(tensors) != 1 else ''} initialised in place "
-                                f"({len(setup)} writes{' at ' + span if span else ''})")
+                  versions_lines=said)
     out, placed = [], False
     for row in rows:
         if row["seq"] not in initial:
@@ -326,6 +337,88 @@ def _initialisation_row(rows: list[dict[str, Any]], initial: set[int]) -> list[d
             out.append(folded)
             placed = True
     return out
+
+
+_SITE_KINDS = {"data_get", "data_set", "detach", "inplace_write"}
+
+
+def _fold_call_sites(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Back-to-back rows of one call site over many tensors (`for p in model.parameters(): p.data.add_(...)`,
+    `clip_grad_norm_` scaling each gradient, `model.to(device)` setting each `.data`) as one row saying how many
+    tensors and how their versions moved. Rows with findings, errors or effects of findings stay their own."""
+    out: list[dict[str, Any]] = []
+    run: list[dict[str, Any]] = []
+
+    def site(row: dict[str, Any]) -> tuple[Any, ...] | None:
+        if row["kind"] not in _SITE_KINDS or row["findings"] or row["affected_by"] or row["error"] or \
+                row["severity"] or row["line"] is None:
+            return None
+        return (row["file"], row["line"], row["code"])
+
+    def flush() -> None:
+        tensors = {t for r in run for t in ([r["tensor"]] if r["tensor"] else []) + [v["label"] for v in r["versions"]]}
+        if len(run) < 3 or len(tensors) < 3:
+            out.extend(run)
+        else:
+            out.append(_site_row(run))
+        run.clear()
+
+    for row in rows:
+        key = site(row)
+        if run and (key is None or key != site(run[0])):
+            flush()
+        if key is None:
+            out.append(row)
+        else:
+            run.append(row)
+    if run:
+        flush()
+    return out
+
+
+def _site_row(run: list[dict[str, Any]]) -> dict[str, Any]:
+    """One row for a call site's events over many tensors: per kind, how many, and the versions in words."""
+    kinds = list(dict.fromkeys(r["kind"] for r in run))
+    lines: list[str] = []
+    for kind in kinds:
+        of_kind = [r for r in run if r["kind"] == kind]
+        if kind == "inplace_write":
+            changes = [v for r in of_kind for v in r["versions"]]
+            noticed = [v for v in changes if v["noticed"]]
+            hidden = [v for v in changes if not v["noticed"]]
+            if noticed:
+                lines.append(f"{_count(len({v['label'] for v in noticed}), 'tensor')} written, "
+                             f"{_moves(noticed)}")
+            if hidden:
+                lines.append(f"{_count(len({v['label'] for v in hidden}), 'tensor')}: bytes changed, version "
+                             "unchanged (written through an alias with its own counter: .data)")
+        elif kind == "data_set":
+            lines.append(f"{_count(len(of_kind), 'tensor')}: .data set (now in new memory)")
+        else:
+            call = ".data" if kind == "data_get" else ".detach()"
+            lines.append(f"{_count(len(of_kind), 'alias', 'aliases')} made ({call})")
+    first = [r for r in run if r["kind"] == kinds[0]]
+    names = list(dict.fromkeys(r["tensor"] for r in first if r["tensor"]))
+    alias = f"{_count(len(first), 'tensor')}: {', '.join(names)}" if names else _count(len(run), "event")
+    return dict(run[0], kind=kinds[-1], seqs=[s for r in run for s in r["seqs"]], versions=[],
+                versions_lines=lines, alias=alias, tensor=None)
+
+
+def _count(n: int, word: str, plural: str | None = None) -> str:
+    return f"{n} {word if n == 1 else plural or word + 's'}"
+
+
+def _moves(changes: list[dict[str, Any]]) -> str:
+    """ "v0 → v1 each" when every tensor moved alike, else by how much ("+1 version each")."""
+    pairs = {(v["before"], v["after"]) for v in changes}
+    if len(pairs) == 1:
+        before, after = next(iter(pairs))
+        return f"v{before} \N{RIGHTWARDS ARROW} v{after} each"
+    steps = {None if v["before"] is None or v["after"] is None else v["after"] - v["before"] for v in changes}
+    if len(steps) == 1 and None not in steps:
+        step = next(iter(steps))
+        return f"+{step} version{'s' if step != 1 else ''} each"
+    return "versions moved"
 
 
 def _error_once(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -337,59 +430,116 @@ def _error_once(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-# ---------------------------------------------------------------------- drawing rows
-def _row_label(row: dict[str, Any], several_files: bool) -> str:
+# ---------------------------------------------------------------------- drawing the table
+@dataclass(frozen=True)
+class _Column:
+    """A column of the table: its title, characters per line (texts wrap there, so the table keeps a readable
+    width), lines at most (the rest is cut, whole in the cell's tooltip), and whether it shows code."""
+
+    title: str
+    chars: int
+    lines: int
+    mono: bool = False
+
+
+_COLUMNS = (
+    _Column("#", 8, 1),
+    _Column("line", 28, 2),
+    _Column("source", 44, 3, mono=True),
+    _Column("event", 14, 1),
+    _Column("alias", 34, 3, mono=True),
+    _Column("versions before \N{RIGHTWARDS ARROW} after", 44, 6, mono=True),
+    _Column("outcome", 52, 6),
+)
+_RULE = "#e2e2e2"  # the line under each row
+_UNNOTICED = "#a0309a"  # a write that changed bytes and left the version: the memory view's colour for it
+
+
+def timeline_table(rows: Sequence[dict[str, Any]]) -> str:
+    """The HTML-like label of the timeline: a header row, then one `<TR>` per row of `timeline_rows`.
+
+    Every cell has the same border width (drawn on the sides that frame its row), so the text of a column starts at
+    the same x in every row; long texts wrap at their column's width with `BALIGN="LEFT"`."""
+    several_files = len({r["file"] for r in rows if r.get("file")}) > 1
+    header = "".join(f'<TD ALIGN="LEFT" BGCOLOR="#e8e8e8" BORDER="1" SIDES="B" COLOR="#bbbbbb">'
+                     f"<B>{html_label_text(c.title)}</B></TD>" for c in _COLUMNS)
+    body = [f"<TR>{header}</TR>"]
+    for row in rows:
+        body.append(_omitted_row(row) if row["kind"] == "omitted" else _table_row(row, several_files))
+    if not rows:
+        body.append(f'<TR><TD COLSPAN="{len(_COLUMNS)}" ALIGN="LEFT" BORDER="1" SIDES="B" COLOR="{_RULE}">'
+                    f'<FONT COLOR="#555555">{html_label_text(_EMPTY)}</FONT></TD></TR>')
+    return (f'<<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="0" CELLPADDING="5" BGCOLOR="#ffffff">'
+            f'{"".join(body)}</TABLE>>')
+
+
+_EMPTY = "no events: the program made no aliases, in-place writes or backward calls"
+
+
+def _table_row(row: dict[str, Any], several_files: bool) -> str:
     severity = row["severity"]
-    fill = SEVERITY_FILL.get(severity, "#ffffff") if severity else ("#f7f7f7" if row["index"] % 2 else "#ffffff")
-    border = SEVERITY_COLOURS.get(severity, "#dddddd") if severity else "#dddddd"
-    if several_files:
-        where = row["where"]
-    else:
-        where = str(row["line"]) if row["line"] is not None else ""
-    outcome = (row["error"] or row["outcome"] or "").split(" Hint:")[0]  # PyTorch's hint is in the tooltip
+    fill = SEVERITY_FILL[severity] if severity else ("#f7f7f7" if row["index"] % 2 else "#ffffff")
+    frame = SEVERITY_COLOURS[severity] if severity else _RULE
+    where = row["where"] if several_files else (str(row["line"]) if row["line"] is not None else "")
+    error = (row["error"] or row["outcome"] or "")
+    outcome = [error.split(" Hint:")[0]] if error else []  # PyTorch's hint is in the cell's tooltip
     if row["findings"]:
-        outcome = (outcome + "\n" if outcome else "") + "! " + ", ".join(k.replace("_", " ") for k in row["findings"])
+        outcome.append("! " + ", ".join(k.replace("_", " ") for k in row["findings"]))
     if row["affected_by"]:
-        outcome = (outcome + "\n" if outcome else "") + "\N{LEFTWARDS ARROW} because of: " + ", ".join(
-            k.replace("_", " ") for k in row["affected_by"])
-    count = f"\N{MULTIPLICATION SIGN} {row['count']}" if row["count"] > 1 and row["kind"] != "omitted" else ""
-    version_lines = row["versions_text"].split(", ") if row["versions_text"] else []
-    if len(version_lines) > 4:
-        version_lines = version_lines[:3] + [f"\N{HORIZONTAL ELLIPSIS} {len(version_lines) - 3} more"]
+        outcome.append("\N{LEFTWARDS ARROW} because of: " + ", ".join(k.replace("_", " ") for k in row["affected_by"]))
+    count = f" \N{MULTIPLICATION SIGN} {row['count']}" if row["count"] > 1 else ""
+    source = (f"{row['where']}: " if row["where"] else "") + (row["code"] or "")
     texts = [
-        (str(row["index"] + 1) + (f" {count}" if count else ""), False, None),
-        (where, False, None),
-        (code_text(row["code"]), True, None),
-        (row["kind"], False, None),
-        (row["alias"], True, None),
-        ("\n".join(version_lines), True, "#a0309a" if any(not v["noticed"] for v in row["versions"]) else None),
-        (outcome, False, SEVERITY_COLOURS["error"] if row["outcome"] == "error" or severity == "error" else None),
+        (str(row["index"] + 1) + count, None, None),
+        (where, None, None),
+        (code_text(row["code"]), None, source),
+        (row["kind"], None, None),
+        (row["alias"], None, None),
+        (_version_lines(row["versions_lines"], _COLUMNS[5]),
+         _UNNOTICED if any(not v["noticed"] for v in row["versions"]) else None, row["versions_text"]),
+        ("\n".join(outcome), SEVERITY_COLOURS["error"] if row["outcome"] == "error" or severity == "error" else None,
+         row["error"]),
     ]
     cells = []
-    for (text, mono, colour), (_, width, chars, max_lines) in zip(texts, _COLUMNS):
-        inner = html_label_text(_fit(text, chars, max_lines))
-        attrs = f' FACE="{_MONO}"' if mono else ""
-        attrs += f' COLOR="{colour}"' if colour else ""
-        attrs += ' POINT-SIZE="9"' if mono else ""
-        cells.append(f'<TD WIDTH="{width}" ALIGN="LEFT" BALIGN="LEFT"><FONT{attrs}>{inner or " "}'
-                     "</FONT></TD>")
-    width = "2"  # every row (and the header) the same border: the columns line up
-    return (f'<<TABLE BORDER="{width}" COLOR="{border}" CELLBORDER="0" CELLSPACING="0" CELLPADDING="4" '
-            f'BGCOLOR="{fill}"><TR>{"".join(cells)}</TR></TABLE>>')
+    last = len(_COLUMNS) - 1
+    for number, ((text, colour, whole), column) in enumerate(zip(texts, _COLUMNS)):
+        shown, cut = _wrap(text, column.chars, column.lines)
+        sides = "B" if not severity else "TB" + ("L" if number == 0 else "") + ("R" if number == last else "")
+        attrs = f'ALIGN="LEFT" BALIGN="LEFT" VALIGN="TOP" BGCOLOR="{fill}" BORDER="1" SIDES="{sides}" COLOR="{frame}"'
+        tip = whole if (whole and (cut or whole != text)) else (text if cut else None)
+        if tip:
+            attrs += f' HREF="" TOOLTIP="{html_label_text(" ".join(tip.split()))}"'  # no link: a tooltip
+        font = (f' FACE="{_MONO}" POINT-SIZE="9"' if column.mono else "") + (f' COLOR="{colour}"' if colour else "")
+        inner = html_label_text(shown) or " "
+        cells.append(f"<TD {attrs}>{f'<FONT{font}>{inner}</FONT>' if font else inner}</TD>")
+    return f"<TR>{''.join(cells)}</TR>"
 
 
-def _fit(text: str, chars: int, max_lines: int) -> str:
-    """Text wrapped to `chars` per line, at most `max_lines` lines, the last one shortened with an ellipsis."""
-    if max_lines == 1:
-        return shorten(text, chars)
+def _omitted_row(row: dict[str, Any]) -> str:
+    return (f'<TR><TD COLSPAN="{len(_COLUMNS)}" ALIGN="LEFT" BGCOLOR="#ffffff" BORDER="1" SIDES="B" '
+            f'COLOR="{_RULE}"><FONT COLOR="#555555"><I>{html_label_text(row["code"])}</I>'
+            "</FONT></TD></TR>")
+
+
+def _version_lines(changes: list[str], column: _Column) -> str:
+    """One line per tensor (wrapped when long); past the column's lines, "… N more tensors"."""
     lines: list[str] = []
-    for paragraph in text.split("\n"):
-        lines.extend(textwrap.wrap(paragraph, chars, break_long_words=True) or [""])
-    if len(lines) > max_lines:
-        lines = lines[: max_lines - 1] + [shorten(" ".join(lines[max_lines - 1:]), chars)]
+    for number, change in enumerate(changes):
+        wrapped = textwrap.wrap(change, column.chars, break_long_words=True, break_on_hyphens=False) or [""]
+        if len(lines) + len(wrapped) > column.lines - (number < len(changes) - 1):
+            left = len(changes) - number
+            lines.append(f"\N{HORIZONTAL ELLIPSIS} {left} more tensor{'s' if left != 1 else ''}")
+            break
+        lines.extend(wrapped)
     return "\n".join(lines)
 
 
-def _tooltip(row: dict[str, Any]) -> str:
-    parts = [row["where"], row["code"], row["versions_text"], row["error"] or ""]
-    return tooltip_text(shorten(" | ".join(p for p in parts if p), 300))
+def _wrap(text: str, chars: int, max_lines: int) -> tuple[str, bool]:
+    """Text wrapped to `chars` per line (each of its own lines apart), at most `max_lines` lines, the last one
+    shortened with an ellipsis; and whether anything was cut."""
+    lines: list[str] = []
+    for paragraph in text.split("\n"):
+        lines.extend(textwrap.wrap(paragraph, chars, break_long_words=True, break_on_hyphens=False) or [""])
+    if len(lines) <= max_lines:
+        return "\n".join(lines), False
+    return "\n".join(lines[: max_lines - 1] + [shorten(" ".join(lines[max_lines - 1:]), chars)]), True

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import re
 import shutil
 
@@ -181,3 +182,127 @@ def test_memory_view_through_render(data_trace: Trace) -> None:
     assert diagram.view == "memory"
     svg = diagram.svg()
     assert "<svg" in svg and "version counter of" in svg and "storage of out" in svg and "storage s1" not in svg
+
+
+# ---------------------------------------------------------------------- an alias made in every step, drawn once
+def test_steps_are_written_as_a_person_writes_them() -> None:
+    from gradviz.render.per_step import steps_text
+
+    assert steps_text([1, 2, 3, 4]) == "1-4"
+    assert steps_text([1, 3, 5, 7, 9]) == "1, 3, …, 9"
+    assert steps_text([1, 3, 5]) == "1, 3, 5"
+    assert steps_text([2, 5]) == "2, 5"
+    assert steps_text([1, 2, 4, 8, 9, 11, 12, 20]) == "1, 2, 4, 8, 9, 11, … (8 steps)"
+
+
+def test_the_alias_a_finding_names_is_the_one_drawn_with_its_versions(  # type: ignore[no-untyped-def]
+    trace_of, line_of
+) -> None:
+    program = """
+        import torch
+        w = torch.nn.Parameter(torch.ones(3))
+        for step in range(6):
+            out = torch.tanh(w * 2)
+            c = out.data
+            if step == 3:
+                c.zero_()
+            out.sum().backward()
+        """
+    trace = trace_of(program)
+    findings = gradviz.diagnose(trace)
+    corrupted = next(f for f in findings if f.kind.value == "silently_corrupted_saved_tensor")
+    source = memory_digraph(trace, findings).source
+    drawn = re.findall(r"^\s*tensor_(\w+) \[label=<<TABLE[^>]*><TR><TD[^>]*><FONT[^>]*><B>c</B>(?:  <FONT[^>]*>"
+                       r"([^<]*)</FONT>)?", source, re.M)
+    alias = trace.tensors[drawn[0][0]]
+    assert len(drawn) == 1 and drawn[0][1] == "×6 (steps 1-6)"
+    assert alias.id in corrupted.tensors  # step 4's c, the one the finding names: not the last one
+    write_line = line_of(program, "c.zero_()")
+    assert f"line {write_line}: c.zero_()" in source  # its write, with its versions
+    assert re.search(r"c: v0 → v1", source) and "out: v0 → v0 (not noticed)" in source
+    assert f'COLOR="{FINDING_COLOURS["silently_corrupted_saved_tensor"]}"' in node_line(source, f"tensor_{alias.id}")
+
+
+def test_the_nothing_to_see_note_only_when_true(trace_of) -> None:  # type: ignore[no-untyped-def]
+    quiet = trace_of("import torch\nx = torch.ones(3)\ny = x + 1\n")
+    assert "no tensor shares memory" in memory_digraph(quiet).source
+    # a model whose parameters all sit in the table and whose activations are saved: nothing drawn one by one,
+    # but things are written and saved, so the note would be false
+    trained = trace_of(
+        "import torch\n"
+        "model = torch.nn.Linear(4, 2)\n"
+        "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "for step in range(3):\n"
+        "    loss = torch.tanh(model(torch.randn(3, 4))).sum()\n"
+        "    opt.zero_grad()\n"
+        "    loss.backward()\n"
+        "    opt.step()\n"
+    )
+    source = memory_digraph(trained, gradviz.diagnose(trained)).source
+    assert "parameters by module" in source and "saved for backward" in source
+    assert "no tensor shares memory" not in source
+
+
+def test_repeated_writes_at_one_line_are_one_box(trace_of) -> None:  # type: ignore[no-untyped-def]
+    trace = trace_of(
+        "import torch\n"
+        "w = torch.zeros(3, requires_grad=True)\n"
+        "view = w.data\n"
+        "for step in range(40):\n"
+        "    view.add_(1.0)\n"
+    )
+    source = memory_digraph(trace, gradviz.diagnose(trace)).source
+    boxes = re.findall(r"<B>line 5: view\.add_\(1\.0\)</B>", source)
+    assert len(boxes) == 1
+    assert "×40 (the last drawn; every write here alike)" in source
+
+
+def test_a_tied_weight_says_it_is_one_storage_for_both_modules(trace_of) -> None:  # type: ignore[no-untyped-def]
+    trace = trace_of(
+        "import torch\n"
+        "import torch.nn as nn\n"
+        "class LM(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.wte = nn.Embedding(10, 4)\n"
+        "        self.head = nn.Linear(4, 10, bias=False)\n"
+        "        self.wte.weight = self.head.weight\n"
+        "    def forward(self, idx):\n"
+        "        return self.head(self.wte(idx))\n"
+        "model = LM()\n"
+        "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "for step in range(2):\n"
+        "    loss = model(torch.randint(0, 10, (3,))).sum()\n"
+        "    opt.zero_grad()\n"
+        "    loss.backward()\n"
+        "    opt.step()\n"
+    )
+    source = memory_digraph(trace, gradviz.diagnose(trace)).source
+    assert "weight: one tensor, one storage, also model.head&#x27;s (tied weight)" in source \
+        or "weight: one tensor, one storage, also model.head's (tied weight)" in source
+    assert "no tensor shares memory" not in source
+
+
+def test_buffers_and_state_dict_aliases_are_summed_up(trace_of) -> None:  # type: ignore[no-untyped-def]
+    trace = trace_of(
+        "import torch\n"
+        "import torch.nn as nn\n"
+        "model = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 1))\n"
+        "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "for step in range(3):\n"
+        "    loss = model(torch.randn(5, 4)).pow(2).mean()\n"
+        "    opt.zero_grad()\n"
+        "    loss.backward()\n"
+        "    opt.step()\n"
+        "state = model.state_dict()\n"
+    )
+    source = html.unescape(memory_digraph(trace, gradviz.diagnose(trace)).source)
+    # running_mean, running_var, num_batches_tracked: one note line, not a box (and counter, storage) each
+    assert "buffers: 3 tensors without gradients filled as the modules were built" in source
+    # three forwards in training mode: batch_norm writes running_mean and running_var in one call, then
+    # num_batches_tracked += 1
+    assert "written 6 times in all" in source
+    assert not re.search(r"<B>(zeros|ones|tensor)\(\)", source)
+    assert "`.detach()` at line 10: 6 aliases of 6 parameters, not used again, no finding involved" in source
+    assert "parameters by module: 6 in 3 modules" in source
+    assert not re.search(r"<B>[^<]*\.detach\(\)</B>", source)

@@ -81,7 +81,10 @@ def test_gpt2_parameters_grouped_by_module_with_what_wrote_them(gpt2: Trace) -> 
     rows = {cells[0]: cells for row in re.findall(r"<TR>(.*?)</TR>", table.group(0))[1:]
             if (cells := [html.unescape(c) for c in re.findall(r"<TD[^>]*>(?:<FONT[^>]*>)?([^<]*)", row)])}
     assert rows["model.transformer.h.0.attn.c_attn"][1] == "weight, bias"
-    assert rows["model.transformer.h.1.mlp.c_fc"][3] == "initialised (line 7); AdamW.step() ×3"
+    # what wrote a module's parameters: one writer a line
+    assert rows["model.transformer.h.1.mlp.c_fc"][3] == "initialised (line 7)"
+    assert "initialised (line 7)<BR/>AdamW.step() ×3</FONT>" in html.unescape(
+        next(row for row in re.findall(r"<TR>(.*?)</TR>", table.group(0)) if ">model.transformer.h.1.mlp.c_fc<" in row))
     # the tied embedding (lm_head.weight is the same Parameter object as transformer.wte.weight): one row
     assert rows["model.transformer.wte"][1] == "weight" and "model.lm_head" not in rows
     assert not re.search(r"<B>model\.transformer\.[\w.]+\.(weight|bias)</B>", source)  # none drawn one by one
@@ -102,10 +105,78 @@ def test_one_data_alias_a_step_does_not_fill_the_memory_view(trace_of) -> None: 
         "    opt.step()\n"
     )
     source = render(trace, "memory").source
-    drawn = re.findall(r"<B>snapshot</B>", source)
-    assert len(drawn) == 2  # the first and the last
-    assert "… 28 more `model.weight.data` made at line 5 (one a step; the first and the last are drawn)" in \
-        html.unescape(source)
+    drawn = re.findall(r"<B>snapshot</B>  <FONT[^>]*>([^<]*)</FONT>", source)
+    assert drawn == ["×30 (steps 1-30)"]  # one drawn for all thirty (it was the first and the last, then one)
+    assert "snapshot = model.weight.data at line 5: made 30 times (steps 1-30), drawn once, titled ×30 (steps 1-30)" \
+        in html.unescape(source)
+    assert "model.weight" in source  # what it aliases: one parameter for every step, drawn (no mark)
+
+
+# ---------------------------------------------------------------------- a GAN's per-step pair, drawn once
+GAN = """
+import torch
+import torch.nn as nn
+torch.manual_seed(0)
+G = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+D = nn.Sequential(nn.Linear(2, 8), nn.ReLU(), nn.Linear(8, 1))
+optD = torch.optim.SGD(D.parameters(), lr=0.01)
+optG = torch.optim.SGD(G.parameters(), lr=0.01)
+bce = nn.BCEWithLogitsLoss()
+for step in range(100):
+    fake = G(torch.randn(8, 4))
+    x = fake.detach()
+    lossD = bce(D(torch.randn(8, 2)), torch.ones(8, 1)) + bce(D(x), torch.zeros(8, 1))
+    optD.zero_grad()
+    lossD.backward()
+    optD.step()
+    lossG = bce(D(fake), torch.ones(8, 1))
+    optG.zero_grad()
+    lossG.backward()
+    optG.step()
+"""
+
+
+def _titles(source: str) -> dict[str, list[str]]:
+    """Tensor box title -> the ×N mark of each box with that title ("" when none)."""
+    out: dict[str, list[str]] = {}
+    for node, title, mark in re.findall(r"^\s*(tensor_\w+) \[label=<<TABLE[^>]*><TR><TD[^>]*><FONT[^>]*><B>([^<]*)</B>"
+                                        r"(?:  <FONT[^>]*>([^<]*)</FONT>)?", source, re.M):
+        out.setdefault(html.unescape(title), []).append(html.unescape(mark))
+    return out
+
+
+def _height_at_96_dpi(source: str) -> int:
+    png = subprocess.run(["dot", "-Tpng", "-Gdpi=96"], input=source.encode(), capture_output=True, check=True).stdout
+    return _png_size(png)[1]
+
+
+@pytest.mark.dot
+@needs_dot
+def test_a_100_step_gan_draws_its_detach_pair_once(trace_of) -> None:  # type: ignore[no-untyped-def]
+    trace = trace_of(GAN)
+    findings = gradviz.diagnose(trace)
+    source = render(trace, "memory", findings=findings).source
+    titles = _titles(source)
+    # D's step and G's step are steps 1, 2 / 3, 4 / ...: the pair is made in the odd ones, as the graph view counts
+    assert titles["x"] == ["×100 (steps 1, 3, …, 199)"] and titles["fake"] == ["×100 (steps 1, 3, …, 199)"]
+    assert len(re.findall(r"^\s*storage_\w+ \[", source, re.M)) <= 3  # fake's storage once, not a hundred times
+    assert "x = fake.detach() at line 11: made 100 times (steps 1, 3, …, 199), drawn once" in html.unescape(source)
+    assert _height_at_96_dpi(source) <= 3000
+
+
+@pytest.mark.dot
+@needs_dot
+def test_the_dcgan_pair_is_drawn_once_with_its_finding(tmp_path: Path) -> None:
+    trace = gradviz.trace_script(REALISTIC / "dcgan.py")
+    findings = gradviz.diagnose(trace)
+    cut = next(f for f in findings if f.kind.value == "cut_edge")
+    source = render(trace, "memory", findings=findings).source
+    titles = _titles(source)
+    assert titles["x"] == ["×3 (steps 1, 3, 5)"] and titles["fake"] == ["×3 (steps 1, 3, 5)"]
+    # the pair drawn is the one the finding names, in the finding's colour
+    for tid in cut.tensors:
+        assert re.search(rf'^\s*tensor_{tid} \[label=<<TABLE BORDER="3" [^>]*COLOR="red"', source, re.M), tid
+    assert _height_at_96_dpi(source) <= 3000
 
 
 # ---------------------------------------------------------------------- every claim true
@@ -123,6 +194,8 @@ def test_a_parameter_the_optimizer_skipped_is_not_drawn_as_written(gallery: Path
     assert "model.layer2.weight: v3 → v4" in step_box.group(0)
     assert "model.layer1.weight" not in step_box.group(0)
     assert "v1 → v1 (not noticed)" not in source
+    # its counter starts where it was before nn.Linear filled it (v0), not at the version it had when first seen
+    assert "v0 → v1 (line 24)" in source and "v1 → v1 (line 24)" not in source
     rows = gradviz.render(trace, "timeline").source
     assert "model.layer1.weight: v1 → v1" not in html.unescape(rows)
 
@@ -222,3 +295,64 @@ def test_svgs_scale_to_their_container(gallery: Path, tmp_path: Path) -> None:
             assert 'width="100%"' in root and "viewBox=" in root and "height=" not in root.replace("height: auto", "")
             natural = re.search(r"max-width: ([\d.]+)(pt|px)", root)
             assert natural is not None and float(natural.group(1)) > 50
+
+
+# ---------------------------------------------------------------------- manual SGD through `.data`
+@pytest.fixture(scope="module")
+def manual_sgd() -> Trace:
+    return gradviz.trace_script(REALISTIC / "manual_sgd_lm.py")
+
+
+def _dot_height(source: str) -> int:
+    png = subprocess.run(["dot", "-Tpng", "-Gdpi=96"], input=source.encode(), capture_output=True, check=True).stdout
+    return _png_size(png)[1]
+
+
+@pytest.mark.dot
+@needs_dot
+def test_manual_sgd_through_data_is_a_row_of_the_parameter_table(manual_sgd: Trace) -> None:
+    source = render(manual_sgd, "memory", findings=gradviz.diagnose(manual_sgd)).source
+    text = html.unescape(source)
+    # every parameter is updated at line 34 through `.data` in each of the 12 steps: one row per module says so
+    assert "line 34: p.data.add_(p.grad, alpha=-lr) ×12 — bytes changed, version not (through .data)" in text
+    assert re.search(r"<B>parameters by module: 11 in 3 modules", source)
+    # no parameter nor its `.data` alias drawn one by one
+    assert not re.search(r"<B>model\.[\w.]+(\.data)?</B>", source)
+    assert "line 34: p.data.add_" not in re.sub(r"<B>parameters by module.*?</TABLE>", "", text, flags=re.S)
+    # the aliases as one note line for the line that makes them, not one per parameter
+    assert text.count("`.data` at line 34") == 1
+    assert "`.data` at line 34: 132 aliases of 11 parameters" in text
+    assert "no tensor shares memory" not in text  # the `.detach()` state and saved tensors say otherwise
+    assert _dot_height(source) <= 3000
+
+
+@pytest.mark.dot
+@needs_dot
+def test_manual_sgd_timeline_folds_each_call_site_over_the_parameters(manual_sgd: Trace) -> None:
+    from gradviz.render.timeline import timeline_rows
+
+    rows = timeline_rows(manual_sgd, gradviz.diagnose(manual_sgd))
+    updates = [r for r in rows if r["line"] == 34]
+    assert updates and all(r["alias"].startswith("11 tensors: model.encoder.weight") for r in updates)
+    assert sum(r["count"] for r in updates) == 12  # one row per step (folded ×N), not 22 per step
+    assert "11 tensors: bytes changed, version unchanged (written through an alias with its own counter: .data)" \
+        in updates[0]["versions_lines"]
+    clips = [r for r in rows if r["line"] == 32]
+    assert sum(r["count"] for r in clips) == 12 and clips[0]["versions_lines"] == ["11 tensors written, v0 → v1 each"]
+    # `model = RNNModel().to("cpu")` (Module._apply sets each parameter's .data): part of the set-up row
+    assert not [r for r in rows if r["line"] == 22]
+    setup = [r for r in rows if r["alias"] == "model set up"]
+    assert setup[0]["versions_lines"] == ["11 parameters initialised in place (11 writes at lines 13-15)",
+                                          "11 parameters moved: .data set at line 22 (Module.to / _apply)"]
+    assert _dot_height(render(manual_sgd, "timeline", findings=gradviz.diagnose(manual_sgd)).source) <= 3000
+
+
+@pytest.mark.dot
+@needs_dot
+@pytest.mark.parametrize("program", ["dcgan.py", "lstm_lm.py"])
+def test_timeline_of_a_realistic_program_fits_3000_px(program: str) -> None:
+    trace = gradviz.trace_script(REALISTIC / program)
+    source = render(trace, "timeline", findings=gradviz.diagnose(trace)).source
+    assert _dot_height(source) <= 3000
+    # the model's set-up is one row, and no call site over many tensors takes a row per tensor
+    assert html.unescape(source).count("model set up") == 1

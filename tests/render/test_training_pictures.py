@@ -139,7 +139,9 @@ def test_memory_view_shows_the_model_and_summarises_the_data(traces: dict[str, T
     rows = [[html.unescape(c) for c in re.findall(r"<TD[^>]*>(?:<FONT[^>]*>)?([^<]*)", row)]
             for row in re.findall(r"<TR>(.*?)</TR>", table.group(0))[1:]]
     assert [row[0] for row in rows] == ["model.conv1", "model.conv2", "model.fc1", "model.fc2"]
-    assert rows[0][1] == "weight, bias" and rows[0][3] == "initialised (line 11); SGD.step() ×10"
+    assert rows[0][1] == "weight, bias" and rows[0][3] == "initialised (line 11)"  # one writer a line
+    conv1 = html.unescape(re.findall(r"<TR>(.*?)</TR>", table.group(0))[1])
+    assert ">model.conv1<" in conv1 and "initialised (line 11)<BR/>SGD.step() ×10</FONT>" in conv1
     assert not re.search(r"<B>model\.\w+\.(weight|bias)</B>", source)
     pipeline = re.search(r"data pipeline: (\d+) tensors without gradients \(inputs, targets, transforms; ([\d.]+) KiB\)", source)
     assert pipeline is not None and int(pipeline.group(1)) > 20
