@@ -888,6 +888,14 @@ def _func_name(func: Any) -> str:
         pass
     name = _resolve_name(func) or getattr(func, "__qualname__", None) or safe_repr(func)
     name = name.removeprefix("torch.")
+    # resolve_name maps a few functions to a sibling sharing their C binding (torch.mm -> "torch.spmm",
+    # torch.dsmm -> "spmm", torch.saddmm -> "sspaddmm"): the function's own name wins where torch holds it there.
+    own = getattr(func, "__name__", None)
+    if isinstance(own, str) and name.rsplit(".", 1)[-1] != own:
+        if getattr(torch, own, None) is func:
+            name = own
+        elif getattr(torch.Tensor, own, None) is func:
+            name = f"Tensor.{own}"
     try:
         _names[func] = name
     except TypeError:

@@ -323,3 +323,16 @@ def test_a_model_no_variable_holds_is_named_by_the_object_holding_it(tmp_path) -
     expected = ["trainer.model.0.bias", "trainer.model.0.weight", "trainer.model.2.bias", "trainer.model.2.weight"]
     assert _parameters_named(tmp_path, HELD_BY_A_TRAINER) == expected
     assert _parameters_named(tmp_path, HELD_BY_A_TRAINER, steps=1) == expected
+
+
+def test_ops_are_named_by_the_function_the_program_called_not_a_sibling_sharing_its_binding() -> None:
+    # torch.overrides.resolve_name(torch.mm) is "torch.spmm" (and dsmm -> spmm, saddmm -> sspaddmm)
+    with gradviz.trace() as t:
+        w = torch.randn(3, 4, requires_grad=True)
+        x = torch.randn(2, 4)
+        y = torch.relu(torch.mm(x, w.T))
+        v = x.mm(w.T)
+    ops = {name: t.tensor(name).op for name in ("y", "v")}
+    assert ops == {"y": "relu", "v": "Tensor.mm"}
+    unnamed = [r for r in t.tensors.values() if r.origin == "op" and not r.names]
+    assert "mm" in {r.op for r in unnamed} and "spmm" not in {r.op for r in t.tensors.values()}
