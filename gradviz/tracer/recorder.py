@@ -154,6 +154,7 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
         self._here: tuple[str | None, int | None] = (None, None)  # user file and line of the current call
         self._here_loc: Location | None = None  # its Location
         self._named_roots: set[int] = set()
+        self._held_models: dict[tuple[str, str], list[Any]] = {}  # (variable, path) -> weakrefs of the models held there
         self._param_roots: dict[str, str] = {}  # parameter's tensor id -> variable name of the model it was found in
         self._handles: list[Any] = []
         self.internal_errors = self.trace.internal_errors
@@ -267,14 +268,19 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
         helper called for both), the names it would give are not unique and the attribute paths stay."""
         qualified: dict[str, str] = {}
         for record in self.trace.tensors.values():
-            if record.parameter is not None and record.id in self._param_roots:
-                qualified[record.id] = f"{self._param_roots[record.id]}.{record.parameter}"
+            own = record.parameter or record.buffer
+            if own is not None and record.id in self._param_roots:
+                qualified[record.id] = f"{self._param_roots[record.id]}.{own}"
         seen: dict[str, int] = {}
         for name in qualified.values():
             seen[name] = seen.get(name, 0) + 1
         for tid, name in qualified.items():
             if seen[name] == 1:
-                self.trace.tensors[tid].parameter = name
+                record = self.trace.tensors[tid]
+                if record.parameter is not None:
+                    record.parameter = name
+                else:
+                    record.buffer = name
 
     # ------------------------------------------------------------------ the hot path
     # Every call the program makes passes through here: the common paths are written for speed (locals, positional
@@ -672,7 +678,7 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
                         # of two variables here holding the same model (`raw_model = model`), the first bound stays
                         # (a wrapper of it counts as the model: nanoGPT's `model = DDP(model)`, then `raw_model`)
                         root = self._param_roots.get(live.tid)
-                        if root is None or unwrapped(namespace.get(root)) is not unwrapped(value):
+                        if root is None or unwrapped(namespace.get(root.partition("#")[0])) is not unwrapped(value):
                             self._param_roots[live.tid] = name
 
     # ------------------------------------------------------------------ special calls
