@@ -68,13 +68,14 @@ class TensorRecord:
     created: Location | None = None
     is_inference: bool = False
     freed: int | None = None  # seq at which the program dropped it; None if alive when the trace ended
+    buffer: str | None = None  # qualified nn.Module buffer name (`model.bn.running_mean`)
 
     @property
     def label(self) -> str:
         """The program's name (parameter, then variable), else what and where: never the recorder's id.
         Views and messages name tensors through `gradviz.analysis.names.Namer`, which also knows expressions."""
-        if self.parameter or self.names:
-            return self.parameter or self.names[0]
+        if self.parameter or self.buffer or self.names:
+            return self.parameter or self.buffer or self.names[0]
         shape = "[" + ", ".join(str(n) for n in self.shape) + "]"
         return f"{shape} tensor made at line {self.created.line}" if self.created else f"unnamed {shape} tensor"
 
@@ -271,7 +272,7 @@ class Trace:
         path alone, `layer1.weight`, when only one model has it)."""
         if name_or_id in self.tensors:
             return self.tensors[name_or_id]
-        matches = [t for t in self.tensors.values() if name_or_id == t.parameter or name_or_id in t.names]
+        matches = [t for t in self.tensors.values() if name_or_id in (t.parameter, t.buffer) or name_or_id in t.names]
         if not matches:
             tail = "." + name_or_id
             matches = [t for t in self.tensors.values() if t.parameter is not None and t.parameter.endswith(tail)]

@@ -60,7 +60,7 @@ class Namer:
         record = self.trace.tensors.get(tid) if tid is not None else None
         if record is None:
             return None
-        return record.parameter or (record.names[0] if record.names else None)
+        return record.parameter or record.buffer or (record.names[0] if record.names else None)
 
     def tensor(self, tid: str | None) -> str:
         """`model.fc1.weight`, `loss`, `h1.data`, `fc1(x)`, `a * b`, `output of model.fc1, line 12`."""

@@ -8,6 +8,7 @@ import inspect
 import sys
 import threading
 import types
+import weakref
 from typing import Any
 
 import torch
@@ -41,6 +42,8 @@ class HookRecording:
         (`Discriminator`, then `main.0` for its submodules). A wrapper's own part (`_orig_mod`, DDP's `module`) is
         left out, so a compiled or wrapped model is named as the model itself."""
         variable, path = self._variable_holding(module)
+        if variable is not None:
+            variable = self._distinct_holder(variable, path, module)
         root = variable or type(module).__name__
         prefix = f"{path}." if path else ""
         for name, sub in module.named_modules():
@@ -56,6 +59,23 @@ class HookRecording:
                 record.origin = "parameter"
                 if variable is not None:
                     self._param_roots[tid] = variable
+        for name, buf in module.named_buffers():  # running_mean, num_batches_tracked: named like parameters
+            live = self._live.get(id(buf))
+            name = prefix + _shown_path(module, name)
+            if live is not None and (live.record.buffer is None or len(name) > len(live.record.buffer)):
+                live.record.buffer = name
+                if variable is not None:
+                    self._param_roots[live.tid] = variable
+
+    def _distinct_holder(self, variable: str, path: str, module: torch.nn.Module) -> str:
+        """`model`, then `model#2` for a second model the program holds under the same name (`model = torch.load(f)`
+        after training, a fresh model per fold): two models never share a name."""
+        seen = self._held_models.setdefault((variable, path), [])
+        for number, ref in enumerate(seen, start=1):
+            if ref() is module:
+                return variable if number == 1 else f"{variable}#{number}"
+        seen.append(weakref.ref(module))
+        return variable if len(seen) == 1 else f"{variable}#{len(seen)}"
 
     def _variable_holding(self, module: torch.nn.Module) -> tuple[str | None, str]:
         """The name the program knows `module` by, and the attribute path from it (`""` when the holder is `module`

@@ -156,6 +156,7 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
         self._here: tuple[str | None, int | None] = (None, None)  # user file and line of the current call
         self._here_loc: Location | None = None  # its Location
         self._named_roots: set[int] = set()
+        self._held_models: dict[tuple[str, str], list[Any]] = {}  # (variable, path) -> weakrefs of the models held there
         self._param_roots: dict[str, str] = {}  # parameter's tensor id -> variable name of the model it was found in
         self._handles: list[Any] = []
         self.internal_errors = self.trace.internal_errors
@@ -269,14 +270,19 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
         helper called for both), the names it would give are not unique and the attribute paths stay."""
         qualified: dict[str, str] = {}
         for record in self.trace.tensors.values():
-            if record.parameter is not None and record.id in self._param_roots:
-                qualified[record.id] = f"{self._param_roots[record.id]}.{record.parameter}"
+            own = record.parameter or record.buffer
+            if own is not None and record.id in self._param_roots:
+                qualified[record.id] = f"{self._param_roots[record.id]}.{own}"
         seen: dict[str, int] = {}
         for name in qualified.values():
             seen[name] = seen.get(name, 0) + 1
         for tid, name in qualified.items():
             if seen[name] == 1:
-                self.trace.tensors[tid].parameter = name
+                record = self.trace.tensors[tid]
+                if record.parameter is not None:
+                    record.parameter = name
+                else:
+                    record.buffer = name
 
     # ------------------------------------------------------------------ the hot path
     # Every call the program makes passes through here: the common paths are written for speed (locals, positional
@@ -683,7 +689,7 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
                         # of two variables here holding the same model (`raw_model = model`), the first bound stays
                         # (a wrapper of it counts as the model: nanoGPT's `model = DDP(model)`, then `raw_model`)
                         root = self._param_roots.get(live.tid)
-                        if root is None or unwrapped(namespace.get(root)) is not unwrapped(value):
+                        if root is None or unwrapped(namespace.get(root.partition("#")[0])) is not unwrapped(value):
                             self._param_roots[live.tid] = name
 
     # ------------------------------------------------------------------ special calls
@@ -899,6 +905,14 @@ def _func_name(func: Any) -> str:
         pass
     name = _resolve_name(func) or getattr(func, "__qualname__", None) or safe_repr(func)
     name = name.removeprefix("torch.")
+    # resolve_name maps a few functions to a sibling sharing their C binding (torch.mm -> "torch.spmm",
+    # torch.dsmm -> "spmm", torch.saddmm -> "sspaddmm"): the function's own name wins where torch holds it there.
+    own = getattr(func, "__name__", None)
+    if isinstance(own, str) and name.rsplit(".", 1)[-1] != own:
+        if getattr(torch, own, None) is func:
+            name = own
+        elif getattr(torch.Tensor, own, None) is func:
+            name = f"Tensor.{own}"
     try:
         _names[func] = name
     except TypeError:

@@ -165,7 +165,7 @@ def test_model_names_come_from_the_program_not_from_a_helper() -> None:
     assert labels == ["D.0.bias", "D.0.weight", "G.0.bias", "G.0.weight"]
 
 
-def test_alike_names_are_left_alone_when_no_variable_tells_them_apart() -> None:
+def test_two_models_held_by_one_variable_one_after_the_other_never_share_names() -> None:
     def build_and_run() -> None:
         for _ in range(2):  # two models, both only ever called `model`
             model = torch.nn.Linear(2, 1)
@@ -173,7 +173,26 @@ def test_alike_names_are_left_alone_when_no_variable_tells_them_apart() -> None:
 
     with gradviz.trace() as t:
         build_and_run()
-    assert sorted(r.label for r in t.tensors.values() if r.parameter) == ["bias", "bias", "weight", "weight"]
+    labels = sorted(r.label for r in t.tensors.values() if r.parameter)
+    assert labels == ["model#2.bias", "model#2.weight", "model.bias", "model.weight"]
+
+
+def test_a_reloaded_model_is_named_apart_from_the_trained_one(tmp_path) -> None:
+    """word_language_model: `import model`, `model = model.RNNModel(...)`, train, then `model = torch.load(f)`."""
+    (tmp_path / "nets.py").write_text("from torch import nn\nclass Net(nn.Module):\n    def __init__(self):\n"
+                                      "        super().__init__()\n        self.encoder = nn.Linear(2, 2)\n"
+                                      "    def forward(self, x):\n        return self.encoder(x)\n", encoding="utf-8")
+    script = tmp_path / "main.py"
+    script.write_text(
+        "import sys, torch\nsys.path.insert(0, %r)\nimport nets as model\nmodel = model.Net()\n"
+        "model(torch.ones(1, 2)).sum().backward()\ntorch.save(model, %r)\n"
+        "model = torch.load(%r, weights_only=False)\nmodel(torch.ones(1, 2)).sum().backward()\n"
+        % (str(tmp_path), str(tmp_path / "m.pt"), str(tmp_path / "m.pt")), encoding="utf-8")
+    trace = gradviz.trace_script(script)
+    assert trace.exception is None
+    assert sorted(r.parameter for r in trace.tensors.values() if r.parameter) == [
+        "model#2.encoder.bias", "model#2.encoder.weight", "model.encoder.bias", "model.encoder.weight"]
+    assert {n.module for n in trace.nodes.values() if n.module} == {"model.encoder", "model#2.encoder"}
 
 
 def _parameters_named(tmp_path: Path, text: str, **window: int) -> list[str]:
@@ -323,3 +342,47 @@ def test_a_model_no_variable_holds_is_named_by_the_object_holding_it(tmp_path) -
     expected = ["trainer.model.0.bias", "trainer.model.0.weight", "trainer.model.2.bias", "trainer.model.2.weight"]
     assert _parameters_named(tmp_path, HELD_BY_A_TRAINER) == expected
     assert _parameters_named(tmp_path, HELD_BY_A_TRAINER, steps=1) == expected
+
+
+def test_ops_are_named_by_the_function_the_program_called_not_a_sibling_sharing_its_binding() -> None:
+    # torch.overrides.resolve_name(torch.mm) is "torch.spmm" (and dsmm -> spmm, saddmm -> sspaddmm)
+    with gradviz.trace() as t:
+        w = torch.randn(3, 4, requires_grad=True)
+        x = torch.randn(2, 4)
+        y = torch.relu(torch.mm(x, w.T))
+        v = x.mm(w.T)
+    ops = {name: t.tensor(name).op for name in ("y", "v")}
+    assert ops == {"y": "relu", "v": "Tensor.mm"}
+    unnamed = [r for r in t.tensors.values() if r.origin == "op" and not r.names]
+    assert "mm" in {r.op for r in unnamed} and "spmm" not in {r.op for r in t.tensors.values()}
+
+
+def test_buffers_are_named_like_parameters_not_by_their_factory(trace_of, line_of) -> None:
+    text = """
+    import torch
+    from torch import nn
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 3)
+            self.batchnorm = nn.BatchNorm1d(3)
+
+        def forward(self, x):
+            return self.batchnorm(self.fc(x))
+
+    model = Net()
+    for step in range(2):
+        model(torch.randn(5, 4)).sum().backward()
+    """
+    trace = trace_of(text)
+    from gradviz.analysis.names import Namer
+
+    namer = Namer(trace)
+    buffers = sorted(t.buffer for t in trace.tensors.values() if t.buffer)
+    assert buffers == [f"model.batchnorm.{b}" for b in ("num_batches_tracked", "running_mean", "running_var")]
+    counter = trace.tensor("model.batchnorm.num_batches_tracked")
+    assert counter.parameter is None and counter.origin != "parameter"  # a buffer is not a parameter
+    assert namer.tensor(counter.id) == counter.label == "model.batchnorm.num_batches_tracked"
+    steps = [e for e in trace.events_of(EventKind.INPLACE_WRITE) if e.location.line == line_of(text, "return self.batchnorm")]
+    assert len(steps) == 2  # num_batches_tracked += 1, once a step
