@@ -146,6 +146,7 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
         self._paused = 0
         self._module_names: dict[int, str] = {}
         self._module_stack: list[str] = []
+        self._checkpoint_calls: dict[int, Location] = {}  # nodes.py: _on_grad_mode
         self._module_objects: list[Any] = []  # the modules running now (alive anyway): who wrote in place
         self._finished = False
         self._on_dead_callback = self._on_dead  # one bound method for every weak reference
@@ -166,6 +167,7 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
             _Tensor.backward: self._on_backward,
             torch.autograd.backward: self._on_backward,
             torch.autograd.grad: self._on_backward,
+            torch._C._set_grad_enabled: self._on_grad_mode,
             **dict.fromkeys(RECORD_FUNCTION_OPS, self._on_record_function),
         }
 

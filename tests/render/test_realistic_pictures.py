@@ -216,13 +216,17 @@ def test_reentrant_checkpoint_blocks_are_named_and_marked_recomputed(traces: dic
     trace = _trace(traces, "checkpoint_reentrant")
     checkpoints = [n for n in trace.nodes.values() if n.name == "CheckpointFunctionBackward"]
     assert len(checkpoints) == 12  # three blocks, four steps
-    # the block each one runs again, named as in the forward (not the module of the op after it, model.head);
-    # the line of the checkpoint call is not known to the tracer, so none is claimed
+    # the block each one runs again, named as in the forward (not the module of the op after it, model.head), at the
+    # line that called checkpoint(...) (not the line of the op after it, `return self.head(h)`)
     assert [n.module for n in checkpoints] == ["model.blocks.2", "model.blocks.1", "model.blocks.0"] * 4
-    assert all(n.created is None for n in checkpoints)
+    call = next(i for i, line in enumerate(trace.sources[trace.script].splitlines(), 1) if "= checkpoint(" in line)
+    assert {(n.created.file, n.created.line) for n in checkpoints if n.created} == {(trace.script, call)}
+    assert all(n.created is not None for n in checkpoints)
     source = render(trace, depth="all").source
     assert source.count("recomputed in backward (checkpoint, use_reentrant=True): its ops are not drawn") == 3
     assert not re.search(r"CheckpointFunctionBackward</B><BR/><FONT[^>]*>model\.head", source)
+    for block in ("model.blocks.0", "model.blocks.1", "model.blocks.2"):
+        assert re.search(rf"CheckpointFunctionBackward</B><BR/><FONT[^>]*>{re.escape(block)}  line {call}: h = checkpoint", source)
     block = render(trace, depth=2).source
     assert re.search(r"<B>model\.blocks\.1</B><BR/>.*1 op.*CheckpointFunctionBackward.*recomputed in backward", block)
 
