@@ -127,6 +127,14 @@ def test_default_view_fits_a_page(traces: dict[str, Trace], name: str, tmp_path:
     diagram.save(png)
     width, height = struct.unpack(">II", png.read_bytes()[16:24])  # the IHDR chunk; dot draws at 96 dpi
     assert max(width, height) <= 2500, (width, height, diagram.messages)
+    # what the one line printed claims is what dot drew: the boxes and the size of this very PNG
+    assert not any("may not fit" in m or "larger than a page" in m for m in diagram.messages)
+    for message in diagram.messages:
+        claim = re.search(r"to fit a page: (\d+) boxes, ([\d,]+) × ([\d,]+) px at 96 dpi", message)
+        assert claim is not None, message
+        assert int(claim.group(1)) == len(_boxes(diagram.source))
+        claimed = (int(claim.group(2).replace(",", "")), int(claim.group(3).replace(",", "")))
+        assert abs(claimed[0] - width) <= 2 and abs(claimed[1] - height) <= 2, (claimed, width, height)
 
 
 def test_nanogpt_default_depth_is_said_and_draws_the_blocks(traces: dict[str, Trace]) -> None:
@@ -135,8 +143,8 @@ def test_nanogpt_default_depth_is_said_and_draws_the_blocks(traces: dict[str, Tr
     assert {"model.transformer.h.0.attn", "model.transformer.h.1.mlp", "model.transformer.wte"} <= _groups(diagram.source)
     assert len(diagram.messages) == 1
     assert re.fullmatch(
-        r"graph view: \d+ boxes, \d+ deep, up to \d+ side by side, so modules are drawn at depth 4 \(0-5\) to fit a "
-        r"page; --depth N draws another depth, --depth all every op",
+        r"graph view: every op would be about \d+ boxes, so modules are drawn at depth 4 \(0-5\) to fit a page: "
+        r"\d+ boxes, [\d,]+ × [\d,]+ px at 96 dpi; --depth N draws another depth, --depth all every op",
         diagram.messages[0],
     )
     assert "modules drawn at depth 4 of 0-5 to fit a page (--depth)" in diagram.source
