@@ -14,6 +14,7 @@ from . import chains
 from .source import frame_variables, user_frame_from
 from .tensors import _storage_key, local_parts
 
+
 def _grad_key(g: torch.Tensor) -> tuple[int, tuple[int, ...]]:
     """A `.grad` as it stands: which tensor, and how often it (or, for a DTensor, its local shard) was written."""
     return id(g), (g._version, *(part._version for part in local_parts(g) if part is not g))

@@ -10,9 +10,9 @@ import torch
 from torch.utils.checkpoint import checkpoint, checkpoint_sequential
 
 import gradviz
-from gradviz.render.graph import graph_view
 from gradviz import EventKind
 from gradviz.explorer.document import explorer_document
+from gradviz.render.graph import graph_view
 
 
 def _program() -> tuple[torch.Tensor, list[torch.Tensor], torch.Tensor]:
