@@ -53,7 +53,7 @@ class _Block(torch.nn.Module):
         self.fc = torch.nn.Linear(8, 8)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x + torch.tanh(self.fc(x))
+        return x + torch.tanh(self.fc(x))  # BLOCK BODY
 
 
 class _Net(torch.nn.Module):
@@ -138,3 +138,28 @@ def test_checkpoint_sequential_and_a_bound_method_are_named_by_their_modules() -
     found = sorted((n.module, n.created.line if n.created else None)
                    for n in t.nodes.values() if n.name == "CheckpointFunctionBackward")
     assert found == sorted([("seq", _line_of("SEQUENTIAL")), ("layer", _line_of("PARTIAL"))])
+
+
+def test_non_reentrant_checkpoint_ops_are_drawn_at_their_own_lines() -> None:
+    """use_reentrant=False keeps the block's ops in the graph (their saved tensors packed as recipes): each op has the
+    module and line that made it in the forward, and there is no CheckpointFunctionBackward node."""
+
+    def program() -> list[torch.Tensor]:
+        torch.manual_seed(0)
+        blocks = torch.nn.ModuleList([_Block() for _ in range(3)])
+        h = torch.randn(4, 8)
+        for block in blocks:
+            h = checkpoint(block, h, use_reentrant=False)
+        h.pow(2).mean().backward()
+        return [p.grad.clone() for p in blocks.parameters()]
+
+    expected = program()
+    with gradviz.trace() as t:
+        grads = program()
+    assert all(torch.equal(a, b) for a, b in zip(grads, expected))
+    assert not any(n.name == "CheckpointFunctionBackward" for n in t.nodes.values())
+    block_line = _line_of("BLOCK BODY")
+    tanh = [n for n in t.nodes.values() if n.name == "TanhBackward0"]
+    assert len(tanh) == 3
+    assert [n.created.line for n in tanh if n.created] == [block_line] * 3
+    assert all(Path(n.created.file) == Path(__file__) for n in tanh if n.created)
