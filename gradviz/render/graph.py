@@ -572,6 +572,8 @@ def _emit(
     for cid in core.nodes:
         if cid not in in_cluster and cid not in step_of:
             emit_node(dot, cid)
+    # a cut edge comes into a step box from above, through its title: that box has its title at the bottom
+    entered = _entered_by_cuts(notes, core, copies, step_of) if notes.cuts and core.steps else set()
     for i, step_roll in enumerate(core.steps):
         inside = [c for c, s in step_of.items() if s == i]
         if not inside:
@@ -579,7 +581,8 @@ def _emit(
         drawn.used.add("step")
         with dot.subgraph(name=f"cluster_{step_roll.id}") as sub:
             sub.attr(label=f"<{html_label_text(_step_label(step_roll))}>", style="dashed,filled",
-                     fillcolor=LEGEND["step"][0], color="darkgreen", fontcolor="darkgreen")
+                     fillcolor=LEGEND["step"][0], color="darkgreen", fontcolor="darkgreen",
+                     **({"labelloc": "b"} if i in entered else {}))
             for cid in inside:
                 if cid not in in_cluster:
                     emit_node(sub, cid)
@@ -762,11 +765,8 @@ def _group_label(cnode: CoreNode, nodes: dict[str, NodeRecord]) -> str:
     return "<BR/>".join(lines)
 
 
-def _emit_cuts(
-    dot: graphviz.Digraph, trace: Trace, notes: Annotations, core: Core, copies: dict[str, str], drawn: _Drawn,
-    box_of: dict[str, int] | None = None,
-) -> None:
-    # where did each autograd node end up (itself, its loop representative, its group, a summary)?
+def _homes(core: Core, copies: dict[str, str]) -> dict[str, str]:
+    """Where each autograd node ended up: itself, its loop representative, its group, a summary."""
     home: dict[str, str] = {}
     for cid, cnode in core.nodes.items():
         home[copies.get(cid, cid)] = cid
@@ -775,6 +775,26 @@ def _emit_cuts(
     for other, rep in core.step_home.items():  # a node of a repeated step: drawn as its representative
         if rep in home:
             home.setdefault(other, home[rep])
+    return home
+
+
+def _entered_by_cuts(notes: Annotations, core: Core, copies: dict[str, str], box_of: dict[str, int]) -> set[int]:
+    """The step boxes a cut edge from outside enters (a GAN's `fake.detach()` into the discriminator's step)."""
+    home = _homes(core, copies)
+    entered = set()
+    for cut in notes.cuts:
+        src = home.get(cut.source) if cut.source else None
+        dst = home.get(cut.target) if cut.target else None
+        if src is not None and dst is not None and dst in box_of and box_of.get(src) != box_of[dst]:
+            entered.add(box_of[dst])
+    return entered
+
+
+def _emit_cuts(
+    dot: graphviz.Digraph, trace: Trace, notes: Annotations, core: Core, copies: dict[str, str], drawn: _Drawn,
+    box_of: dict[str, int] | None = None,
+) -> None:
+    home = _homes(core, copies)
     seen: set[tuple[str, str, str]] = set()
     for i, cut in enumerate(notes.cuts):
         src = home.get(cut.source) if cut.source else None

@@ -243,3 +243,13 @@ def test_depth_must_be_a_depth(traces: dict[str, Trace]) -> None:
     trace = _trace(traces, "checkpoint_reentrant")
     with pytest.raises(ValueError, match="depth must be a whole number of at least 0 or 'all', got 'deep'"):
         render(trace, depth="deep")
+
+
+def test_a_cut_edge_into_a_step_box_does_not_cross_its_title(traces: dict[str, Trace]) -> None:
+    """`fake.detach()` in the generator's step cuts the path into the discriminator's step: that box, which the red
+    edge enters from above, has its title at the bottom; the generator's box keeps its title on top."""
+    source = render(_trace(traces, "dcgan")).source
+    assert re.search(r"✂ fake\.detach\(\)\s+line \d+", source)
+    titles = {m.group(2): "labelloc=b" in m.group(0)
+              for m in re.finditer(r"label=<(↻ step ×\d+ \(steps ([^)]*)\)[^>]*)>[^\n]*", source)}
+    assert titles == {"1, 3, 5": True, "2, 4, 6": False}
