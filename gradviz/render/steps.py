@@ -74,14 +74,21 @@ def split_steps(trace: Trace) -> list[Step]:
             line = event.location.line if event.location else None
             steps.append(Step(len(steps) + 1, event.seq, line, reached))
     # what a step built but its backward did not use (an LSTM's final state, a logged metric) belongs to that step
-    # too, or every step would leave its own copy of it outside the picture of the step
+    # too, or every step would leave its own copy of it outside the picture of the step. A node made after a
+    # backward on a graph it reads from (`output.mean().item()` after `loss.backward()`) belongs to the step whose
+    # graph it reads, not to the next step: it carries nothing into that one.
     ends = [s.seq for s in steps]
-    for nid, node in nodes.items():
+    owner = {nid: index for index, step in enumerate(steps) for nid in step.nodes}
+    for nid, node in sorted(nodes.items(), key=lambda item: (item[1].seq, item[0])):
         if nid in claimed or _is_leaf(node):
             continue
         at = bisect.bisect_left(ends, node.seq)
+        read = [owner[n] for n in node.next if n is not None and n in owner and owner[n] < at]
+        if read:
+            at = max(read)
         if at < len(steps):
             steps[at].nodes.append(nid)
+            owner[nid] = at
     for step in steps:
         step.nodes.sort(key=lambda n: (nodes[n].seq, n))
     return steps

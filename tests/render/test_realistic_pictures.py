@@ -253,3 +253,14 @@ def test_a_cut_edge_into_a_step_box_does_not_cross_its_title(traces: dict[str, T
     titles = {m.group(2): "labelloc=b" in m.group(0)
               for m in re.finditer(r"label=<(↻ step ×\d+ \(steps ([^)]*)\)[^>]*)>[^\n]*", source)}
     assert titles == {"1, 3, 5": True, "2, 4, 6": False}
+
+
+def test_a_metric_read_after_backward_stays_with_its_step(traces: dict[str, Trace]) -> None:
+    # `scores.mean().item()` after each of three backward calls: the mean of the generator step's scores is made
+    # after that backward and reads its graph; it is not state carried into the next iteration's first step
+    trace = _trace(traces, "gan_metrics")
+    source = render(trace, depth="all").source
+    assert _step_clusters(source) == [(4, "1, 4, 7, 10"), (4, "2, 5, 8, 11"), (4, "3, 6, 9, 12")]
+    assert "carries state" not in source and "no carried state" not in source
+    # each step box draws its own metric: three MeanBackward0, one per backward line
+    assert source.count("<B>MeanBackward0</B>") == 3
