@@ -564,7 +564,7 @@ def _emit(
                         if copies.get(m, m) in nodes and nodes[copies.get(m, m)].created})
         where = f"  line {lines[0]}" if len(lines) == 1 else (f"  lines {lines[0]}-{lines[-1]}" if lines else "")
         with target.subgraph(name=f"cluster_{roll.id}") as sub:
-            label = html_label_text(f"\N{CLOCKWISE OPEN CIRCLE ARROW} loop body \N{MULTIPLICATION SIGN}{roll.count} iterations{where}")
+            label = html_label_text(f"\N{CLOCKWISE OPEN CIRCLE ARROW} loop body \N{MULTIPLICATION SIGN}{_loop_count(core, roll, copies)} iterations{where}")
             sub.attr(label=f"<{label}>", style="dashed,filled", fillcolor=LEGEND["roll"][0], color="blue", fontcolor="blue")
             for cid in members:
                 emit_node(sub, cid)
@@ -619,6 +619,17 @@ def _emit(
         summary.append("saved tensors shown only where a finding points (large graph)")
     _emit_legend(dot, drawn, summary)
     return dot
+
+
+def _loop_count(core: Core, roll: Roll, copies: dict[str, str]) -> str:
+    """`7`, or `5-7` for a loop whose count differs between the steps drawn as one (RL episodes of 5-7 moves)."""
+    spread = {nid: span for step_roll in core.steps for nid, span in step_roll.spread.items()}
+    for member in roll.nodes:
+        span = spread.get(copies.get(member, member))
+        if span is not None and span[1]:
+            fewest, most = (roll.count * span[0]) // span[1], roll.count * span[1] // span[1]
+            return f"{fewest}-{most}" if fewest != most else str(most)
+    return str(roll.count)
 
 
 def _step_label(roll: StepRoll) -> str:

@@ -7,6 +7,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Hashable
 
+from .simplify import MIN_REPEATS
+
 if TYPE_CHECKING:
     from ..model import NodeRecord, Trace
     from .annotate import Annotations
@@ -35,6 +37,9 @@ class StepRoll:
     marks: dict[str, list[int]] = field(default_factory=dict)  # representative node -> steps a finding was in
     notes: list[str] = field(default_factory=list)  # members drawn with other shapes: `step 38: batch of 17`
     difference: str | None = None  # how it differs from the main group of its backward line: `no carried state`
+    # representative node of a loop whose iteration count differs between the members -> (fewest, most) of its copies
+    # in one member; the representative's own count is its `most`: an RL episode of 5-7 moves
+    spread: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     @property
     def count(self) -> int:
@@ -117,6 +122,26 @@ class _Labels:
             return ("leaf", tensor.names[0] if tensor is not None and tensor.names else None)
         return "earlier"  # a value carried from an earlier step (state not detached)
 
+    def loose(self, step: Step) -> dict[str, Hashable]:
+        """node id -> a label that forgets how often a loop ran: the op (kind, module, line) and the ops feeding it,
+        repeated inputs counted once (`torch.cat(log_probs)` of 5 or of 7 episode moves is the same op)."""
+        nodes = self.trace.nodes
+        members = set(step.nodes)
+        out: dict[str, Hashable] = {}
+        for nid in step.nodes:
+            node = nodes[nid]
+            inputs: list[Hashable] = []
+            for nxt in node.next:
+                if nxt in members:
+                    other = nodes[nxt]
+                    key: Hashable = (other.name, other.module, other.created.line if other.created else None)
+                else:
+                    key = self._input(nxt, {})
+                if not inputs or inputs[-1] != key:
+                    inputs.append(key)
+            out[nid] = (node.name, node.module, node.created.line if node.created else None, tuple(inputs))
+        return out
+
     def of(self, step: Step) -> dict[str, int]:
         """node id -> label, for every node of `step` (inputs first: an iterative post-order walk)."""
         nodes = self.trace.nodes
@@ -151,9 +176,9 @@ def _shape(trace: Trace, nid: str) -> tuple[int, ...] | None:
     return tuple(tensor.shape) if tensor is not None else None
 
 
-def _pairs(labels: dict[str, int], step: Step) -> dict[int, list[str]]:
+def _pairs(labels: dict[str, Hashable], step: Step) -> dict[Hashable, list[str]]:
     """label -> the step's nodes with that label, in creation order (how nodes of two steps are paired)."""
-    out: dict[int, list[str]] = {}
+    out: dict[Hashable, list[str]] = {}
     for nid in step.nodes:
         out.setdefault(labels[nid], []).append(nid)
     return out
@@ -169,20 +194,26 @@ def roll_steps(trace: Trace, steps: list[Step], notes: Annotations) -> tuple[lis
     backward line says how (`step 1: no carried state`).
     """
     labelling = _Labels(trace)
-    labels: dict[int, dict[str, int]] = {}
+    labels: dict[int, dict[str, Hashable]] = {}
     groups: dict[tuple[Hashable, ...], list[Step]] = {}
     for step in steps:
-        labels[step.number] = labelling.of(step)
+        labels[step.number] = dict(labelling.of(step))
         signature = tuple(sorted(Counter(labels[step.number].values()).items()))
         groups.setdefault(signature, []).append(step)
+    grouped = _merge_loop_counts(trace, labelling, sorted(groups.values(), key=lambda g: g[0].number), labels)
     rolls: list[StepRoll] = []
     mapping: dict[str, str] = {}
     flagged = {nid for nid, _ in notes.saved}
-    for members in sorted(groups.values(), key=lambda g: g[0].number):
+    for members in grouped:
         paired = {s.number: _pairs(labels[s.number], s) for s in members}
-        order = sorted(paired[members[0].number])  # labels in a fixed order: the shapes of a step, comparable
+        counts = {label: [len(paired[s.number].get(label, [])) for s in members] for label in paired[members[0].number]}
+        varying = {label for label, seen in counts.items() if len(set(seen)) > 1}
+        # shapes compared on what every member has once per loop-free part: a longer episode's cat is longer
+        order = sorted((label for label in paired[members[0].number] if label not in varying), key=repr)
+        later = _downstream(trace, members, paired, varying)
         shapes = {
-            s.number: tuple(_shape(trace, nid) for label in order for nid in paired[s.number][label]) for s in members
+            s.number: tuple(_shape(trace, nid) for label in order for nid in paired[s.number][label] if nid not in later)
+            for s in members
         }
         common = Counter(shapes.values()).most_common(1)[0][0]
         # a saved tensor's finding belongs to one step; cut edges repeat at one line and are drawn once anyway
@@ -192,12 +223,21 @@ def roll_steps(trace: Trace, steps: list[Step], notes: Annotations) -> tuple[lis
             rep = marked[0]
         elif protected and len(protected) < len(members):
             rep = protected[0]
+        elif varying:  # the longest run of the loop: every member's nodes have a node to be drawn as
+            rep = max(reversed(members), key=lambda s: len(s.nodes))
         else:
             rep = [s for s in members if shapes[s.number] == common][-1]
         roll = StepRoll(f"step{len(rolls)}", [s.number for s in members], list(rep.nodes), rep.line)
+        for label in varying:
+            for target in paired[rep.number].get(label, []):
+                roll.spread[target] = (min(counts[label]), max(counts[label]))
         for step in members:
             for label, ids in paired[step.number].items():
-                for nid, target in zip(ids, paired[rep.number][label]):
+                targets = paired[rep.number].get(label, [])
+                for i, nid in enumerate(ids):
+                    if not targets:
+                        break
+                    target = targets[min(i, len(targets) - 1)]
                     if nid in flagged:
                         roll.marks.setdefault(target, []).append(step.number)
                     if nid != target:
@@ -208,6 +248,50 @@ def roll_steps(trace: Trace, steps: list[Step], notes: Annotations) -> tuple[lis
         rolls.append(roll)
     _name_differences(trace, rolls)
     return rolls, mapping
+
+
+def _merge_loop_counts(
+    trace: Trace, labelling: _Labels, groups: list[list[Step]], labels: dict[int, dict[str, Hashable]]
+) -> list[list[Step]]:
+    """Join groups of steps whose graphs are the same but for how often a loop ran (RL episodes of 5-7 moves):
+    the same backward line and the same ops, each loop of them run at least MIN_REPEATS times, so that it is drawn
+    rolled. Labels of the joined steps become the loose ones, which pair an episode's moves across steps."""
+    by_key: dict[Hashable, list[list[Step]]] = {}
+    loose: dict[int, dict[str, Hashable]] = {}
+    for members in groups:
+        first = members[0]
+        loose[first.number] = labelling.loose(first)
+        by_key.setdefault((first.line, frozenset(loose[first.number].values())), []).append(members)
+    out: list[list[Step]] = []
+    for key, joined in by_key.items():
+        if len(joined) == 1:
+            out.append(joined[0])
+            continue
+        tallies = [Counter(loose[g[0].number].values()) for g in joined]
+        varying = {label for label in tallies[0] if len({t[label] for t in tallies}) > 1}
+        if any(t[label] < MIN_REPEATS for t in tallies for label in varying):
+            out.extend(joined)  # a loop of 2 or 3 is drawn unrolled: those steps really are drawn differently
+            continue
+        members = sorted((s for g in joined for s in g), key=lambda s: s.number)
+        for step in members:
+            labels[step.number] = labelling.loose(step)
+        out.append(members)
+    return sorted(out, key=lambda g: g[0].number)
+
+
+def _downstream(trace: Trace, members: list[Step], paired: dict[int, dict[Hashable, list[str]]], varying: set[Hashable]) -> set[str]:
+    """Nodes of the members fed (directly or not) by a loop whose count varies: their shapes vary with it."""
+    if not varying:
+        return set()
+    out: set[str] = set()
+    for step in members:
+        inside = set(step.nodes)
+        tainted = {nid for label in varying for nid in paired[step.number].get(label, [])}
+        for nid in step.nodes:  # creation order: inputs come first
+            if nid in tainted or any(n in tainted for n in trace.nodes[nid].next if n in inside):
+                tainted.add(nid)
+        out |= tainted
+    return out
 
 
 def _shape_notes(shapes: dict[int, tuple[Hashable, ...]], drawn: tuple[Hashable, ...], numbers: list[int]) -> list[str]:

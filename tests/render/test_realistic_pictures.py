@@ -264,3 +264,13 @@ def test_a_metric_read_after_backward_stays_with_its_step(traces: dict[str, Trac
     assert "carries state" not in source and "no carried state" not in source
     # each step box draws its own metric: three MeanBackward0, one per backward line
     assert source.count("<B>MeanBackward0</B>") == 3
+
+
+def test_episodes_of_different_length_are_one_step_box_with_the_range(traces: dict[str, Trace]) -> None:
+    # 9 episodes of 5, 7 or 6 moves: the same graph but for how often the move loop ran
+    trace = _trace(traces, "episodes_5_to_7")
+    source = render(trace, depth="all").source
+    assert _step_clusters(source) == [(9, "1-9")]
+    assert "loop body ×5-7 iterations" in source
+    assert source.count("<B>CatBackward0</B>") == 1 and source.count("<B>GatherBackward0</B>") == 1
+    assert "other shapes" not in source and "batch of" not in source  # a longer episode's cat is not a batch
