@@ -80,8 +80,8 @@ def split_steps(trace: Trace) -> list[Step]:
             steps.append(Step(len(steps) + 1, event.seq, line, reached))
     # what a step built but its backward did not use (an LSTM's final state, a logged metric) belongs to that step
     # too, or every step would leave its own copy of it outside the picture of the step. A node made after a
-    # backward on a graph it reads from (`output.mean().item()` after `loss.backward()`) belongs to the step whose
-    # graph it reads, not to the next step: it carries nothing into that one.
+    # backward, reading the graph that backward just used (`output.mean().item()` after `loss.backward()`), belongs
+    # to that step, not to the next step: it carries nothing into that one.
     ends = [s.seq for s in steps]
     owner = {nid: index for index, step in enumerate(steps) for nid in step.nodes}
     for nid, node in sorted(nodes.items(), key=lambda item: (item[1].seq, item[0])):
@@ -89,8 +89,8 @@ def split_steps(trace: Trace) -> list[Step]:
             continue
         at = bisect.bisect_left(ends, node.seq)
         read = [owner[n] for n in node.next if n is not None and n in owner and owner[n] < at]
-        if read:
-            at = max(read)
+        if read and max(read) == at - 1:  # the metric of the backward just made; an older graph read after the
+            at -= 1  # loop (`print((err_real + err_fake).item())`) is drawn in no step, as before
         if at < len(steps):
             steps[at].nodes.append(nid)
             owner[nid] = at
@@ -244,9 +244,10 @@ def roll_steps(trace: Trace, steps: list[Step], notes: Annotations) -> tuple[lis
                         mapping[nid] = target
         if len(marked) == len(members):
             roll.marks = {}  # in every step: nothing to single out
-        roll.notes = _shape_notes(shapes, shapes[rep.number], [s.number for s in members])
+        data = {s.number: _data_rows(trace, s) for s in members}
+        roll.notes = _shape_notes(shapes, shapes[rep.number], [s.number for s in members], data)
         rolls.append(roll)
-    _name_differences(trace, rolls)
+    _name_differences(trace, rolls, notes)
     return rolls, mapping
 
 
@@ -294,36 +295,62 @@ def _downstream(trace: Trace, members: list[Step], paired: dict[int, dict[Hashab
     return out
 
 
-def _shape_notes(shapes: dict[int, tuple[Hashable, ...]], drawn: tuple[Hashable, ...], numbers: list[int]) -> list[str]:
-    """`steps 5, 10: batch of 6` for the members whose shapes are not the ones drawn."""
+def _data_rows(trace: Trace, step: Step) -> frozenset[int]:
+    """First dims of the data a step's ops read: inputs that are neither parameters nor tensors needing grad (a batch
+    of images, a target). A batch changes when these change; a layer taking 500 features instead of 784 does not."""
+    members = {trace.nodes[nid].output for nid in step.nodes if trace.nodes[nid].output}
+    rows: set[int] = set()
+    for op in trace.ops:
+        if not members.intersection(op.outputs):
+            continue
+        for tid in op.inputs:
+            tensor = trace.tensors.get(tid)
+            if tensor is not None and tensor.shape and not tensor.requires_grad and tensor.parameter is None:
+                rows.add(tensor.shape[0])
+    return frozenset(rows)
+
+
+def _shape_notes(
+    shapes: dict[int, tuple[Hashable, ...]], drawn: tuple[Hashable, ...], numbers: list[int],
+    data: dict[int, frozenset[int]],
+) -> list[str]:
+    """`steps 5, 10: batch of 6` for the members whose shapes are not the ones drawn, `shapes differ: …` where the
+    data's first dim is the same and something else changed."""
     odd: dict[str, list[int]] = {}
+    drawn_data = next((data[n] for n in numbers if shapes[n] == drawn), frozenset())
     for number in numbers:
         if shapes[number] == drawn:
             continue
         pairs = [(a, b) for a, b in zip(drawn, shapes[number]) if a != b and a is not None and b is not None]
         batches = {b[0] for a, b in pairs if len(a) == len(b) and a[1:] == b[1:] and a[0] != b[0]}
-        if pairs and len(batches) == 1 and all(len(a) == len(b) and a[1:] == b[1:] for a, b in pairs):
+        if (pairs and len(batches) == 1 and all(len(a) == len(b) and a[1:] == b[1:] for a, b in pairs)
+                and data[number] != drawn_data and next(iter(batches)) in data[number]):
             words = f"batch of {batches.pop()}"
         elif pairs:
             a, b = pairs[0]
-            words = "other shapes (" + ", ".join(map(str, b)) + " where the drawn step has " + ", ".join(map(str, a)) + ")"
+            words = f"shapes differ: {b} where the drawn step has {a}"
         else:
-            words = "other shapes"
+            words = "shapes differ"
         odd.setdefault(words, []).append(number)
     return [f"step{'s' if len(n) > 1 else ''} {', '.join(map(str, n))}: {words}" for words, n in odd.items()]
 
 
-def _name_differences(trace: Trace, rolls: list[StepRoll]) -> None:
+def _name_differences(trace: Trace, rolls: list[StepRoll], notes: Annotations) -> None:
     """Say in words how a group differs from the largest group with the same backward line (`no carried state`)."""
     for roll in rolls:
         main = max((r for r in rolls if r.line == roll.line), key=lambda r: (r.count, -r.numbers[0]))
         if main is roll:
             continue
-        roll.difference = _difference(trace, roll, main)
+        roll.difference = _difference(trace, roll, main, notes)
 
 
-def _difference(trace: Trace, roll: StepRoll, main: StepRoll) -> str:
+def _difference(trace: Trace, roll: StepRoll, main: StepRoll, notes: Annotations) -> str:
     nodes = trace.nodes
+    # the graph an earlier `.detach()` cut off, built before this backward and used by none: drawn in this step
+    mine_cut = [c for c in notes.cuts if c.source in set(roll.nodes)]
+    if mine_cut and not any(c.source in set(main.nodes) for c in notes.cuts):
+        what = mine_cut[0].label.removeprefix("\N{BLACK SCISSORS} ").replace("  line ", " at line ")
+        return f"also holds the graph cut off by {what}"
 
     def carried(r: StepRoll) -> int:
         members = set(r.nodes)

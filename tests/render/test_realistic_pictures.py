@@ -274,3 +274,16 @@ def test_episodes_of_different_length_are_one_step_box_with_the_range(traces: di
     assert "loop body ×5-7 iterations" in source
     assert source.count("<B>CatBackward0</B>") == 1 and source.count("<B>GatherBackward0</B>") == 1
     assert "other shapes" not in source and "batch of" not in source  # a longer episode's cat is not a batch
+
+
+def test_a_wider_layer_is_not_called_a_batch_and_a_cut_off_graph_is_said(traces: dict[str, Trace]) -> None:
+    # the batch is 64 in every step; the second layer's weight.T is (300, 300) where the first's is (200, 300)
+    source = render(_trace(traces, "layerwise"), depth="all").source
+    titles = re.findall(r"label=<((?:↻ )?step .*?)> style=", source)
+    assert "batch of" not in source
+    assert titles == [
+        "↻ step ×5 (steps 1, 2, 3, 5, 6): backward at line 13<BR/>"
+        "steps 5, 6: shapes differ: (300, 300) where the drawn step has (200, 300)",
+        # step 4 also draws the first layer's output, made before its backward and cut off by the detach
+        "step 4: also holds the graph cut off by torch.relu(layer(inputs)).detach() at line 15, backward at line 13",
+    ]
