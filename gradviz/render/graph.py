@@ -210,7 +210,8 @@ def _prepare(trace: Trace, notes: Annotations, *, show_saved: bool, step: int | 
 
     def weight(cid: str) -> int:
         record = nodes[copies.get(cid, cid)]
-        return 1 + (record.variable is not None) + len(_shown_saved(record, notes, show_saved, big))
+        return (1 + (record.variable is not None) + len(_shown_saved(record, notes, show_saved, big))
+                + bool(_folded_saved(record, notes, show_saved, big)))
 
     attach = {cid for cid in core.nodes if _is_leaf_node(nodes[copies.get(cid, cid)])}
     zone = {nid: i for i, step_roll in enumerate(core.steps) for nid in step_roll.nodes}
@@ -483,15 +484,25 @@ def _num(node_id: str) -> int:
     return int(digits) if digits else 0
 
 
+FOLD_SAVED_ABOVE = 4  # an op saving more tensors than this (an LSTM layer saves 12) draws them as one box
+
+
 def _shown_saved(node: NodeRecord, notes: Annotations, show_saved: bool, big: bool) -> list[SavedTensorRecord]:
-    out = []
-    for saved in node.saved:
-        if saved.tensor is None:
-            continue
-        flagged = (node.id, saved.name) in notes.saved
-        if flagged or (show_saved and not big):
-            out.append(saved)
-    return out
+    flagged = [s for s in node.saved if s.tensor is not None and (node.id, s.name) in notes.saved]
+    if not show_saved or big:
+        return flagged
+    plain = [s for s in node.saved if s.tensor is not None and (node.id, s.name) not in notes.saved]
+    if len(plain) > FOLD_SAVED_ABOVE:
+        return flagged
+    return [s for s in node.saved if s in flagged or s in plain]
+
+
+def _folded_saved(node: NodeRecord, notes: Annotations, show_saved: bool, big: bool) -> int:
+    """How many saved tensors of `node` are drawn as one box `12 tensors saved for backward` (0: none folded)."""
+    if not show_saved or big:
+        return 0
+    plain = [s for s in node.saved if s.tensor is not None and (node.id, s.name) not in notes.saved]
+    return len(plain) if len(plain) > FOLD_SAVED_ABOVE else 0
 
 
 # ---------------------------------------------------------------------- DOT
@@ -634,10 +645,20 @@ def _loop_count(core: Core, roll: Roll, copies: dict[str, str]) -> str:
 
 def _step_label(roll: StepRoll) -> str:
     at = f": backward at line {roll.line}" if roll.line else ""
-    if roll.count == 1:
-        title = f"step {roll.numbers[0]}"
+    numbers, each = roll.numbers, ""
+    if roll.optimizer_steps is not None:  # gradient accumulation: optimizer steps, as the step window counts them
+        numbers = sorted(set(roll.optimizer_steps))
+        calls = Counter(roll.optimizer_steps)
+        per = set(calls.values())
+        if len(per) == 1:
+            k = per.pop()
+            each = f", {k} backward call{'s' if k != 1 else ''}{' each' if len(numbers) > 1 else ''}"
+        else:
+            each = f", {min(calls.values())}-{max(calls.values())} backward calls each"
+    if len(numbers) == 1:
+        title = f"step {numbers[0]}{each}"
     else:
-        title = f"\N{CLOCKWISE OPEN CIRCLE ARROW} step \N{MULTIPLICATION SIGN}{roll.count} (steps {_numbers(roll.numbers)})"
+        title = f"\N{CLOCKWISE OPEN CIRCLE ARROW} step \N{MULTIPLICATION SIGN}{len(numbers)} (steps {_numbers(numbers)}){each}"
     if roll.difference:
         title += f": {roll.difference},"
         at = at.replace(": ", " ", 1)
@@ -749,6 +770,12 @@ def _emit_autograd_node(
         extra = {"fontcolor": "white"} if style in ("poisoned", "detached_saved") else {}
         target.node(sid, f"<{text}>", fillcolor=LEGEND[style][0], **extra)
         target.edge(cid, sid, dir="none")
+    folded = _folded_saved(record, notes, show_saved, big)
+    if folded:
+        drawn.used.add("saved")
+        text = f"{folded} tensors saved for backward"
+        target.node(f"{cid}_saved", f"<{html_label_text(text)}>", fillcolor=LEGEND["saved"][0])
+        target.edge(cid, f"{cid}_saved", dir="none")
 
 
 def _tensor_label(tensor: TensorRecord, *, name: str | None = None) -> str:

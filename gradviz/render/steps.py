@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from ..model import NodeRecord, Trace
     from .annotate import Annotations
 
-__all__ = ["Step", "StepRoll", "after_window", "split_steps", "roll_steps", "only_step"]
+__all__ = ["Step", "StepRoll", "after_window", "split_steps", "roll_steps", "only_step", "optimizer_steps"]
 
 
 @dataclass
@@ -40,6 +40,8 @@ class StepRoll:
     # representative node of a loop whose iteration count differs between the members -> (fewest, most) of its copies
     # in one member; the representative's own count is its `most`: an RL episode of 5-7 moves
     spread: dict[str, tuple[int, int]] = field(default_factory=dict)
+    # with gradient accumulation: the optimizer steps its members belong to (what `--steps N` counts), else None
+    optimizer_steps: list[int] | None = None
 
     @property
     def count(self) -> int:
@@ -248,7 +250,34 @@ def roll_steps(trace: Trace, steps: list[Step], notes: Annotations) -> tuple[lis
         roll.notes = _shape_notes(shapes, shapes[rep.number], [s.number for s in members], data)
         rolls.append(roll)
     _name_differences(trace, rolls, notes)
+    accumulated = optimizer_steps(trace, steps)
+    if accumulated is not None:
+        for roll in rolls:
+            roll.optimizer_steps = [accumulated[n] for n in roll.numbers]
     return rolls, mapping
+
+
+def optimizer_steps(trace: Trace, steps: list[Step]) -> dict[int, int] | None:
+    """Backward call number -> the optimizer step it contributes to (1-based), when the program accumulates
+    gradients or calls a closure several times (L-BFGS): one optimizer, stepped after 2 or more backward calls.
+    None otherwise: without an optimizer, or with a step per backward, or with several optimizers (a GAN), steps
+    are counted as backward calls."""
+    optimizers = {e.data.get("optimizer_id") for e in trace.events if e.kind.value == "optimizer_step"}
+    if len(optimizers) != 1 or not steps:
+        return None
+    by_seq = {s.seq: s.number for s in steps}
+    out: dict[int, int] = {}
+    done, since, sizes = 0, 0, []
+    for event in trace.events:
+        if event.kind.value == "backward" and event.seq in by_seq:
+            out[by_seq[event.seq]] = done + 1
+            since += 1
+        elif event.kind.value == "optimizer_step" and event.data.get("outcome") is None:
+            sizes.append(since)
+            done, since = done + 1, 0
+    if not sizes or max(sizes) < 2:
+        return None
+    return out
 
 
 def _merge_loop_counts(

@@ -287,3 +287,27 @@ def test_a_wider_layer_is_not_called_a_batch_and_a_cut_off_graph_is_said(traces:
         # step 4 also draws the first layer's output, made before its backward and cut off by the detach
         "step 4: also holds the graph cut off by torch.relu(layer(inputs)).detach() at line 15, backward at line 13",
     ]
+
+
+def test_gradient_accumulation_counts_optimizer_steps_as_the_window_does(tmp_path: Path) -> None:
+    script = PROGRAMS / "accumulate.py"
+    whole = render(gradviz.trace_script(script), depth="all").source
+    assert _step_clusters(whole) == [(4, "1-4")]
+    assert "↻ step ×4 (steps 1-4), 2 backward calls each: backward at line 12" in whole
+    windowed = gradviz.trace_script(script, steps=2)
+    assert windowed.window is not None and windowed.window.unit == "step"
+    assert windowed.window.describe().startswith("steps 1-2 ")
+    assert "↻ step ×2 (steps 1, 2), 2 backward calls each: backward at line 12" in render(windowed).source
+
+
+def test_an_op_saving_many_tensors_draws_them_as_one_box(traces: dict[str, Trace]) -> None:
+    # the LSTM's backward node saves a dozen tensors; kept out of its module box by the TBPTT cut, it would draw a
+    # strip of them. They are one box that says how many; an op saving a few still draws each
+    trace = _trace(traces, "lstm_lm")
+    source = render(trace, depth="all").source
+    many = [n for n in trace.nodes.values() if sum(s.tensor is not None for s in n.saved) > 4]
+    assert many, "the LSTM's node saves more than 4 tensors"
+    counts = {sum(s.tensor is not None for s in n.saved) for n in many}
+    for count in counts:
+        assert f"{count} tensors saved for backward" in source
+    assert re.search(r"\[label=<mat2: \(\d+, \d+\)>", source)  # the decoder's matmul still draws its own
