@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from ..model import NodeRecord, Trace
     from .annotate import Annotations
 
-__all__ = ["Step", "StepRoll", "after_window", "split_steps", "roll_steps", "only_step", "optimizer_steps"]
+__all__ = ["Step", "StepRoll", "after_window", "only_step", "optimizer_steps", "roll_steps", "split_steps"]
 
 
 @dataclass
@@ -293,7 +293,7 @@ def _merge_loop_counts(
         loose[first.number] = labelling.loose(first)
         by_key.setdefault((first.line, frozenset(loose[first.number].values())), []).append(members)
     out: list[list[Step]] = []
-    for key, joined in by_key.items():
+    for joined in by_key.values():
         if len(joined) == 1:
             out.append(joined[0])
             continue

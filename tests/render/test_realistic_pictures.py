@@ -282,8 +282,8 @@ def test_a_wider_layer_is_not_called_a_batch_and_a_cut_off_graph_is_said(traces:
     titles = re.findall(r"label=<((?:↻ )?step .*?)> style=", source)
     assert "batch of" not in source
     assert titles == [
-        "↻ step ×5 (steps 1, 2, 3, 5, 6): backward at line 13<BR/>"
-        "steps 5, 6: shapes differ: (300, 300) where the drawn step has (200, 300)",
+        ("↻ step ×5 (steps 1, 2, 3, 5, 6): backward at line 13<BR/>"
+         "steps 5, 6: shapes differ: (300, 300) where the drawn step has (200, 300)"),
         # step 4 also draws the first layer's output, made before its backward and cut off by the detach
         "step 4: also holds the graph cut off by torch.relu(layer(inputs)).detach() at line 15, backward at line 13",
     ]
