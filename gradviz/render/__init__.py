@@ -52,7 +52,7 @@ def render(
             trace, findings, max_nodes=max_nodes, collapse_modules=collapse_modules, depth=depth,
             show_saved=show_saved, step=step,
         )
-        diagram = Diagram(view=view, trace=trace, findings=findings, digraph=drawn.digraph)
+        diagram = Diagram(view=view, trace=trace, findings=findings, digraph=drawn.digraph, svg=drawn.svg)
         diagram.messages = drawn.messages
     elif view == "memory":
         from .memory import memory_digraph

@@ -61,6 +61,7 @@ class Diagram:
         digraph: graphviz.Digraph | None,
         html: str | None = None,
         image: Callable[[str], bytes] | None = None,
+        svg: str | None = None,
     ) -> None:
         self.view = view
         self.trace = trace
@@ -68,7 +69,7 @@ class Diagram:
         self.digraph = digraph
         self._html = html
         self._image = image  # a chart drawn without Graphviz (graph-memory): format name -> bytes
-        self._svg: str | None = None
+        self._svg: str | None = svg  # dot's SVG of `digraph`, when it was already drawn (to measure it)
         self.messages: list[str] = []  # how the view was drawn, for the user (`modules drawn at depth 2 ...`)
 
     # ------------------------------------------------------------------ content
@@ -128,8 +129,8 @@ class Diagram:
         elif suffix == ".dot":
             write_text(path, self.source)
         elif suffix == ".svg":
-            data = self._pipe("svg", path=path)
-            path.write_bytes(scalable_svg(data.decode("utf-8")).encode("utf-8"))
+            text = self._svg if self._svg is not None else self._pipe("svg", path=path).decode("utf-8")
+            path.write_bytes(scalable_svg(text).encode("utf-8"))
         else:
             data = self._pipe(suffix[1:], path=path)
             path.write_bytes(data)

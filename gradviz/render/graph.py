@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Hashable
@@ -20,7 +22,7 @@ if TYPE_CHECKING:
     from ..analysis.findings import Finding
     from ..model import NodeRecord, SavedTensorRecord, TensorRecord, Trace
 
-__all__ = ["BOX_BUDGET", "DEFAULT_MAX_NODES", "LEGEND", "GraphView", "graph_view"]
+__all__ = ["BOX_BUDGET", "DEFAULT_MAX_NODES", "LEGEND", "PAGE_PX", "GraphView", "graph_view", "layout"]
 
 #: Drawn nodes (autograd nodes plus the tensors hanging off them) above which the graph is summarised.
 DEFAULT_MAX_NODES = 300
@@ -30,6 +32,9 @@ BOX_BUDGET = 80
 RANK_BUDGET = 32
 #: Boxes side by side on one level the default view aims for: about 2,500 px wide at 96 dpi.
 WIDE_BUDGET = 7
+#: Pixels (at 96 dpi) the default view fits on either side, measured on dot's layout (RANK_BUDGET and WIDE_BUDGET
+#: stand in for it only when dot is missing).
+PAGE_PX = 2500
 BIG = 150  # above this many autograd nodes: compact labels, saved tensors only where a finding points, fast layout
 SPLIT_SHARED_ABOVE = 60  # above this many autograd nodes, a parameter used many times gets a node per use
 
@@ -82,6 +87,7 @@ class GraphView:
 
     digraph: graphviz.Digraph
     messages: list[str] = field(default_factory=list)
+    svg: str | None = None  # the SVG dot drew while measuring the default view (saved as is: no second layout)
 
 
 def graph_view(
@@ -98,7 +104,8 @@ def graph_view(
 
     Steps (backward calls) that built the same graph are drawn once, marked with their count; `step=K` draws
     only the graph backward K used. `depth`: 0 draws one box per outermost model, 1 its children, ..., "all" every
-    op; None (default) the deepest depth that fits BOX_BUDGET boxes (or `max_nodes`). `collapse_modules=True` is
+    op; None (default) the deepest depth whose picture has at most BOX_BUDGET boxes and, laid out by `dot`, fits
+    PAGE_PX pixels either way (with `max_nodes`: the deepest within that many boxes). `collapse_modules=True` is
     depth 1 (an int: that depth).
     """
     if depth is not None and depth != "all" and (isinstance(depth, bool) or not isinstance(depth, int) or depth < 0):
@@ -107,13 +114,33 @@ def graph_view(
     if collapse_modules is not False or isinstance(depth, int):
         # the overview: module calls as boxes, saved tensors only where a finding points at one
         show_saved = False
+    chosen = depth
+    if collapse_modules is not False and depth is None:
+        chosen = 1 if collapse_modules is True else max(int(collapse_modules), 0)
     with collector.paused():  # only allocation happens here; collections triggered by 10k+ new objects would dominate
         notes = annotate(trace, findings)
-        core, copies = _simplify(
-            trace, notes, budget=budget, explicit_budget=max_nodes is not None, collapse_modules=collapse_modules,
-            depth=depth, show_saved=show_saved, step=step,
-        )
-        return GraphView(_emit(trace, notes, core, copies, budget=budget, show_saved=show_saved), list(core.messages))
+        prepared = _prepare(trace, notes, show_saved=show_saved, step=step)
+
+        def draw(core: Core) -> graphviz.Digraph:
+            return _emit(trace, notes, core, prepared.copies, budget=budget, show_saved=show_saved)
+
+        svg = None
+        if chosen is None and len(prepared.tree) and max_nodes is None:
+            core, digraph, svg = _fit_page(trace, notes, prepared, budget=budget, draw=draw)
+        else:
+            note = None
+            if chosen is None and len(prepared.tree):
+                chosen, note, message = _fit_boxes(trace, notes, prepared, budget=budget)
+            core = _finish(trace, notes, prepared, chosen, budget=budget, note=note)
+            if note is not None:
+                core.messages.append(message)
+            digraph = draw(core)
+        if core.hidden and not core.messages:
+            core.messages.append(
+                f"graph view: {core.hidden} node{'s' if core.hidden != 1 else ''} summarised to fit max_nodes={budget}"
+                + ("" if len(prepared.tree) else " (no nn.Module to group them by)") + "; --max-nodes N draws more"
+            )
+        return GraphView(digraph, list(core.messages), svg)
 
 
 # ---------------------------------------------------------------------- simplification
@@ -121,10 +148,23 @@ def _is_leaf_node(node: NodeRecord) -> bool:
     return node.variable is not None or node.name == "AccumulateGrad"
 
 
-def _simplify(
-    trace: Trace, notes: Annotations, *, budget: int, explicit_budget: bool, collapse_modules: bool | int,
-    depth: int | str | None, show_saved: bool, step: int | None,
-) -> tuple[Core, dict[str, str]]:
+@dataclass
+class _Prepared:
+    """The graph with steps and loops rolled and shared parameters split: what every module depth starts from."""
+
+    core: Core
+    copies: dict[str, str]  # per-use copy of a parameter's node -> the node
+    tree: Hierarchy
+    weight: Callable[[str], int]  # boxes an autograd node is drawn as (itself, its parameter, its saved tensors)
+    attach: set[str]  # leaf nodes, which join the module box of their user
+    zone: dict[str, int]  # autograd node -> the step box it is drawn in
+    unfolded: set[str]  # nodes drawn as themselves at any depth (findings, the loss)
+
+    def origin(self, cid: str) -> str:
+        return self.copies.get(cid, cid)
+
+
+def _prepare(trace: Trace, notes: Annotations, *, show_saved: bool, step: int | None) -> _Prepared:
     core = Core()
     nodes = trace.nodes
     steps = split_steps(trace)
@@ -168,72 +208,43 @@ def _simplify(
         leafish = {nid for nid in core.nodes if _is_leaf_node(nodes[nid]) and nid not in notes.protected}
         copies = core.split_shared(leafish)
 
-    def origin(cid: str) -> str:
-        return copies.get(cid, cid)
-
     def weight(cid: str) -> int:
-        node = core.nodes[cid]
-        if node.kind != "node":
-            return 1
-        record = nodes[origin(cid)]
-        return 1 + (record.variable is not None) + len(_shown_saved(record, notes, show_saved, big))
+        record = nodes[copies.get(cid, cid)]
+        return (1 + (record.variable is not None) + len(_shown_saved(record, notes, show_saved, big))
+                + bool(_folded_saved(record, notes, show_saved, big)))
 
-    # 3. module calls as single nodes: asked for, or needed to fit the budget
-    attach = {cid for cid in core.nodes if _is_leaf_node(nodes[origin(cid)])}
+    attach = {cid for cid in core.nodes if _is_leaf_node(nodes[copies.get(cid, cid)])}
     zone = {nid: i for i, step_roll in enumerate(core.steps) for nid in step_roll.nodes}
     # the loss stays its own box, painted as the output, even inside a module (nn.BCEWithLogitsLoss)
     ran_backward = any(e.kind.value == "backward" for e in trace.events)  # else every sink counts as an output
     unfolded = notes.protected | (_outputs(trace, core, core.parents(), copies) if ran_backward else set())
-    tree = module_hierarchy(trace)
-    chosen = depth
-    if collapse_modules is not False and depth is None:
-        chosen = 1 if collapse_modules is True else max(int(collapse_modules), 0)
-    if chosen is None and len(tree):  # the deepest depth that fits
-        fit = budget if explicit_budget else BOX_BUDGET
+    return _Prepared(core, copies, module_hierarchy(trace), weight, attach, zone, unfolded)
 
-        def measure(c: Core) -> tuple[int, int, int]:
-            """boxes, boxes deep (+ 1: the loss and saved tensors below their node), boxes side by side"""
-            return _weight_total(c, weight), c.ranks() + 1, c.widest(lambda x: 1 if c.nodes[x].kind != "node" else weight(x))
 
-        def fits(size: tuple[int, int, int]) -> bool:  # a page: about 2,500 px either way (its own budget: boxes only)
-            return size[0] <= fit and (explicit_budget or (size[1] <= RANK_BUDGET and size[2] <= WIDE_BUDGET))
-
-        whole = size = measure(core)
-        if not fits(whole):
-            for d in range(tree.max_depth, -1, -1):
-                trial = _copy_core(core)
-                trial.collapse_modules(_box_keys(trial, tree, d), unfolded, attach, zone)
-                size = measure(trial)
-                if fits(size) or d == 0:
-                    chosen = d
-                    break
-            shallowest = "one box per model" if tree.max_depth > 0 else "the only depth"
-            if fits(size):
-                why = f"{fit} boxes" if explicit_budget else "a page"
-                core.notes.append(f"modules drawn at depth {chosen} of 0-{tree.max_depth} to fit {why} (--depth)")
-                core.messages.append(
-                    f"graph view: {_size(whole, boxes_only=explicit_budget)}, so modules are drawn at depth {chosen} (0-{tree.max_depth}) to fit "
-                    f"{why}; --depth N draws another depth, --depth all every op"
-                )
-            else:
-                more = f"more than {fit} boxes" if explicit_budget else "it may not fit a page"
-                core.notes.append(f"{_size(size, boxes_only=explicit_budget)} even at depth 0 ({shallowest})")
-                core.messages.append(
-                    f"graph view: {_size(size, boxes_only=explicit_budget)} even at depth 0 ({shallowest}), {more}; "
-                    + ("what does not fit is summarised" if explicit_budget
-                       else "--step K draws one step, --max-nodes N summarises beyond N boxes")
-                )
-    if chosen is not None and chosen != "all" and len(tree):
-        core.collapse_modules(_box_keys(core, tree, int(chosen)), unfolded, attach, zone)
+def _finish(
+    trace: Trace, notes: Annotations, prepared: _Prepared, depth: int | str | None, *, budget: int,
+    note: str | None = None,
+) -> Core:
+    """A copy of the prepared graph with modules drawn as boxes at `depth` (None, "all": every op) and, still above
+    `budget` drawn nodes, the parts furthest from the outputs and findings summarised. `note`: a line for the legend."""
+    core = _copy_core(prepared.core)
+    if note is not None:
+        core.notes.append(note)
+    tree, origin = prepared.tree, prepared.origin
+    # 3. module calls as single nodes
+    if depth is not None and depth != "all" and len(tree):
+        core.collapse_modules(_box_keys(core, tree, int(depth)), prepared.unfolded, prepared.attach, prepared.zone)
 
     # 4. still too big: keep the outputs, every finding's neighbourhood and what is nearest the outputs
+    nodes = trace.nodes
     users = core.parents()
     roots = [cid for cid in core.nodes if not users.get(cid)]
-    losses = _outputs(trace, core, users, copies)  # what backward started from, even when something used it later
+    losses = _outputs(trace, core, users, prepared.copies)  # what backward started from, even when something used it later
     keep_first = [cid for cid in core.nodes if origin(cid) in notes.protected] + [c for c in core.nodes if c in losses] + roots
-    weights = {c: (weight(c) if core.nodes[c].kind == "node" else 1) for c in core.nodes}
+    weights = {c: (prepared.weight(c) if core.nodes[c].kind == "node" else 1) for c in core.nodes}
     leaves = {c for c, n in core.nodes.items() if n.kind == "node" and _is_leaf_node(nodes[origin(c)])}
     # a hidden stretch stays inside its training step: one summary per step, drawn in the step's box
+    zone = prepared.zone
     where: dict[str, Hashable] = {}
     if zone:
         where = {c: next((zone[m] for m in ([origin(c)] if n.kind == "node" else n.members) if m in zone), None)
@@ -241,22 +252,146 @@ def _simplify(
         for c in leaves:  # a parameter goes with the step of its first user
             where[c] = next((where[u] for u in users.get(c, []) if where.get(u) is not None), None)
     core.cut_to(budget, keep_first, weights, leaves - set(keep_first), zone=where)
-    if core.hidden and not core.messages:
+    return core
+
+
+def _box_total(core: Core, prepared: _Prepared) -> int:
+    """Boxes `core` is drawn as, its autograd nodes' parameters and saved tensors included (outputs and cut-off
+    values not: a lower bound of the boxes in its picture)."""
+    return sum(1 if n.kind != "node" else prepared.weight(cid) for cid, n in core.nodes.items())
+
+
+def _fit_boxes(trace: Trace, notes: Annotations, prepared: _Prepared, *, budget: int) -> tuple[int | None, str | None, str]:
+    """With a budget of the user's own (`max_nodes`), only the box count decides: the deepest module depth within
+    that many boxes (None: every op fits), with the legend's note and the message saying so."""
+    tree = prepared.tree
+    whole = _box_total(prepared.core, prepared)
+    if whole <= budget:
+        return None, None, ""
+    boxes = whole
+    for d in range(tree.max_depth, -1, -1):
+        boxes = _box_total(_finish(trace, notes, prepared, d, budget=10**9), prepared)
+        if boxes <= budget:
+            return d, f"modules drawn at depth {d} of 0-{tree.max_depth} to fit {budget} boxes (--depth)", (
+                f"graph view: {whole} boxes, so modules are drawn at depth {d} (0-{tree.max_depth}) to fit {budget} "
+                "boxes; --depth N draws another depth, --depth all every op"
+            )
+    shallowest = "one box per model" if tree.max_depth > 0 else "the only depth"
+    return 0, f"{boxes} boxes even at depth 0 ({shallowest})", (
+        f"graph view: {boxes} boxes even at depth 0 ({shallowest}), more than {budget} boxes; "
+        "what does not fit is summarised"
+    )
+
+
+def _fit_page(
+    trace: Trace, notes: Annotations, prepared: _Prepared, *, budget: int,
+    draw: Callable[[Core], graphviz.Digraph],
+) -> tuple[Core, graphviz.Digraph, str | None]:
+    """The default depth: the deepest whose picture has at most BOX_BUDGET boxes and, laid out by `dot`, fits
+    PAGE_PX pixels either way (a page at 96 dpi). Only pictures within the box budget are laid out to measure them
+    (one layout more than the drawing itself, more only when a picture is too big); without `dot` the size is
+    estimated from the box counts, and the message says so. Returns the SVG of the last layout made of the picture
+    drawn, if any."""
+    tree = prepared.tree
+    top = tree.max_depth
+    shallowest = "one box per model" if top > 0 else "the only depth"
+    dot_found = True
+    svg: str | None = None
+
+    def size_of(digraph: graphviz.Digraph) -> tuple[int, int, int] | None:
+        """(boxes, width px, height px) of the picture as dot lays it out; None without dot."""
+        nonlocal dot_found, svg
+        laid_out = layout(digraph) if dot_found else None
+        if laid_out is None:
+            dot_found = False
+            svg = None
+            return None
+        (width, height), svg = laid_out
+        return _drawn_boxes(digraph), width, height
+
+    def fits(core: Core, size: tuple[int, int, int] | None) -> bool:
+        if size is not None:
+            return size[0] <= BOX_BUDGET and max(size[1], size[2]) <= PAGE_PX
+        estimate = _estimate(core, prepared)
+        return estimate[0] <= BOX_BUDGET and estimate[1] <= RANK_BUDGET and estimate[2] <= WIDE_BUDGET
+
+    def said(core: Core, size: tuple[int, int, int] | None) -> str:
+        if size is not None:
+            return f"{size[0]} boxes, {size[1]:,} \N{MULTIPLICATION SIGN} {size[2]:,} px at 96 dpi"
+        return _size(_estimate(core, prepared)) + " (estimated: Graphviz's dot was not found to lay it out)"
+
+    # every op, when that is few enough boxes to lay out
+    whole = _finish(trace, notes, prepared, "all", budget=budget)
+    whole_said = f"about {_box_total(whole, prepared)} boxes"
+    if _box_total(whole, prepared) <= BOX_BUDGET:
+        digraph = draw(whole)
+        size = size_of(digraph)
+        if fits(whole, size):
+            return whole, digraph, svg
+        whole_said = said(whole, size)
+    for d in range(top, -1, -1):
+        note = f"modules drawn at depth {d} of 0-{top} to fit a page (--depth)"
+        core = _finish(trace, notes, prepared, d, budget=budget, note=note)
+        if _box_total(core, prepared) > BOX_BUDGET:  # more boxes than a page holds: not laid out
+            continue
+        digraph = draw(core)
+        size = size_of(digraph)
+        if fits(core, size):
+            core.messages.append(
+                f"graph view: every op would be {whole_said}, so modules are drawn at depth {d} (0-{top}) to fit a "
+                f"page: {said(core, size)}; --depth N draws another depth, --depth all every op"
+            )
+            return core, digraph, svg
+    # even one box per model is too big: drawn at depth 0, saying why
+    core = _finish(trace, notes, prepared, 0, budget=budget, note=f"larger than a page even at depth 0 ({shallowest})")
+    digraph = draw(core)
+    svg = None
+    advice = "--step K draws one step, --max-nodes N summarises beyond N boxes"
+    if _box_total(core, prepared) > BOX_BUDGET:
         core.messages.append(
-            f"graph view: {core.hidden} node{'s' if core.hidden != 1 else ''} summarised to fit max_nodes={budget}"
-            + ("" if len(tree) else " (no nn.Module to group them by)") + "; --max-nodes N draws more"
+            f"graph view: about {_box_total(core, prepared)} boxes even at depth 0 ({shallowest}), more than the "
+            f"{BOX_BUDGET} a page holds (not laid out to measure it: that would double the drawing time); {advice}"
         )
-    return core, copies
+    else:
+        size = size_of(digraph)
+        verdict = f"larger than a page ({PAGE_PX:,} px either way)" if size is not None else "it may not fit a page"
+        core.messages.append(f"graph view: {said(core, size)} even at depth 0 ({shallowest}), {verdict}; {advice}")
+    return core, digraph, svg
 
 
-def _size(size: tuple[int, int, int], *, boxes_only: bool = False) -> str:
-    if boxes_only:
-        return f"{size[0]} boxes"
+def _estimate(core: Core, prepared: _Prepared) -> tuple[int, int, int]:
+    """Without a layout: boxes, boxes deep (+ 1: the loss and saved tensors below their node), boxes side by side."""
+    weight = prepared.weight
+    return (_box_total(core, prepared), core.ranks() + 1,
+            core.widest(lambda x: 1 if core.nodes[x].kind != "node" else weight(x)))
+
+
+_NODE_STATEMENT = re.compile(r'^\s*("(?:[^"\\]|\\.)*"|\w+) \[label=', re.M)
+
+
+def _drawn_boxes(digraph: graphviz.Digraph) -> int:
+    """The boxes a person sees in the picture: its node statements, the legend left out."""
+    return sum(1 for name in _NODE_STATEMENT.findall(digraph.source) if name != "legend")
+
+
+_VIEW_BOX = re.compile(r'viewBox="[-\d.]+ [-\d.]+ ([\d.]+) ([\d.]+)"')
+
+
+def layout(digraph: graphviz.Digraph) -> tuple[tuple[int, int], str] | None:
+    """The SVG `dot` draws of `digraph`, and the width and height in pixels of its PNG (96 dpi: the SVG's size in
+    points, dot's margin included, times 96/72); None when dot cannot be run."""
+    try:
+        svg = digraph.pipe(format="svg", encoding="utf-8")
+    except (graphviz.ExecutableNotFound, graphviz.CalledProcessError, OSError):
+        return None
+    box = _VIEW_BOX.search(svg)
+    if box is None:
+        return None
+    return (round(float(box.group(1)) * 96 / 72), round(float(box.group(2)) * 96 / 72)), svg
+
+
+def _size(size: tuple[int, int, int]) -> str:
     return f"{size[0]} boxes, {size[1]} deep, up to {size[2]} side by side"
-
-
-def _weight_total(core: Core, weight) -> int:  # type: ignore[no-untyped-def]
-    return sum(1 if core.nodes[x].kind != "node" else weight(x) for x in core.nodes)
 
 
 def _box_keys(core: Core, tree: Hierarchy, depth: int) -> dict[str, str | None]:
@@ -325,9 +460,19 @@ def _parameters_used(trace: Trace, node: NodeRecord) -> tuple[str, ...]:
 
 
 def _copy_core(core: Core) -> Core:
+    """A copy to simplify further (collapse, cut) while `core` stays as it is: nodes, edges and notes copied; the rolled
+    loops and steps are shared (nothing after them changes them)."""
     clone = Core()
     clone.nodes = {k: CoreNode(v.id, v.name, v.kind, v.origin, v.module, list(v.members), v.roll) for k, v in core.nodes.items()}
     clone.edges = dict(core.edges)
+    clone.rolls = core.rolls
+    clone.notes = list(core.notes)
+    clone.messages = list(core.messages)
+    clone.hidden = core.hidden
+    clone.big = core.big
+    clone.steps = core.steps
+    clone.step_home = core.step_home
+    clone.step_marks = core.step_marks
     return clone
 
 
@@ -339,15 +484,25 @@ def _num(node_id: str) -> int:
     return int(digits) if digits else 0
 
 
+FOLD_SAVED_ABOVE = 4  # an op saving more tensors than this (an LSTM layer saves 12) draws them as one box
+
+
 def _shown_saved(node: NodeRecord, notes: Annotations, show_saved: bool, big: bool) -> list[SavedTensorRecord]:
-    out = []
-    for saved in node.saved:
-        if saved.tensor is None:
-            continue
-        flagged = (node.id, saved.name) in notes.saved
-        if flagged or (show_saved and not big):
-            out.append(saved)
-    return out
+    flagged = [s for s in node.saved if s.tensor is not None and (node.id, s.name) in notes.saved]
+    if not show_saved or big:
+        return flagged
+    plain = [s for s in node.saved if s.tensor is not None and (node.id, s.name) not in notes.saved]
+    if len(plain) > FOLD_SAVED_ABOVE:
+        return flagged
+    return [s for s in node.saved if s in flagged or s in plain]
+
+
+def _folded_saved(node: NodeRecord, notes: Annotations, show_saved: bool, big: bool) -> int:
+    """How many saved tensors of `node` are drawn as one box `12 tensors saved for backward` (0: none folded)."""
+    if not show_saved or big:
+        return 0
+    plain = [s for s in node.saved if s.tensor is not None and (node.id, s.name) not in notes.saved]
+    return len(plain) if len(plain) > FOLD_SAVED_ABOVE else 0
 
 
 # ---------------------------------------------------------------------- DOT
@@ -420,7 +575,7 @@ def _emit(
                         if copies.get(m, m) in nodes and nodes[copies.get(m, m)].created})
         where = f"  line {lines[0]}" if len(lines) == 1 else (f"  lines {lines[0]}-{lines[-1]}" if lines else "")
         with target.subgraph(name=f"cluster_{roll.id}") as sub:
-            label = html_label_text(f"\N{CLOCKWISE OPEN CIRCLE ARROW} loop body \N{MULTIPLICATION SIGN}{roll.count} iterations{where}")
+            label = html_label_text(f"\N{CLOCKWISE OPEN CIRCLE ARROW} loop body \N{MULTIPLICATION SIGN}{_loop_count(core, roll, copies)} iterations{where}")
             sub.attr(label=f"<{label}>", style="dashed,filled", fillcolor=LEGEND["roll"][0], color="blue", fontcolor="blue")
             for cid in members:
                 emit_node(sub, cid)
@@ -428,6 +583,8 @@ def _emit(
     for cid in core.nodes:
         if cid not in in_cluster and cid not in step_of:
             emit_node(dot, cid)
+    # a cut edge comes into a step box from above, through its title: that box has its title at the bottom
+    entered = _entered_by_cuts(notes, core, copies, step_of) if notes.cuts and core.steps else set()
     for i, step_roll in enumerate(core.steps):
         inside = [c for c, s in step_of.items() if s == i]
         if not inside:
@@ -435,7 +592,8 @@ def _emit(
         drawn.used.add("step")
         with dot.subgraph(name=f"cluster_{step_roll.id}") as sub:
             sub.attr(label=f"<{html_label_text(_step_label(step_roll))}>", style="dashed,filled",
-                     fillcolor=LEGEND["step"][0], color="darkgreen", fontcolor="darkgreen")
+                     fillcolor=LEGEND["step"][0], color="darkgreen", fontcolor="darkgreen",
+                     **({"labelloc": "b"} if i in entered else {}))
             for cid in inside:
                 if cid not in in_cluster:
                     emit_node(sub, cid)
@@ -474,12 +632,33 @@ def _emit(
     return dot
 
 
+def _loop_count(core: Core, roll: Roll, copies: dict[str, str]) -> str:
+    """`7`, or `5-7` for a loop whose count differs between the steps drawn as one (RL episodes of 5-7 moves)."""
+    spread = {nid: span for step_roll in core.steps for nid, span in step_roll.spread.items()}
+    for member in roll.nodes:
+        span = spread.get(copies.get(member, member))
+        if span is not None and span[1]:
+            fewest, most = (roll.count * span[0]) // span[1], roll.count * span[1] // span[1]
+            return f"{fewest}-{most}" if fewest != most else str(most)
+    return str(roll.count)
+
+
 def _step_label(roll: StepRoll) -> str:
     at = f": backward at line {roll.line}" if roll.line else ""
-    if roll.count == 1:
-        title = f"step {roll.numbers[0]}"
+    numbers, each = roll.numbers, ""
+    if roll.optimizer_steps is not None:  # gradient accumulation: optimizer steps, as the step window counts them
+        numbers = sorted(set(roll.optimizer_steps))
+        calls = Counter(roll.optimizer_steps)
+        per = set(calls.values())
+        if len(per) == 1:
+            k = per.pop()
+            each = f", {k} backward call{'s' if k != 1 else ''}{' each' if len(numbers) > 1 else ''}"
+        else:
+            each = f", {min(calls.values())}-{max(calls.values())} backward calls each"
+    if len(numbers) == 1:
+        title = f"step {numbers[0]}{each}"
     else:
-        title = f"\N{CLOCKWISE OPEN CIRCLE ARROW} step \N{MULTIPLICATION SIGN}{roll.count} (steps {_numbers(roll.numbers)})"
+        title = f"\N{CLOCKWISE OPEN CIRCLE ARROW} step \N{MULTIPLICATION SIGN}{len(numbers)} (steps {_numbers(numbers)}){each}"
     if roll.difference:
         title += f": {roll.difference},"
         at = at.replace(": ", " ", 1)
@@ -591,6 +770,12 @@ def _emit_autograd_node(
         extra = {"fontcolor": "white"} if style in ("poisoned", "detached_saved") else {}
         target.node(sid, f"<{text}>", fillcolor=LEGEND[style][0], **extra)
         target.edge(cid, sid, dir="none")
+    folded = _folded_saved(record, notes, show_saved, big)
+    if folded:
+        drawn.used.add("saved")
+        text = f"{folded} tensors saved for backward"
+        target.node(f"{cid}_saved", f"<{html_label_text(text)}>", fillcolor=LEGEND["saved"][0])
+        target.edge(cid, f"{cid}_saved", dir="none")
 
 
 def _tensor_label(tensor: TensorRecord, *, name: str | None = None) -> str:
@@ -618,11 +803,8 @@ def _group_label(cnode: CoreNode, nodes: dict[str, NodeRecord]) -> str:
     return "<BR/>".join(lines)
 
 
-def _emit_cuts(
-    dot: graphviz.Digraph, trace: Trace, notes: Annotations, core: Core, copies: dict[str, str], drawn: _Drawn,
-    box_of: dict[str, int] | None = None,
-) -> None:
-    # where did each autograd node end up (itself, its loop representative, its group, a summary)?
+def _homes(core: Core, copies: dict[str, str]) -> dict[str, str]:
+    """Where each autograd node ended up: itself, its loop representative, its group, a summary."""
     home: dict[str, str] = {}
     for cid, cnode in core.nodes.items():
         home[copies.get(cid, cid)] = cid
@@ -631,6 +813,26 @@ def _emit_cuts(
     for other, rep in core.step_home.items():  # a node of a repeated step: drawn as its representative
         if rep in home:
             home.setdefault(other, home[rep])
+    return home
+
+
+def _entered_by_cuts(notes: Annotations, core: Core, copies: dict[str, str], box_of: dict[str, int]) -> set[int]:
+    """The step boxes a cut edge from outside enters (a GAN's `fake.detach()` into the discriminator's step)."""
+    home = _homes(core, copies)
+    entered = set()
+    for cut in notes.cuts:
+        src = home.get(cut.source) if cut.source else None
+        dst = home.get(cut.target) if cut.target else None
+        if src is not None and dst is not None and dst in box_of and box_of.get(src) != box_of[dst]:
+            entered.add(box_of[dst])
+    return entered
+
+
+def _emit_cuts(
+    dot: graphviz.Digraph, trace: Trace, notes: Annotations, core: Core, copies: dict[str, str], drawn: _Drawn,
+    box_of: dict[str, int] | None = None,
+) -> None:
+    home = _homes(core, copies)
     seen: set[tuple[str, str, str]] = set()
     for i, cut in enumerate(notes.cuts):
         src = home.get(cut.source) if cut.source else None

@@ -7,11 +7,13 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Hashable
 
+from .simplify import MIN_REPEATS
+
 if TYPE_CHECKING:
     from ..model import NodeRecord, Trace
     from .annotate import Annotations
 
-__all__ = ["Step", "StepRoll", "after_window", "split_steps", "roll_steps", "only_step"]
+__all__ = ["Step", "StepRoll", "after_window", "only_step", "optimizer_steps", "roll_steps", "split_steps"]
 
 
 @dataclass
@@ -35,6 +37,11 @@ class StepRoll:
     marks: dict[str, list[int]] = field(default_factory=dict)  # representative node -> steps a finding was in
     notes: list[str] = field(default_factory=list)  # members drawn with other shapes: `step 38: batch of 17`
     difference: str | None = None  # how it differs from the main group of its backward line: `no carried state`
+    # representative node of a loop whose iteration count differs between the members -> (fewest, most) of its copies
+    # in one member; the representative's own count is its `most`: an RL episode of 5-7 moves
+    spread: dict[str, tuple[int, int]] = field(default_factory=dict)
+    # with gradient accumulation: the optimizer steps its members belong to (what `--steps N` counts), else None
+    optimizer_steps: list[int] | None = None
 
     @property
     def count(self) -> int:
@@ -74,14 +81,21 @@ def split_steps(trace: Trace) -> list[Step]:
             line = event.location.line if event.location else None
             steps.append(Step(len(steps) + 1, event.seq, line, reached))
     # what a step built but its backward did not use (an LSTM's final state, a logged metric) belongs to that step
-    # too, or every step would leave its own copy of it outside the picture of the step
+    # too, or every step would leave its own copy of it outside the picture of the step. A node made after a
+    # backward, reading the graph that backward just used (`output.mean().item()` after `loss.backward()`), belongs
+    # to that step, not to the next step: it carries nothing into that one.
     ends = [s.seq for s in steps]
-    for nid, node in nodes.items():
+    owner = {nid: index for index, step in enumerate(steps) for nid in step.nodes}
+    for nid, node in sorted(nodes.items(), key=lambda item: (item[1].seq, item[0])):
         if nid in claimed or _is_leaf(node):
             continue
         at = bisect.bisect_left(ends, node.seq)
+        read = [owner[n] for n in node.next if n is not None and n in owner and owner[n] < at]
+        if read and max(read) == at - 1:  # the metric of the backward just made; an older graph read after the
+            at -= 1  # loop (`print((err_real + err_fake).item())`) is drawn in no step, as before
         if at < len(steps):
             steps[at].nodes.append(nid)
+            owner[nid] = at
     for step in steps:
         step.nodes.sort(key=lambda n: (nodes[n].seq, n))
     return steps
@@ -109,6 +123,26 @@ class _Labels:
             # an input that requires grad, a new tensor every step: the same input if it has the same name
             return ("leaf", tensor.names[0] if tensor is not None and tensor.names else None)
         return "earlier"  # a value carried from an earlier step (state not detached)
+
+    def loose(self, step: Step) -> dict[str, Hashable]:
+        """node id -> a label that forgets how often a loop ran: the op (kind, module, line) and the ops feeding it,
+        repeated inputs counted once (`torch.cat(log_probs)` of 5 or of 7 episode moves is the same op)."""
+        nodes = self.trace.nodes
+        members = set(step.nodes)
+        out: dict[str, Hashable] = {}
+        for nid in step.nodes:
+            node = nodes[nid]
+            inputs: list[Hashable] = []
+            for nxt in node.next:
+                if nxt in members:
+                    other = nodes[nxt]
+                    key: Hashable = (other.name, other.module, other.created.line if other.created else None)
+                else:
+                    key = self._input(nxt, {})
+                if not inputs or inputs[-1] != key:
+                    inputs.append(key)
+            out[nid] = (node.name, node.module, node.created.line if node.created else None, tuple(inputs))
+        return out
 
     def of(self, step: Step) -> dict[str, int]:
         """node id -> label, for every node of `step` (inputs first: an iterative post-order walk)."""
@@ -144,9 +178,9 @@ def _shape(trace: Trace, nid: str) -> tuple[int, ...] | None:
     return tuple(tensor.shape) if tensor is not None else None
 
 
-def _pairs(labels: dict[str, int], step: Step) -> dict[int, list[str]]:
+def _pairs(labels: dict[str, Hashable], step: Step) -> dict[Hashable, list[str]]:
     """label -> the step's nodes with that label, in creation order (how nodes of two steps are paired)."""
-    out: dict[int, list[str]] = {}
+    out: dict[Hashable, list[str]] = {}
     for nid in step.nodes:
         out.setdefault(labels[nid], []).append(nid)
     return out
@@ -162,20 +196,26 @@ def roll_steps(trace: Trace, steps: list[Step], notes: Annotations) -> tuple[lis
     backward line says how (`step 1: no carried state`).
     """
     labelling = _Labels(trace)
-    labels: dict[int, dict[str, int]] = {}
+    labels: dict[int, dict[str, Hashable]] = {}
     groups: dict[tuple[Hashable, ...], list[Step]] = {}
     for step in steps:
-        labels[step.number] = labelling.of(step)
+        labels[step.number] = dict(labelling.of(step))
         signature = tuple(sorted(Counter(labels[step.number].values()).items()))
         groups.setdefault(signature, []).append(step)
+    grouped = _merge_loop_counts(trace, labelling, sorted(groups.values(), key=lambda g: g[0].number), labels)
     rolls: list[StepRoll] = []
     mapping: dict[str, str] = {}
     flagged = {nid for nid, _ in notes.saved}
-    for members in sorted(groups.values(), key=lambda g: g[0].number):
+    for members in grouped:
         paired = {s.number: _pairs(labels[s.number], s) for s in members}
-        order = sorted(paired[members[0].number])  # labels in a fixed order: the shapes of a step, comparable
+        counts = {label: [len(paired[s.number].get(label, [])) for s in members] for label in paired[members[0].number]}
+        varying = {label for label, seen in counts.items() if len(set(seen)) > 1}
+        # shapes compared on what every member has once per loop-free part: a longer episode's cat is longer
+        order = sorted((label for label in paired[members[0].number] if label not in varying), key=repr)
+        later = _downstream(trace, members, paired, varying)
         shapes = {
-            s.number: tuple(_shape(trace, nid) for label in order for nid in paired[s.number][label]) for s in members
+            s.number: tuple(_shape(trace, nid) for label in order for nid in paired[s.number][label] if nid not in later)
+            for s in members
         }
         common = Counter(shapes.values()).most_common(1)[0][0]
         # a saved tensor's finding belongs to one step; cut edges repeat at one line and are drawn once anyway
@@ -185,54 +225,161 @@ def roll_steps(trace: Trace, steps: list[Step], notes: Annotations) -> tuple[lis
             rep = marked[0]
         elif protected and len(protected) < len(members):
             rep = protected[0]
+        elif varying:  # the longest run of the loop: every member's nodes have a node to be drawn as
+            rep = max(reversed(members), key=lambda s: len(s.nodes))
         else:
             rep = [s for s in members if shapes[s.number] == common][-1]
         roll = StepRoll(f"step{len(rolls)}", [s.number for s in members], list(rep.nodes), rep.line)
+        for label in varying:
+            for target in paired[rep.number].get(label, []):
+                roll.spread[target] = (min(counts[label]), max(counts[label]))
         for step in members:
             for label, ids in paired[step.number].items():
-                for nid, target in zip(ids, paired[rep.number][label]):
+                targets = paired[rep.number].get(label, [])
+                for i, nid in enumerate(ids):
+                    if not targets:
+                        break
+                    target = targets[min(i, len(targets) - 1)]
                     if nid in flagged:
                         roll.marks.setdefault(target, []).append(step.number)
                     if nid != target:
                         mapping[nid] = target
         if len(marked) == len(members):
             roll.marks = {}  # in every step: nothing to single out
-        roll.notes = _shape_notes(shapes, shapes[rep.number], [s.number for s in members])
+        data = {s.number: _data_rows(trace, s) for s in members}
+        roll.notes = _shape_notes(shapes, shapes[rep.number], [s.number for s in members], data)
         rolls.append(roll)
-    _name_differences(trace, rolls)
+    _name_differences(trace, rolls, notes)
+    accumulated = optimizer_steps(trace, steps)
+    if accumulated is not None:
+        for roll in rolls:
+            roll.optimizer_steps = [accumulated[n] for n in roll.numbers]
     return rolls, mapping
 
 
-def _shape_notes(shapes: dict[int, tuple[Hashable, ...]], drawn: tuple[Hashable, ...], numbers: list[int]) -> list[str]:
-    """`steps 5, 10: batch of 6` for the members whose shapes are not the ones drawn."""
+def optimizer_steps(trace: Trace, steps: list[Step]) -> dict[int, int] | None:
+    """Backward call number -> the optimizer step it contributes to (1-based), when the program accumulates
+    gradients or calls a closure several times (L-BFGS): one optimizer, stepped after 2 or more backward calls.
+    None otherwise: without an optimizer, or with a step per backward, or with several optimizers (a GAN), steps
+    are counted as backward calls."""
+    optimizers = {e.data.get("optimizer_id") for e in trace.events if e.kind.value == "optimizer_step"}
+    if len(optimizers) != 1 or not steps:
+        return None
+    by_seq = {s.seq: s.number for s in steps}
+    out: dict[int, int] = {}
+    done, since, sizes = 0, 0, []
+    for event in trace.events:
+        if event.kind.value == "backward" and event.seq in by_seq:
+            out[by_seq[event.seq]] = done + 1
+            since += 1
+        elif event.kind.value == "optimizer_step" and event.data.get("outcome") is None:
+            sizes.append(since)
+            done, since = done + 1, 0
+    if not sizes or max(sizes) < 2:
+        return None
+    return out
+
+
+def _merge_loop_counts(
+    trace: Trace, labelling: _Labels, groups: list[list[Step]], labels: dict[int, dict[str, Hashable]]
+) -> list[list[Step]]:
+    """Join groups of steps whose graphs are the same but for how often a loop ran (RL episodes of 5-7 moves):
+    the same backward line and the same ops, each loop of them run at least MIN_REPEATS times, so that it is drawn
+    rolled. Labels of the joined steps become the loose ones, which pair an episode's moves across steps."""
+    by_key: dict[Hashable, list[list[Step]]] = {}
+    loose: dict[int, dict[str, Hashable]] = {}
+    for members in groups:
+        first = members[0]
+        loose[first.number] = labelling.loose(first)
+        by_key.setdefault((first.line, frozenset(loose[first.number].values())), []).append(members)
+    out: list[list[Step]] = []
+    for joined in by_key.values():
+        if len(joined) == 1:
+            out.append(joined[0])
+            continue
+        tallies = [Counter(loose[g[0].number].values()) for g in joined]
+        varying = {label for label in tallies[0] if len({t[label] for t in tallies}) > 1}
+        if any(t[label] < MIN_REPEATS for t in tallies for label in varying):
+            out.extend(joined)  # a loop of 2 or 3 is drawn unrolled: those steps really are drawn differently
+            continue
+        members = sorted((s for g in joined for s in g), key=lambda s: s.number)
+        for step in members:
+            labels[step.number] = labelling.loose(step)
+        out.append(members)
+    return sorted(out, key=lambda g: g[0].number)
+
+
+def _downstream(trace: Trace, members: list[Step], paired: dict[int, dict[Hashable, list[str]]], varying: set[Hashable]) -> set[str]:
+    """Nodes of the members fed (directly or not) by a loop whose count varies: their shapes vary with it."""
+    if not varying:
+        return set()
+    out: set[str] = set()
+    for step in members:
+        inside = set(step.nodes)
+        tainted = {nid for label in varying for nid in paired[step.number].get(label, [])}
+        for nid in step.nodes:  # creation order: inputs come first
+            if nid in tainted or any(n in tainted for n in trace.nodes[nid].next if n in inside):
+                tainted.add(nid)
+        out |= tainted
+    return out
+
+
+def _data_rows(trace: Trace, step: Step) -> frozenset[int]:
+    """First dims of the data a step's ops read: inputs that are neither parameters nor tensors needing grad (a batch
+    of images, a target). A batch changes when these change; a layer taking 500 features instead of 784 does not."""
+    members = {trace.nodes[nid].output for nid in step.nodes if trace.nodes[nid].output}
+    rows: set[int] = set()
+    for op in trace.ops:
+        if not members.intersection(op.outputs):
+            continue
+        for tid in op.inputs:
+            tensor = trace.tensors.get(tid)
+            if tensor is not None and tensor.shape and not tensor.requires_grad and tensor.parameter is None:
+                rows.add(tensor.shape[0])
+    return frozenset(rows)
+
+
+def _shape_notes(
+    shapes: dict[int, tuple[Hashable, ...]], drawn: tuple[Hashable, ...], numbers: list[int],
+    data: dict[int, frozenset[int]],
+) -> list[str]:
+    """`steps 5, 10: batch of 6` for the members whose shapes are not the ones drawn, `shapes differ: …` where the
+    data's first dim is the same and something else changed."""
     odd: dict[str, list[int]] = {}
+    drawn_data = next((data[n] for n in numbers if shapes[n] == drawn), frozenset())
     for number in numbers:
         if shapes[number] == drawn:
             continue
         pairs = [(a, b) for a, b in zip(drawn, shapes[number]) if a != b and a is not None and b is not None]
         batches = {b[0] for a, b in pairs if len(a) == len(b) and a[1:] == b[1:] and a[0] != b[0]}
-        if pairs and len(batches) == 1 and all(len(a) == len(b) and a[1:] == b[1:] for a, b in pairs):
+        if (pairs and len(batches) == 1 and all(len(a) == len(b) and a[1:] == b[1:] for a, b in pairs)
+                and data[number] != drawn_data and next(iter(batches)) in data[number]):
             words = f"batch of {batches.pop()}"
         elif pairs:
             a, b = pairs[0]
-            words = "other shapes (" + ", ".join(map(str, b)) + " where the drawn step has " + ", ".join(map(str, a)) + ")"
+            words = f"shapes differ: {b} where the drawn step has {a}"
         else:
-            words = "other shapes"
+            words = "shapes differ"
         odd.setdefault(words, []).append(number)
     return [f"step{'s' if len(n) > 1 else ''} {', '.join(map(str, n))}: {words}" for words, n in odd.items()]
 
 
-def _name_differences(trace: Trace, rolls: list[StepRoll]) -> None:
+def _name_differences(trace: Trace, rolls: list[StepRoll], notes: Annotations) -> None:
     """Say in words how a group differs from the largest group with the same backward line (`no carried state`)."""
     for roll in rolls:
         main = max((r for r in rolls if r.line == roll.line), key=lambda r: (r.count, -r.numbers[0]))
         if main is roll:
             continue
-        roll.difference = _difference(trace, roll, main)
+        roll.difference = _difference(trace, roll, main, notes)
 
 
-def _difference(trace: Trace, roll: StepRoll, main: StepRoll) -> str:
+def _difference(trace: Trace, roll: StepRoll, main: StepRoll, notes: Annotations) -> str:
     nodes = trace.nodes
+    # the graph an earlier `.detach()` cut off, built before this backward and used by none: drawn in this step
+    mine_cut = [c for c in notes.cuts if c.source in set(roll.nodes)]
+    if mine_cut and not any(c.source in set(main.nodes) for c in notes.cuts):
+        what = mine_cut[0].label.removeprefix("\N{BLACK SCISSORS} ").replace("  line ", " at line ")
+        return f"also holds the graph cut off by {what}"
 
     def carried(r: StepRoll) -> int:
         members = set(r.nodes)

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import torch
+import torch.autograd.grad_mode
+import torch.utils.checkpoint
 
-from ..model import NodeRecord, SavedTensorRecord
+from ..model import Location, NodeRecord, SavedTensorRecord
 from . import chains
+from .source import frame_variables, user_frame_from
 from .tensors import _storage_key, local_parts
+
 
 def _grad_key(g: torch.Tensor) -> tuple[int, tuple[int, ...]]:
     """A `.grad` as it stands: which tensor, and how often it (or, for a DTensor, its local shard) was written."""
@@ -22,6 +27,50 @@ _ACCUMULATE_GRAD = 2**64 - 1  # the sequence number autograd gives every Accumul
 _SAVED_NAMES: dict[type, tuple[tuple[str, str, bool], ...]] = {}  # type -> (name, _raw_saved_ attribute, is output)
 _TYPE_NAMES: dict[type, str] = {}
 _pack_hooks = torch._C._autograd._top_saved_tensors_default_hooks  # the innermost saved_tensors_hooks, or None
+# checkpoint(..., use_reentrant=True) runs its block in CheckpointFunction.forward, under a `no_grad` entered there
+_CHECKPOINT_FORWARD = torch.utils.checkpoint.CheckpointFunction.forward.__code__
+_GRAD_MODE_FILE = torch.autograd.grad_mode.__file__
+
+
+def _run_function_module(run: Any, names: dict[int, str]) -> str | None:
+    """The named module a checkpointed function runs: the module itself, its bound method (`layer.__call__`, as
+    transformers passes it), a `functools.partial` of either, or the modules a closure runs (checkpoint_sequential's
+    segment: `functions[start..end]`), by their common parent."""
+    for _ in range(4):
+        name = names.get(id(run))
+        if name is not None:
+            return name
+        inner = getattr(run, "__self__", None)
+        if inner is None:
+            inner = getattr(run, "func", None)
+        if inner is None:
+            break
+        run = inner
+    code = getattr(run, "__code__", None)
+    cells = getattr(run, "__closure__", None)
+    if code is None or not cells:
+        return None
+    free = {}
+    for var, cell in zip(code.co_freevars, cells):
+        try:
+            free[var] = cell.cell_contents
+        except ValueError:  # a cell not filled yet
+            continue
+    held = free.get("functions")
+    if isinstance(held, (list, tuple)) and isinstance(free.get("start"), int) and isinstance(free.get("end"), int):
+        modules = list(held[free["start"] : free["end"] + 1])
+    else:
+        modules = [v for value in free.values() for v in (value if isinstance(value, (list, tuple)) else [value])]
+    paths = [names[id(m)].split(".") for m in modules if id(m) in names]
+    if not paths:
+        return None
+    common = paths[0]
+    for path in paths[1:]:
+        n = 0
+        while n < min(len(common), len(path)) and common[n] == path[n]:
+            n += 1
+        common = common[:n]
+    return ".".join(common) or None
 
 
 class GraphRecording:
@@ -30,6 +79,7 @@ class GraphRecording:
     trace: Any
     _node_ids: dict[Any, str]
     _heights: dict[str, int]  # node id -> levels above the nearest held node or leaf (chains.py)
+    _checkpoint_calls: dict[int, Location]  # a reentrant checkpoint's node (sequence number) -> its call's line
 
     def _reachable(self, fns: list[Any]) -> tuple[list[str], list[str]]:
         """Node ids a backward from `fns` runs through, and the leaves it feeds: read off the recorded graph.
@@ -105,9 +155,33 @@ class GraphRecording:
         """The module a custom Function node runs again in backward (torch.utils.checkpoint keeps it as the
         context's `run_function`), by the name the tracer gave it; None for other Functions."""
         try:
-            return self._module_names.get(id(getattr(node, "run_function", None)))  # type: ignore[attr-defined]
+            return _run_function_module(getattr(node, "run_function", None), self._module_names)  # type: ignore[attr-defined]
         except Exception:  # a Function whose attributes raise: no module rather than a failed recording
             return None
+
+    def _on_grad_mode(self, func: Any, args: Any, kwargs: Any) -> Any:
+        """`torch._C._set_grad_enabled`, passed through. The `no_grad` a reentrant checkpoint enters around its block
+        is where the checkpoint's node can be tied to the line that called `checkpoint(...)`: found later, as another
+        node's input, it has no line of its own (see `_node`)."""
+        result = func(*args, **kwargs)
+        if args and not args[0]:
+            try:
+                self._note_checkpoint_call()
+            except Exception as exc:  # never let bookkeeping break the user's program
+                self._internal(exc, "checkpoint")  # type: ignore[attr-defined]
+        return result
+
+    def _note_checkpoint_call(self) -> None:
+        frame: Any = sys._getframe(3)  # this method's caller's caller: the code that switched grad off
+        while frame is not None and frame.f_code.co_filename == _GRAD_MODE_FILE:  # no_grad.__enter__, set_grad_enabled
+            frame = frame.f_back
+        if frame is None or frame.f_code is not _CHECKPOINT_FORWARD:
+            return
+        ctx = frame_variables(frame).get("ctx")  # the context is the CheckpointFunctionBackward node itself
+        user = user_frame_from(frame.f_back)
+        if ctx is None or user is None:
+            return
+        self._checkpoint_calls[ctx._sequence_nr()] = self._location(user.f_code.co_filename, user.f_lineno)  # type: ignore[attr-defined]
 
     def _node(self, fn: Any, output: str | None = None, fresh: bool = False) -> str:
         """The id of autograd node `fn`, registering it and the part of its graph not seen yet.
@@ -136,6 +210,8 @@ class GraphRecording:
         nid = ids[key] = f"n{len(ids)}"
         kind = type(fn)
         first = nodes[nid] = NodeRecord(nid, names.get(kind) or self._node_name(fn), [], seq, None, [], output, module, created)
+        if self._checkpoint_calls and key in self._checkpoint_calls:  # a reentrant checkpoint's output, met first here
+            first.module, first.created = self._function_module(fn), self._checkpoint_calls.pop(key)
         new = [(fn, first, key)]
         stack = [(fn, first)]
         top = -1  # the greatest height among the known nodes the new ones lead to
@@ -158,10 +234,12 @@ class GraphRecording:
                     # a custom Function's node found only as another node's input was made elsewhere (the reentrant
                     # checkpoint's output, seen under no_grad before apply gave it a grad_fn): this op's module and
                     # line would be false claims, so it has none
+                    # (the checkpoint's own call line was noted when it ran: _on_grad_mode)
                     made_here = not issubclass(kind, _PYTHON_FUNCTION)
                     nxt_record = nodes[nxt_id] = NodeRecord(
                         nxt_id, names.get(kind) or self._node_name(nxt), [], seq, None, [],
-                        None, module if made_here else self._function_module(nxt), created if made_here else None,
+                        None, module if made_here else self._function_module(nxt),
+                        created if made_here else self._checkpoint_calls.pop(number, None),
                     )
                     new.append((nxt, nxt_record, number))
                     stack.append((nxt, nxt_record))

@@ -150,6 +150,7 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
         # the module running during the call being recorded (name, module), read once per call; None: not read yet
         self._module_now: tuple[str | None, Any] | None = None
         self._outside: tuple[int, types.CodeType] | None = None  # where tracing began (see start)
+        self._checkpoint_calls: dict[int, Location] = {}  # nodes.py: _on_grad_mode
         self._finished = False
         self._on_dead_callback = self._on_dead  # one bound method for every weak reference
         self._locations: dict[tuple[str, int], Location] = {}
@@ -170,6 +171,7 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
             _Tensor.backward: self._on_backward,
             torch.autograd.backward: self._on_backward,
             torch.autograd.grad: self._on_backward,
+            torch._C._set_grad_enabled: self._on_grad_mode,
             **dict.fromkeys(RECORD_FUNCTION_OPS, self._on_record_function),
         }
 

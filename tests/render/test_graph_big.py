@@ -4,6 +4,9 @@ collapsing and the max_nodes bound that keeps every finding's neighbourhood."""
 from __future__ import annotations
 
 import re
+import shutil
+import struct
+from pathlib import Path
 
 import pytest
 
@@ -141,19 +144,38 @@ def _modular(blocks: int, ops_per_block: int) -> Trace:
     return trace
 
 
-def test_too_many_nodes_collapse_module_calls_automatically() -> None:
+@pytest.mark.dot
+def test_too_many_nodes_collapse_module_calls_automatically(tmp_path: Path) -> None:
+    if shutil.which("dot") is None:
+        pytest.skip("Graphviz's dot is not installed")
     # 480 nodes: more than the 80 boxes of the default view; depth 0 (one box per outermost module) draws 60 boxes
     diagram = render(_modular(60, 8), findings=[])
     source = diagram.source
     groups = re.findall(r"^\s*group\d+ \[label=<<B>([\w.]+)</B>", source, re.M)
     assert groups[:2] == ["layer0", "layer1"] and len(groups) == 60
-    # but a chain of 60 boxes is taller than a page: said in the legend and to the user
-    assert "60 boxes, 61 deep, up to 1 side by side even at depth 0 (one box per model)" in source
+    # but a chain of 60 boxes is taller than a page: said in the legend and to the user, with the size dot draws
+    assert "larger than a page even at depth 0 (one box per model)" in source
+    png = diagram.save(tmp_path / "chain.png")
+    width, height = struct.unpack(">II", png.read_bytes()[16:24])
+    assert height > 2500
     assert diagram.messages == [
-        "graph view: 60 boxes, 61 deep, up to 1 side by side even at depth 0 (one box per model), it may not fit a "
-        "page; --step K draws one step, --max-nodes N summarises beyond N boxes"
+        f"graph view: 60 boxes, {width:,} × {height:,} px at 96 dpi even at depth 0 (one box per model), larger than "
+        "a page (2,500 px either way); --step K draws one step, --max-nodes N summarises beyond N boxes"
     ]
     assert "8 ops" in source
+
+
+def test_without_dot_the_size_is_estimated_and_said_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))  # no `dot` anywhere on PATH
+    diagram = render(_modular(60, 8), findings=[])
+    assert diagram.messages == [
+        "graph view: 60 boxes, 61 deep, up to 1 side by side (estimated: Graphviz's dot was not found to lay it out) "
+        "even at depth 0 (one box per model), it may not fit a page; --step K draws one step, --max-nodes N "
+        "summarises beyond N boxes"
+    ]
+    assert len(re.findall(r"^\s*group\d+ \[label=", diagram.source, re.M)) == 60
     # with a budget of its own (max_nodes), only the box count decides
     budget = render(_modular(60, 8), findings=[], max_nodes=100)
     assert "modules drawn at depth 0 of 0-1 to fit 100 boxes (--depth)" in budget.source
@@ -197,3 +219,25 @@ def test_cut_keeps_parameters_with_the_op_that_uses_them() -> None:
     for mm in re.findall(r"^\s*(n\d*[02468]) \[label=<<B>MmBackward0", source, re.M):
         acc = f"n{int(mm[1:]) + 1}"
         assert re.search(rf"^\s*{acc}_var \[label=<layers\.\d+\.weight", source, re.M), f"{mm} lost its parameter"
+
+
+@pytest.mark.dot
+def test_a_wide_picture_that_fits_is_drawn_whole_without_a_warning(tmp_path: Path) -> None:
+    """Ten heads side by side: more than the box-count estimate allowed (7 side by side, "may not fit"); laid out by
+    dot, every op fits a page, so every op is drawn and nothing is said."""
+    if shutil.which("dot") is None:
+        pytest.skip("Graphviz's dot is not installed")
+    trace = Trace()
+    heads = 10
+    trace.nodes["n0"] = NodeRecord("n0", "AddBackward0", [f"n{1 + 2 * h}" for h in range(heads)], seq=0,
+                                   created=Location("/x/model.py", 30))
+    for h in range(heads):
+        a, b = f"n{1 + 2 * h}", f"n{2 + 2 * h}"
+        trace.nodes[a] = NodeRecord(a, "TanhBackward0", [b], seq=1, module=f"head{h}", created=Location("/x/model.py", 20))
+        trace.nodes[b] = NodeRecord(b, "MmBackward0", [], seq=2, module=f"head{h}", created=Location("/x/model.py", 21))
+    diagram = render(trace, findings=[])
+    assert diagram.messages == []
+    assert "group" not in diagram.source and diagram.source.count("<B>MmBackward0</B>") == heads
+    png = diagram.save(tmp_path / "heads.png")
+    width, height = struct.unpack(">II", png.read_bytes()[16:24])
+    assert max(width, height) <= 2500

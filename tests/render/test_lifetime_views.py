@@ -24,8 +24,10 @@ def test_graph_view_draws_the_accumulator_with_the_graphs_it_holds_rolled(total_
     assert "keeps 6 steps&#x27; graphs alive" in source or "keeps 6 steps' graphs alive" in source
     assert "stored at line 27" in source
     assert "total_loss" in source
-    # the steps it holds, drawn once (steps 1 and 2 differ: the first has no accumulator yet, the second adds to it)
-    assert "↻ step ×4 (steps 3-6): backward at line 25" in source
+    # the steps it holds, drawn once; each `total_loss += loss` is drawn in the step whose loss it reads (made after
+    # that backward): step 1's starts from 0, every later one adds to the total of the step before
+    assert "step 1: no carried state, backward at line 25" in source
+    assert "↻ step ×5 (steps 2-6): backward at line 25" in source
     assert "graph_kept_alive" in source  # the legend entry
 
 

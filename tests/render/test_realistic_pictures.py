@@ -127,6 +127,14 @@ def test_default_view_fits_a_page(traces: dict[str, Trace], name: str, tmp_path:
     diagram.save(png)
     width, height = struct.unpack(">II", png.read_bytes()[16:24])  # the IHDR chunk; dot draws at 96 dpi
     assert max(width, height) <= 2500, (width, height, diagram.messages)
+    # what the one line printed claims is what dot drew: the boxes and the size of this very PNG
+    assert not any("may not fit" in m or "larger than a page" in m for m in diagram.messages)
+    for message in diagram.messages:
+        claim = re.search(r"to fit a page: (\d+) boxes, ([\d,]+) × ([\d,]+) px at 96 dpi", message)
+        assert claim is not None, message
+        assert int(claim.group(1)) == len(_boxes(diagram.source))
+        claimed = (int(claim.group(2).replace(",", "")), int(claim.group(3).replace(",", "")))
+        assert abs(claimed[0] - width) <= 2 and abs(claimed[1] - height) <= 2, (claimed, width, height)
 
 
 def test_nanogpt_default_depth_is_said_and_draws_the_blocks(traces: dict[str, Trace]) -> None:
@@ -135,8 +143,8 @@ def test_nanogpt_default_depth_is_said_and_draws_the_blocks(traces: dict[str, Tr
     assert {"model.transformer.h.0.attn", "model.transformer.h.1.mlp", "model.transformer.wte"} <= _groups(diagram.source)
     assert len(diagram.messages) == 1
     assert re.fullmatch(
-        r"graph view: \d+ boxes, \d+ deep, up to \d+ side by side, so modules are drawn at depth 4 \(0-5\) to fit a "
-        r"page; --depth N draws another depth, --depth all every op",
+        r"graph view: every op would be about \d+ boxes, so modules are drawn at depth 4 \(0-5\) to fit a page: "
+        r"\d+ boxes, [\d,]+ × [\d,]+ px at 96 dpi; --depth N draws another depth, --depth all every op",
         diagram.messages[0],
     )
     assert "modules drawn at depth 4 of 0-5 to fit a page (--depth)" in diagram.source
@@ -216,13 +224,17 @@ def test_reentrant_checkpoint_blocks_are_named_and_marked_recomputed(traces: dic
     trace = _trace(traces, "checkpoint_reentrant")
     checkpoints = [n for n in trace.nodes.values() if n.name == "CheckpointFunctionBackward"]
     assert len(checkpoints) == 12  # three blocks, four steps
-    # the block each one runs again, named as in the forward (not the module of the op after it, model.head);
-    # the line of the checkpoint call is not known to the tracer, so none is claimed
+    # the block each one runs again, named as in the forward (not the module of the op after it, model.head), at the
+    # line that called checkpoint(...) (not the line of the op after it, `return self.head(h)`)
     assert [n.module for n in checkpoints] == ["model.blocks.2", "model.blocks.1", "model.blocks.0"] * 4
-    assert all(n.created is None for n in checkpoints)
+    call = next(i for i, line in enumerate(trace.sources[trace.script].splitlines(), 1) if "= checkpoint(" in line)
+    assert {(n.created.file, n.created.line) for n in checkpoints if n.created} == {(trace.script, call)}
+    assert all(n.created is not None for n in checkpoints)
     source = render(trace, depth="all").source
     assert source.count("recomputed in backward (checkpoint, use_reentrant=True): its ops are not drawn") == 3
     assert not re.search(r"CheckpointFunctionBackward</B><BR/><FONT[^>]*>model\.head", source)
+    for block in ("model.blocks.0", "model.blocks.1", "model.blocks.2"):
+        assert re.search(rf"CheckpointFunctionBackward</B><BR/><FONT[^>]*>{re.escape(block)}  line {call}: h = checkpoint", source)
     block = render(trace, depth=2).source
     assert re.search(r"<B>model\.blocks\.1</B><BR/>.*1 op.*CheckpointFunctionBackward.*recomputed in backward", block)
 
@@ -231,3 +243,71 @@ def test_depth_must_be_a_depth(traces: dict[str, Trace]) -> None:
     trace = _trace(traces, "checkpoint_reentrant")
     with pytest.raises(ValueError, match="depth must be a whole number of at least 0 or 'all', got 'deep'"):
         render(trace, depth="deep")
+
+
+def test_a_cut_edge_into_a_step_box_does_not_cross_its_title(traces: dict[str, Trace]) -> None:
+    """`fake.detach()` in the generator's step cuts the path into the discriminator's step: that box, which the red
+    edge enters from above, has its title at the bottom; the generator's box keeps its title on top."""
+    source = render(_trace(traces, "dcgan")).source
+    assert re.search(r"✂ fake\.detach\(\)\s+line \d+", source)
+    titles = {m.group(2): "labelloc=b" in m.group(0)
+              for m in re.finditer(r"label=<(↻ step ×\d+ \(steps ([^)]*)\)[^>]*)>[^\n]*", source)}
+    assert titles == {"1, 3, 5": True, "2, 4, 6": False}
+
+
+def test_a_metric_read_after_backward_stays_with_its_step(traces: dict[str, Trace]) -> None:
+    # `scores.mean().item()` after each of three backward calls: the mean of the generator step's scores is made
+    # after that backward and reads its graph; it is not state carried into the next iteration's first step
+    trace = _trace(traces, "gan_metrics")
+    source = render(trace, depth="all").source
+    assert _step_clusters(source) == [(4, "1, 4, 7, 10"), (4, "2, 5, 8, 11"), (4, "3, 6, 9, 12")]
+    assert "carries state" not in source and "no carried state" not in source
+    # each step box draws its own metric: three MeanBackward0, one per backward line
+    assert source.count("<B>MeanBackward0</B>") == 3
+
+
+def test_episodes_of_different_length_are_one_step_box_with_the_range(traces: dict[str, Trace]) -> None:
+    # 9 episodes of 5, 7 or 6 moves: the same graph but for how often the move loop ran
+    trace = _trace(traces, "episodes_5_to_7")
+    source = render(trace, depth="all").source
+    assert _step_clusters(source) == [(9, "1-9")]
+    assert "loop body ×5-7 iterations" in source
+    assert source.count("<B>CatBackward0</B>") == 1 and source.count("<B>GatherBackward0</B>") == 1
+    assert "other shapes" not in source and "batch of" not in source  # a longer episode's cat is not a batch
+
+
+def test_a_wider_layer_is_not_called_a_batch_and_a_cut_off_graph_is_said(traces: dict[str, Trace]) -> None:
+    # the batch is 64 in every step; the second layer's weight.T is (300, 300) where the first's is (200, 300)
+    source = render(_trace(traces, "layerwise"), depth="all").source
+    titles = re.findall(r"label=<((?:↻ )?step .*?)> style=", source)
+    assert "batch of" not in source
+    assert titles == [
+        ("↻ step ×5 (steps 1, 2, 3, 5, 6): backward at line 13<BR/>"
+         "steps 5, 6: shapes differ: (300, 300) where the drawn step has (200, 300)"),
+        # step 4 also draws the first layer's output, made before its backward and cut off by the detach
+        "step 4: also holds the graph cut off by torch.relu(layer(inputs)).detach() at line 15, backward at line 13",
+    ]
+
+
+def test_gradient_accumulation_counts_optimizer_steps_as_the_window_does(tmp_path: Path) -> None:
+    script = PROGRAMS / "accumulate.py"
+    whole = render(gradviz.trace_script(script), depth="all").source
+    assert _step_clusters(whole) == [(4, "1-4")]
+    assert "↻ step ×4 (steps 1-4), 2 backward calls each: backward at line 12" in whole
+    windowed = gradviz.trace_script(script, steps=2)
+    assert windowed.window is not None and windowed.window.unit == "step"
+    assert windowed.window.describe().startswith("steps 1-2 ")
+    assert "↻ step ×2 (steps 1, 2), 2 backward calls each: backward at line 12" in render(windowed).source
+
+
+def test_an_op_saving_many_tensors_draws_them_as_one_box(traces: dict[str, Trace]) -> None:
+    # the LSTM's backward node saves a dozen tensors; kept out of its module box by the TBPTT cut, it would draw a
+    # strip of them. They are one box that says how many; an op saving a few still draws each
+    trace = _trace(traces, "lstm_lm")
+    source = render(trace, depth="all").source
+    many = [n for n in trace.nodes.values() if sum(s.tensor is not None for s in n.saved) > 4]
+    assert many, "the LSTM's node saves more than 4 tensors"
+    counts = {sum(s.tensor is not None for s in n.saved) for n in many}
+    for count in counts:
+        assert f"{count} tensors saved for backward" in source
+    assert re.search(r"\[label=<mat2: \(\d+, \d+\)>", source)  # the decoder's matmul still draws its own

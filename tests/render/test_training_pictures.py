@@ -97,7 +97,9 @@ def test_actor_critic_episodes_and_lbfgs_closure_calls(traces: dict[str, Trace])
     assert {"actor.fc1.weight", "critic.fc1.weight"} <= labels
     lbfgs = render(traces["lbfgs"]).source
     clusters = _step_clusters(lbfgs)
-    assert len(clusters) == 1 and clusters[0][0] == len(traces["lbfgs"].events_of("backward")) == 18
+    # steps are optimizer steps, as the step window counts them: 3 L-BFGS steps of 6 closure calls each
+    assert clusters == [(3, "1-3")] and len(traces["lbfgs"].events_of("backward")) == 18
+    assert "↻ step ×3 (steps 1-3), 6 backward calls each: backward at line 16" in lbfgs
 
 
 def test_step_k_draws_that_backward_as_it_was(traces: dict[str, Trace]) -> None:
