@@ -393,11 +393,12 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
             entry = live.get(id(t))
             in_ids.append(entry.tid if entry is not None else track(t, "input", seq, None, file, line))
         if written is not None:
-            for t, v in written:
-                entry = live.get(id(t))
-                if entry is not None and entry.version != v and entry.version == t._version:
-                    # moved by an earlier write of this call to a tensor sharing its counter (`x[i] *= 0`: setitem
-                    # reads the view it copies, whose version moved with x's): already recorded, not a write of its own
+            entries = [live.get(id(t)) for t, _ in written]
+            known = [entry.version if entry is not None else None for entry in entries]
+            for (t, v), entry, was in zip(written, entries, known):
+                if entry is not None and was != entry.version == t._version:
+                    # brought up to date by an earlier write of this call to a tensor sharing its counter
+                    # (`x[i] *= 0`: setitem reads the view it copies, whose version moved with x's): not a write of its own
                     continue
                 self._record_write(t, v, name, file, line)
         out_ids = []
