@@ -409,6 +409,21 @@ def _difference(trace: Trace, roll: StepRoll, main: StepRoll, notes: Annotations
             names = Counter(nodes[n].name for n in main.nodes) - Counter(nodes[n].name for n in roll.nodes)
         top = ", ".join(f"{n} \N{MULTIPLICATION SIGN}{c}" if c > 1 else n for n, c in names.most_common(2))
         return f"{abs(delta)} {'more' if delta > 0 else 'fewer'} op{'s' if abs(delta) != 1 else ''}" + (f" ({top})" if top else "")
+    def parameters(r: StepRoll) -> list[str]:
+        found: dict[str, None] = {}
+        for nid in r.nodes:
+            for nxt in nodes[nid].next:
+                leaf = nodes.get(nxt) if nxt is not None else None
+                tensor = trace.tensors.get(leaf.variable) if leaf is not None and leaf.variable else None
+                if leaf is not None and _is_leaf(leaf) and tensor is not None and tensor.parameter:
+                    found.setdefault(tensor.parameter, None)
+        return list(found)
+
+    theirs_params = set(parameters(main))
+    other_params = [p for p in parameters(roll) if p not in theirs_params]
+    if other_params:
+        listed = ", ".join(other_params[:3]) + (", \N{HORIZONTAL ELLIPSIS}" if len(other_params) > 3 else "")
+        return f"the same ops on other parameters ({listed})"
     return "the same ops, wired differently"
 
 
