@@ -33,6 +33,7 @@ _COMPILED_CODE = "<eval_with_key>"  # the file name of code torch.fx generates (
 # the code is the user's). Read per call from the frame's raw facts: `f_lineno` decodes the code's line table from
 # its start at every read (10 us in a 400-line function), the offset is a field.
 Site = tuple[types.CodeType, int, "Callable[..., Any] | None", "bool | None", bool]  # stand-in None: not tracing
+LiveSite = tuple[types.CodeType, int, "Callable[..., Any]", "bool | None", bool]  # as site() returns it
 _sites: dict[tuple[int, int], Site] = {}
 # (id(code), line) -> (that code object; the template moved to its file and line): outlives tracing (no globals)
 _moved: dict[tuple[int, int], tuple[types.CodeType, types.CodeType]] = {}
@@ -56,24 +57,25 @@ def caller(depth: int = 2, func: Any = None) -> types.FrameType | None:
     return frame
 
 
-def site(frame: types.FrameType) -> Site:
+def site(frame: types.FrameType) -> LiveSite:
     """What the recorder needs of the call site `frame` is at, looked up once per site while tracing."""
     code = frame.f_code
     key = (id(code), frame.f_lasti)
     entry = _sites.get(key)
     if entry is not None and entry[0] is code:
         if entry[2] is not None:
-            return entry
+            return entry  # type: ignore[return-value]  # (its stand-in is there)
         # known from an earlier trace: only its stand-in was let go
-        entry = _sites[key] = (code, entry[1], _stand_in(frame, code, entry[1]), entry[3], entry[4])
-        return entry
+        live: LiveSite = (code, entry[1], _stand_in(frame, code, entry[1]), entry[3], entry[4])
+        _sites[key] = live
+        return live
     if len(_sites) > 65536:  # sites of long-gone code (exec'd cells): start afresh
         _sites.clear()
     line = frame.f_lineno
     filename = code.co_filename
     compiled = None if filename == _OPS_FILE else filename.startswith(_COMPILED_CODE)
-    entry = _sites[key] = (code, line, _stand_in(frame, code, line), compiled, is_user_file(filename))
-    return entry
+    live = _sites[key] = (code, line, _stand_in(frame, code, line), compiled, is_user_file(filename))
+    return live
 
 
 def in_compiled_code(frame: types.FrameType, entry: Site) -> bool:
@@ -85,23 +87,17 @@ def in_compiled_code(frame: types.FrameType, entry: Site) -> bool:
     return back is not None and back.f_code.co_filename.startswith(_COMPILED_CODE)
 
 
-def stand_in(frame: types.FrameType) -> Callable[..., Any]:
-    """A function that calls `func(*args, **kwargs)` at `frame`'s file and line, with `frame`'s globals."""
-    return site(frame)[2]
-
-
 def _stand_in(frame: types.FrameType, code: types.CodeType, line: int) -> Callable[..., Any]:
     key = (id(code), line)
     moved = _moved.get(key)
     if moved is None or moved[0] is not code:
         if len(_moved) > 16384:  # lines of long-gone code (exec'd cells): start afresh
             _moved.clear()
-        shifted = _TEMPLATE.replace(
-            co_filename=code.co_filename,
-            co_name=code.co_name,
-            co_qualname=getattr(code, "co_qualname", code.co_name),
-            co_firstlineno=line,
-        )
+        # (co_qualname exists from Python 3.11; `replace` refuses it before)
+        qualname: dict[str, str] = {}
+        if sys.version_info >= (3, 11):
+            qualname["co_qualname"] = code.co_qualname
+        shifted = _TEMPLATE.replace(co_filename=code.co_filename, co_name=code.co_name, co_firstlineno=line, **qualname)
         moved = _moved[key] = (code, shifted)
     return types.FunctionType(moved[1], frame.f_globals, code.co_name)
 

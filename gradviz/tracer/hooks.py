@@ -9,7 +9,7 @@ import sys
 import threading
 import types
 import weakref
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -33,6 +33,23 @@ class HookRecording:
     """The module- and optimizer-hook half of the Recorder (mixed into it; uses its tensor tracking and state)."""
 
     trace: Any
+    # the Recorder's state and methods this half uses (recorder.py owns them)
+    _live: dict[int, Any]
+    _module_names: dict[int, str]
+    _named_roots: set[int]
+    _held_models: dict[tuple[str, str], list[Any]]
+    _param_roots: dict[str, str]
+    _outside: tuple[int, types.CodeType] | None
+    _thread: int
+    _paused: int
+    _steps: dict[int, Any]
+    _step_record: Any
+    _optimizer_ids: dict[int, str]
+    _fresh_grads: dict[str, tuple[int, int | None]]
+    _stepped_grads: dict[str, Any]
+    _tid: Callable[[torch.Tensor], str]
+    _internal: Callable[..., None]
+    _event: Callable[..., Any]
 
     def _name_module(self, module: torch.nn.Module) -> None:
         """Qualified names, from the outermost module called, for its submodules and parameters: the variable the
@@ -202,7 +219,7 @@ class HookRecording:
         """The step's closure, wrapped so that what it does (zero_grad, forward, backward) is recorded."""
         in_kwargs = "closure" in kwargs
         at = 1 if args and args[0] is optimizer else 0  # torch's wrapper passes (optimizer, closure, ...)
-        if not in_kwargs and not (len(args) > at and _takes_closure_first(type(optimizer))):
+        if not in_kwargs and not (len(args) > at and _takes_closure_first(optimizer.__class__)):
             return None  # not a closure: whatever a custom step takes first is passed on untouched
         closure = kwargs["closure"] if in_kwargs else args[at]
         if not callable(closure):
@@ -324,7 +341,7 @@ RECORD_FUNCTION_OPS = (_RECORD_ENTER, _RECORD_EXIT)
 
 
 @functools.lru_cache(maxsize=256)
-def _takes_closure_first(optimizer_type: type) -> bool:
+def _takes_closure_first(optimizer_type: type[Any]) -> bool:
     """Whether `optimizer_type.step`'s first argument after self is its closure (every torch optimizer's is)."""
     step = inspect.unwrap(optimizer_type.step)
     try:

@@ -14,7 +14,7 @@ def _forward_call_offsets() -> dict[types.CodeType, int]:
     uses when hooks are registered), with the offset of its last instruction calling `forward_call`."""
     call_impl = torch.nn.Module._call_impl.__code__
     codes = [call_impl, *(c for c in call_impl.co_consts if isinstance(c, types.CodeType))]
-    offsets = {}
+    offsets: dict[types.CodeType, int] = {}
     for code in codes:
         instructions = list(dis.get_instructions(code))
         for i, instruction in enumerate(instructions):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import Any, Callable, Iterator
 
 import torch
 import torch.autograd.grad_mode
@@ -80,6 +80,18 @@ class GraphRecording:
     _node_ids: dict[Any, str]
     _heights: dict[str, int]  # node id -> levels above the nearest held node or leaf (chains.py)
     _checkpoint_calls: dict[int, Location]  # a reentrant checkpoint's node (sequence number) -> its call's line
+    # the Recorder's state and methods this half uses (recorder.py owns them)
+    _live: dict[int, Any]
+    _seq: Iterator[int]
+    _first_sequence_nr: int
+    _saved_names: dict[type, tuple[tuple[str, str, bool], ...]]
+    _type_names: dict[type, str]
+    _here_loc: Location | None
+    _storage_ids: dict[int, str]
+    _layout: dict[tuple[Any, ...], str]
+    _tid: Callable[[Any], str]
+    _track: Callable[..., str]
+    _internal: Callable[..., None]
 
     def _reachable(self, fns: list[Any]) -> tuple[list[str], list[str]]:
         """Node ids a backward from `fns` runs through, and the leaves it feeds: read off the recorded graph.
@@ -168,7 +180,7 @@ class GraphRecording:
             try:
                 self._note_checkpoint_call()
             except Exception as exc:  # never let bookkeeping break the user's program
-                self._internal(exc, "checkpoint")  # type: ignore[attr-defined]
+                self._internal(exc, "checkpoint")
         return result
 
     def _note_checkpoint_call(self) -> None:

@@ -42,7 +42,7 @@ from .lifetime import mark_end
 from .hooks import RECORD_FUNCTION_OPS, HookRecording
 from .holders import shown_path as _shown_path, unwrapped
 from .nodes import _SAVED_NAMES, _TYPE_NAMES, GraphRecording
-from .window import StepWindow, WindowRecording
+from .window import StepWindow, WindowRecording, _warning_filters
 from .tensors import (
     _Tensor,
     _byte_span,
@@ -153,7 +153,7 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
         self._checkpoint_calls: dict[int, Location] = {}  # nodes.py: _on_grad_mode
         self._finished = False
         self._on_dead_callback = self._on_dead  # one bound method for every weak reference
-        self._locations: dict[tuple[str, int], Location] = {}
+        self._locations: dict[tuple[str | None, int | None], Location] = {}
         self._here: tuple[str | None, int | None] = (None, None)  # user file and line of the current call
         self._here_loc: Location | None = None  # its Location
         self._named_roots: set[int] = set()
@@ -162,12 +162,13 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
         self._handles: list[Any] = []
         self.internal_errors = self.trace.internal_errors
         self._special: dict[Any, Callable[..., Any]] = {
-            _Tensor.data.__get__: self._on_data_get,
-            _Tensor.data.__set__: self._on_data_set,
+            # (the stubs type these descriptors as their values: Tensor, bool)
+            _Tensor.data.__get__: self._on_data_get,  # type: ignore[attr-defined]
+            _Tensor.data.__set__: self._on_data_set,  # type: ignore[attr-defined]
             _Tensor.detach: self._on_detach,
             _Tensor.detach_: self._on_detach_,
             _Tensor.requires_grad_: self._on_requires_grad,
-            _Tensor.requires_grad.__set__: self._on_requires_grad,
+            _Tensor.requires_grad.__set__: self._on_requires_grad,  # type: ignore[attr-defined]
             _Tensor.backward: self._on_backward,
             torch.autograd.backward: self._on_backward,
             torch.autograd.grad: self._on_backward,
@@ -190,7 +191,7 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
         # (put in place directly: `filterwarnings` would reset the registries behind "once per place")
         for message in _OUR_WARNINGS:
             entry = ("ignore", re.compile(message, re.I), Warning, None, 0)
-            warnings.filters.insert(0, entry)
+            _warning_filters().insert(0, entry)
             self._warning_filters.append(entry)
         self._first_sequence_nr = torch._C._autograd._get_sequence_nr()
         self._outside = (id(outside), outside.f_code) if outside is not None else None
@@ -208,7 +209,7 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
         mark_end(self)  # lifetime analysis: what is freed after this was alive when the program ended
         for entry in self._warning_filters:
             with contextlib.suppress(ValueError):  # the program may have reset the filters itself
-                warnings.filters.remove(entry)
+                _warning_filters().remove(entry)
         self._warning_filters = []  # (no registry reset: an ignore filter adds nothing to them)
         self._gc.release()
         chains.sweep()  # deep graphs the program dropped while tracing: let them go now, a segment at a time
@@ -335,7 +336,7 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
             result = func(*args, **kwargs)
         else:
             try:
-                result = site[2](func, args, kwargs)
+                result = site[2](func, args, kwargs)  # type: ignore[misc]  # (its stand-in: made above when missing)
             except BaseException as exc:
                 _drop_stand_in(exc)
                 raise
@@ -460,7 +461,8 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
                 self._storage_ids[skey] = sid
                 trace.storages[sid] = StorageRecord(sid, device_name, storage.nbytes(), ptr, dtype)
             item = t.element_size()
-            offset = t.storage_offset()
+            # (sizes are `int | SymInt` in the stubs: symbolic only while dynamo traces, when the recorder steps aside)
+            offset: int = t.storage_offset()  # type: ignore[assignment]
             shape = t.shape
             stride = t.stride()
             start = offset * item
@@ -534,8 +536,8 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
             else:
                 members.add(key)
             if layout not in self._layout:
-                self._layouts_of.setdefault(skey, []).append(layout)
-            self._layout[layout] = tid
+                self._layouts_of.setdefault(skey, []).append(layout)  # type: ignore[arg-type]  # (set with skey)
+            self._layout[layout] = tid  # type: ignore[index]
         try:
             fn = t.grad_fn
         except RuntimeError:  # a no_grad view whose base was later written in place
@@ -602,7 +604,8 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
         counter = self._counter_of(tid)
         live.version = after
         start, stop = live.byte_range or (0, 0)
-        for key in sorted(self._by_storage.get(live.storage, ()), key=lambda k: int(self._live[k].tid[1:])):
+        members = self._by_storage.get(live.storage, ())  # type: ignore[arg-type]  # (None: no storage)
+        for key in sorted(members, key=lambda k: int(self._live[k].tid[1:])):
             other = self._live.get(key)
             if other is None or other is live:
                 continue

@@ -240,7 +240,7 @@ def _run(
             sys.argv, sys.excepthook = saved_argv, saved_hook
             sys.path[:] = saved_path
 
-        os._exit = _hard_exit(recorder, script_path, on_hard_exit, saved_exit, restore)  # type: ignore[assignment]
+        os._exit = _hard_exit(recorder, script_path, on_hard_exit, saved_exit, restore)
     try:
         if on_start is not None:
             on_start(recorder.trace, window.record if window is not None else None)

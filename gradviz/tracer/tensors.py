@@ -56,7 +56,8 @@ def _flatten(args: Any, kwargs: dict[str, Any] | None, out: list[torch.Tensor]) 
 
 def _byte_span(t: torch.Tensor) -> tuple[int, int]:
     item = t.element_size()
-    start = t.storage_offset() * item
+    # (torch types sizes `int | SymInt`: symbolic only while dynamo traces, when the recorder steps aside)
+    start: int = t.storage_offset() * item  # type: ignore[assignment]
     numel = t.numel()
     if numel == 0:
         return (start, start)
@@ -81,6 +82,6 @@ def local_parts(t: torch.Tensor) -> list[torch.Tensor]:
     """
     if not is_traceable_wrapper_subclass(t):
         return [t]
-    inner, _ = t.__tensor_flatten__()  # type: ignore[attr-defined]
+    inner, _ = t.__tensor_flatten__()
     parts = (getattr(t, name) for name in inner)  # (a DTensor lists its device mesh among them too)
     return [plain for part in parts if isinstance(part, torch.Tensor) for plain in local_parts(part)]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Iterator
 
 import torch
 
@@ -119,7 +119,7 @@ def walk(tensors: Any, *, params: dict[str, Any] | None = None, show_attrs: bool
         if not new:
             return rid
         visit(root_fn)
-        stack: list[tuple[Any, Iterable[Any]]] = [(root_fn, iter(getattr(root_fn, "next_functions", ())))]
+        stack: list[tuple[Any, Iterator[Any]]] = [(root_fn, iter(getattr(root_fn, "next_functions", ())))]
         while stack:
             fn, children = stack[-1]
             parent = trace.nodes[node_ids[id(fn)]]
@@ -151,8 +151,8 @@ def walk(tensors: Any, *, params: dict[str, Any] | None = None, show_attrs: bool
             first = first or tid
             result.order.append(("tensor", tid))
             if cur.grad_fn is not None:
-                trace.tensors[tid].grad_fn = add_nodes(cur.grad_fn)
-                node = trace.nodes[trace.tensors[tid].grad_fn]
+                node_id = trace.tensors[tid].grad_fn = add_nodes(cur.grad_fn)
+                node = trace.nodes[node_id]
                 if node.output is None:
                     node.output = tid
             if cur._is_view() and cur._base is not None:
@@ -236,7 +236,7 @@ def _check(fn: Any, name: str) -> tuple[str, int | None]:
     """Ask autograd's own checked getter: ("ok", None), ("poisoned", version at save time) or ("freed", None)."""
     try:
         if hasattr(fn, "_forward_cls"):  # custom autograd.Function: its checked getter is ctx.saved_tensors
-            fn.saved_tensors
+            fn.saved_tensors  # noqa: B018 (the read itself is the check)
         else:
             getattr(fn, SAVED_PREFIX + name)
     except AttributeError:

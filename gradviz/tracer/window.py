@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import warnings
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -15,6 +15,11 @@ from . import callsite, chains, source
 # the mode can be taken off the stack (see _pop_mode)
 _CLOSED = 1 << 40
 
+
+
+def _warning_filters() -> list[Any]:
+    """The list the warnings module reads (typeshed declares `warnings.filters` a Sequence)."""
+    return warnings.filters  # type: ignore[return-value]
 
 class WindowStop(BaseException):
     """Raised into the program where the window ends under `stop_after`: it ends the program as if it had finished.
@@ -47,6 +52,24 @@ class WindowRecording:
     trace: Any
     _window: StepWindow | None
     _mode_on: bool
+    # the Recorder's state and methods this half uses (recorder.py owns them)
+    _steps: dict[int, Any]
+    _seq: Any
+    _paused: int
+    _live: dict[int, Any]
+    _by_tid: dict[str, Any]
+    _by_storage: dict[int, set[int]]
+    _handles: list[Any]
+    _storage_ids: dict[int, str]
+    _layout: dict[tuple[Any, ...], str]
+    _layouts_of: dict[int, list[tuple[Any, ...]]]
+    _fresh_grads: dict[str, tuple[int, int | None]]
+    _warning_filters: list[Any]
+    _gc: Any
+    _step_post: Callable[[Any, Any, Any], None]
+    _internal: Callable[..., None]
+    name_locals: Callable[..., None]
+    __exit__: Callable[..., Any]
 
     def _window_step_post(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         """The global optimizer post-hook: the recorder's own while the window is open, a counter afterwards.
@@ -63,7 +86,7 @@ class WindowRecording:
             return
         key = id(optimizer)
         was_open = key in self._steps
-        self._step_post(optimizer, args, kwargs)  # type: ignore[attr-defined]
+        self._step_post(optimizer, args, kwargs)
         if window is None or not was_open or key in self._steps:  # not the end of an outermost step of ours
             return
         window.steps[key] = window.steps.get(key, 0) + 1
@@ -80,7 +103,7 @@ class WindowRecording:
         window = self._window
         if window is None:
             return False
-        if not window.steps and not self._steps and window.backwards >= window.limit:  # type: ignore[attr-defined]
+        if not window.steps and not self._steps and window.backwards >= window.limit:
             window.backwards += 1  # the call that closes it: the run has at least this many
             self._close_window("backward", safe=False)
             return True
@@ -101,17 +124,17 @@ class WindowRecording:
         first = window.first_optimizer
         record.traced = window.steps[first] if unit == "step" and first is not None else window.limit
         record.closed = True
-        record.closed_at = next(self._seq)  # type: ignore[attr-defined]
-        self._paused += _CLOSED  # type: ignore[attr-defined]
+        record.closed_at = next(self._seq)
+        self._paused += _CLOSED
         try:
             with torch._C.DisableTorchFunction():
                 self._name_stack_variables()
         except Exception as exc:  # noqa: BLE001 - naming is a courtesy; never break the program for it
-            self._internal(exc)  # type: ignore[attr-defined]
+            self._internal(exc)
         self._release()
         # hook dicts are never being iterated here (torch walks copies of the module hook dicts, and the step hooks
         # ran already): every hook but the step counter can go now
-        for handle in self._handles:  # type: ignore[attr-defined]
+        for handle in self._handles:
             handle.remove()
         self._handles = []
         if safe:
@@ -119,7 +142,7 @@ class WindowRecording:
         else:
             from torch.nn.modules.module import register_module_forward_pre_hook
 
-            self._handles.append(register_module_forward_pre_hook(self._pop_mode_at_module))  # type: ignore[attr-defined]
+            self._handles.append(register_module_forward_pre_hook(self._pop_mode_at_module))
         if window.stop_after:
             record.stopped = True
             raise WindowStop(f"gradviz: the program was stopped after {record.describe()}")
@@ -133,37 +156,37 @@ class WindowRecording:
                 frames.append(frame)
             frame = frame.f_back
         for frame in frames:
-            self.name_locals(source.frame_variables(frame), modules=True)  # type: ignore[attr-defined]
+            self.name_locals(source.frame_variables(frame), modules=True)
         del frames, frame
 
     def _release(self) -> None:
         """Let go of every tensor (no weak-reference callbacks after this) and give back GC and warning settings."""
-        self._live.clear()  # type: ignore[attr-defined]
-        self._by_tid.clear()  # type: ignore[attr-defined]
-        self._by_storage.clear()  # type: ignore[attr-defined]
-        self._storage_ids.clear()  # type: ignore[attr-defined]
-        self._layout.clear()  # type: ignore[attr-defined]
-        self._layouts_of.clear()  # type: ignore[attr-defined]
-        self._fresh_grads.clear()  # type: ignore[attr-defined]
-        for entry in self._warning_filters:  # type: ignore[attr-defined]
+        self._live.clear()
+        self._by_tid.clear()
+        self._by_storage.clear()
+        self._storage_ids.clear()
+        self._layout.clear()
+        self._layouts_of.clear()
+        self._fresh_grads.clear()
+        for entry in self._warning_filters:
             with contextlib.suppress(ValueError):
-                warnings.filters.remove(entry)
+                _warning_filters().remove(entry)
         self._warning_filters = []  # (no registry reset: an ignore filter adds nothing to the once-per-place registries)
-        self._gc.release()  # type: ignore[attr-defined]
+        self._gc.release()
         chains.sweep()  # deep graphs dropped while tracing: let them go, a segment at a time
         callsite.forget()  # the call stand-ins hold the callers' globals
 
     def _pop_mode(self) -> None:
         """Take the mode off torch's stack, where no torch function is being handled (torch would push it back)."""
         if self._mode_on and _on_top(self):
-            self.__exit__(None, None, None)  # type: ignore[attr-defined]
+            self.__exit__(None, None, None)
             self._mode_on = False
         # (a mode the program pushed above ours: ours stays below it, passing calls through, until stop())
 
     def _pop_mode_at_module(self, module: Any, args: Any) -> None:
         # module hooks are called from a copy of the hook dict: removing this one from inside it is safe
         self._pop_mode()
-        for handle in self._handles:  # type: ignore[attr-defined]
+        for handle in self._handles:
             handle.remove()
         self._handles = []
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import warnings
 from pathlib import Path
 
 import torch
@@ -36,7 +35,7 @@ def test_warnings_match_the_untraced_run_exactly(tmp_path: Path) -> None:
     assert traced.stderr == plain.stderr
     assert "recorder.py" not in traced.stderr
     assert traced.stderr.count("UserWarning") == 3  # once per place, as untraced: not once per loop iteration
-    assert f"warns.py:4: UserWarning: Converting a tensor" in traced.stderr
+    assert "warns.py:4: UserWarning: Converting a tensor" in traced.stderr
 
 
 BLOCK = """\
