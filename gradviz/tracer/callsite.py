@@ -93,11 +93,9 @@ def _stand_in(frame: types.FrameType, code: types.CodeType, line: int) -> Callab
     if moved is None or moved[0] is not code:
         if len(_moved) > 16384:  # lines of long-gone code (exec'd cells): start afresh
             _moved.clear()
-        # (co_qualname exists from Python 3.11; `replace` refuses it before)
-        qualname: dict[str, str] = {}
-        if sys.version_info >= (3, 11):
-            qualname["co_qualname"] = code.co_qualname
-        shifted = _TEMPLATE.replace(co_filename=code.co_filename, co_name=code.co_name, co_firstlineno=line, **qualname)
+        shifted = _TEMPLATE.replace(co_filename=code.co_filename, co_name=code.co_name, co_firstlineno=line)
+        if sys.version_info >= (3, 11):  # (co_qualname exists from Python 3.11; `replace` refuses it before)
+            shifted = shifted.replace(co_qualname=code.co_qualname)
         moved = _moved[key] = (code, shifted)
     return types.FunctionType(moved[1], frame.f_globals, code.co_name)
 
