@@ -30,7 +30,7 @@ def test_dev_runs_no_apt_get_when_everything_is_installed(tmp_path: Path) -> Non
                             'i=$((i+1)); done')
     venv = tmp_path / "venv"
     (venv / "bin").mkdir(parents=True)
-    _stub(venv / "bin", "python", f'echo "pytest ran: $*" >> {calls}')
+    _stub(venv / "bin", "python", f'echo "python ran: $*" >> {calls}')
     (venv / ".installed").touch()
     os.utime(venv / ".installed", (4102444800, 4102444800))  # newer than pyproject.toml: nothing to install
     python = shutil.which("python3") or shutil.which("python")
@@ -41,7 +41,11 @@ def test_dev_runs_no_apt_get_when_everything_is_installed(tmp_path: Path) -> Non
                           timeout=120)
 
     assert done.returncode == 0, done.stderr
-    assert calls.read_text().splitlines() == ["pytest ran: -m pytest -n auto -k nothing"]  # one worker per core
+    assert calls.read_text().splitlines() == [
+        "python ran: -m ruff check gradviz tests benchmarks gallery",  # the linter, then the type checker, first
+        "python ran: -m mypy",
+        "python ran: -m pytest -n auto -k nothing",  # one worker per core
+    ]
 
 
 def test_dev_installs_only_the_missing_font(tmp_path: Path) -> None:
