@@ -25,7 +25,8 @@ __all__ = ["count_phrase", "findings_table", "gradviz_cell", "load_ipython_exten
 
 def load_ipython_extension(ipython: InteractiveShell) -> None:
     """Called by `%load_ext gradviz`: register the `%%gradviz` cell magic."""
-    ipython.register_magic_function(_magic, magic_kind="cell", magic_name="gradviz")
+    # (IPython types this decorated method by its decorator's signature)
+    ipython.register_magic_function(_magic, magic_kind="cell", magic_name="gradviz")  # type: ignore[call-arg, arg-type]
 
 
 def _magic(line: str, cell: str) -> None:
@@ -131,7 +132,7 @@ def _cell_number(shell: InteractiveShell) -> int:
             match = re.fullmatch(r"In\s*\[(\d+)\]", named[1])
             if match:
                 return int(match.group(1))
-        frame = frame.f_back  # type: ignore[assignment]
+        frame = frame.f_back  # type: ignore[assignment]  # (None ends the loop)
     return max(int(shell.execution_count) - 1, 1)
 
 

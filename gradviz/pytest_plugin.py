@@ -289,7 +289,7 @@ def _hide_tracer_frames(item: pytest.Item) -> None:
         keep = script_frames([(str(entry.path), entry.name) for entry in entries])
         return Traceback([entry for entry, kept in zip(entries, keep) if kept])
 
-    item._traceback_filter = without_tracer  # type: ignore[method-assign]
+    item._traceback_filter = without_tracer  # type: ignore[method-assign]  # (pytest's own hook for this, per item)
 
 
 def _write_report(item: pytest.Item, trace: Trace, findings: list[Finding], folder: str) -> str:
@@ -332,7 +332,8 @@ class _SuppressedCounter:
         self.count = 0
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        self.count += sum(value for name, value in report.user_properties if name == "gradviz_suppressed")
+        self.count += sum(value for name, value in report.user_properties  # type: ignore[misc]  # (ints: ours)
+                          if name == "gradviz_suppressed")
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.count:

@@ -256,9 +256,10 @@ class stdout_to_stderr:  # noqa: N801 - a context manager used like a function
             sys.stdout.flush()
         self._saved_fd: int | None = None
         with contextlib.suppress(OSError, ValueError, AttributeError):
+            # (sys.__stdout__ is None without a console: the AttributeError is suppressed)
             self._saved_fd = os.dup(sys.__stdout__.fileno())  # type: ignore[union-attr]
             os.dup2(sys.__stderr__.fileno(), sys.__stdout__.fileno())  # type: ignore[union-attr]
-        self._redirect = contextlib.redirect_stdout(sys.stderr)
+        self._redirect: contextlib.redirect_stdout[Any] | None = contextlib.redirect_stdout(sys.stderr)
         self._redirect.__enter__()
         return self
 
@@ -271,7 +272,7 @@ class stdout_to_stderr:  # noqa: N801 - a context manager used like a function
         self._redirect = None
         if self._saved_fd is not None:
             with contextlib.suppress(OSError):
-                os.dup2(self._saved_fd, sys.__stdout__.fileno())  # type: ignore[union-attr]
+                os.dup2(self._saved_fd, sys.__stdout__.fileno())  # type: ignore[union-attr]  # (as above)
             os.close(self._saved_fd)
             self._saved_fd = None
 

@@ -19,10 +19,10 @@ class OptionsError(ValueError):
 class OptionParser(argparse.ArgumentParser):
     """An ArgumentParser that raises OptionsError instead of printing usage and exiting (for the cell magic)."""
 
-    def error(self, message: str) -> Any:  # type: ignore[override]
+    def error(self, message: str) -> Any:
         raise OptionsError(f"{self.prog}: {message}")
 
-    def exit(self, status: int = 0, message: str | None = None) -> Any:  # type: ignore[override]
+    def exit(self, status: int = 0, message: str | None = None) -> Any:
         # `--help` inside a magic line: show it and stop, without killing the kernel
         raise OptionsError((message or self.format_help()).rstrip())
 

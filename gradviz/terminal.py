@@ -11,7 +11,7 @@ import time
 import traceback
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from .text import for_terminal, safe_str, type_name
 
@@ -29,7 +29,7 @@ COLOR_CHOICES = ("auto", "always", "never")
 PROGRESS_INTERVAL = 5.0
 
 
-def console_options(color: str = "auto") -> dict[str, object]:
+def console_options(color: str = "auto") -> dict[str, Any]:
     """rich Console arguments for --color. `never`, or `auto` with NO_COLOR set (https://no-color.org: any
     non-empty value), means no escape sequence at all: no colour, and no bold or dim either."""
     if color not in COLOR_CHOICES:
@@ -118,7 +118,7 @@ class Progress:
     def __init__(self, *, quiet: bool, color: str = "auto", forced: bool = False) -> None:
         from rich.console import Console
 
-        self.console = Console(stderr=True, highlight=False, **console_options(color))  # type: ignore[arg-type]
+        self.console = Console(stderr=True, highlight=False, **console_options(color))
         terminal = Console(stderr=True).is_terminal  # a real terminal (or FORCE_COLOR), whatever --color says
         self.enabled = forced or (not quiet and terminal)
         self.animated = self.enabled and terminal
@@ -247,7 +247,7 @@ def _elapsed(seconds: float) -> str:
 def stdout_console(file: TextIO | None = None, *, color: str = "auto") -> Console:
     from rich.console import Console
 
-    return Console(file=file, highlight=False, soft_wrap=True, **console_options(color))  # type: ignore[arg-type]
+    return Console(file=file, highlight=False, soft_wrap=True, **console_options(color))
 
 
 def shown(path: str | os.PathLike[str]) -> str:

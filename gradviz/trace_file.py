@@ -498,8 +498,8 @@ def _v1_columns(cls: type, raw: Any, table: str, locations: list[Location]) -> d
                 value = default() if callable(default) else default
             elif _strip_optional(hint) is Location and value is not None:
                 value = _v1_location(value, f"{table}[{i}].{name}", locations, index)
-            elif _nested_type(hint) is not None:
-                value = _v1_nested(_nested_type(hint), value, f"{table}[{i}].{name}")
+            elif (nested := _nested_type(hint)) is not None:
+                value = _v1_nested(nested, value, f"{table}[{i}].{name}")
             columns[name].append(value)
     return columns
 

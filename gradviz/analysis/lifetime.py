@@ -7,7 +7,7 @@ import bisect
 import functools
 from dataclasses import dataclass, field
 
-from ..model import Event, EventKind, Trace
+from ..model import Event, EventKind, NodeRecord, Trace
 from .findings import Finding, FindingKind
 from .graphs import freed_at
 
@@ -125,14 +125,14 @@ def lifetimes(trace: Trace) -> Lifetimes:
     owner: dict[str, str] = {}
     for node in sorted(nodes.values(), key=lambda n: n.seq):
         for saved in node.saved:
-            tid = saved.tensor
-            if tid is None or tid in owner:
+            saved_id = saved.tensor
+            if saved_id is None or saved_id in owner:
                 continue
-            record = trace.tensors[tid]
+            record = trace.tensors[saved_id]
             if record.parameter is not None or (record.is_leaf and record.requires_grad):
                 continue  # parameters live anyway: a graph holding them costs nothing extra
-            owner[tid] = node.id
-            saved_bytes[node.id] = saved_bytes.get(node.id, 0) + tensor_bytes(trace, tid)
+            owner[saved_id] = node.id
+            saved_bytes[node.id] = saved_bytes.get(node.id, 0) + tensor_bytes(trace, saved_id)
     intervals = [
         (nodes[nid].seq, min(death[nid], freed_by_backward.get(nid, END)), nid)
         for nid in saved_bytes
@@ -229,7 +229,7 @@ def kept_alive(trace: Trace, life: Lifetimes) -> list[KeptAlive]:
         found = _storing_lines(trace, file, line, names)
         if not found and all(trace.held_at_end.get(tid) == "names" for tid, _, _ in members):
             continue  # a few variables (`previous, last = last, loss`): as many however long the loop runs
-        stores = [s for s in found if (file, s[0]) not in groups] or [(line, "")]
+        stores: list[tuple[int | None, str]] = [s for s in found if (file, s[0]) not in groups] or [(line, "")]
         steps = len(episodes) if len(episodes) >= 2 else executions
         for store_line, store_code in stores[:1]:
             for tid, root, held in members:
@@ -295,10 +295,9 @@ def _accumulation_chain(
         # (a state carried without `.detach()` across backward calls) is a value built on a freed graph, and
         # backward_through_freed_graph reports it; what lies behind the freed node does not grow per step
         if any(
-            nxt in walked and nodes[nxt].variable is None and nodes[nxt].created is not None
+            nxt in walked and nodes[nxt].variable is None and _place(nodes[nxt]) == where
             and life.execution(nodes[nxt].seq) != life.execution(node.seq)
             and not _freed_with_saved(life.trace, life, nxt, END)
-            and (nodes[nxt].created.file, nodes[nxt].created.line) == where
             for nxt in node.next if nxt is not None
         ):
             by_line.setdefault(where, []).append(nid)
@@ -306,9 +305,13 @@ def _accumulation_chain(
         return None
     (file, line), links = max(by_line.items(), key=lambda item: len(item[1]))
     # the chain's first link is the node its second link feeds on
-    firsts = [nxt for nid in links for nxt in nodes[nid].next if nxt is not None and nodes[nxt].created is not None
-              and (nodes[nxt].created.file, nodes[nxt].created.line) == (file, line)]
+    firsts = [nxt for nid in links for nxt in nodes[nid].next if nxt is not None and _place(nodes[nxt]) == (file, line)]
     return file, line, sorted(set(links) | set(firsts), key=lambda n: nodes[n].seq)
+
+
+def _place(node: NodeRecord) -> tuple[str | None, int | None] | None:
+    """The file and line that made `node`, None when unknown."""
+    return (node.created.file, node.created.line) if node.created is not None else None
 
 
 @functools.lru_cache(maxsize=8)
@@ -348,7 +351,7 @@ def _storing_lines(trace: Trace, file: str | None, line: int | None, names: set[
     if tree is None:
         return []
     made = None
-    loops: list[ast.AST] = []
+    loops: list[ast.For | ast.While | ast.AsyncFor] = []
     for node in ast.walk(tree):
         if isinstance(node, (ast.For, ast.While, ast.AsyncFor)) and node.lineno <= line <= (node.end_lineno or 0):
             loops.append(node)
@@ -383,7 +386,7 @@ def _stores_in(
     """Lines in `scope` that store one of `names` with its history into something that outlives it; a call passing
     one of them to a function of this file (`rec.log(h)`) is followed once into that function's stores
     (`self.history.append(out)`)."""
-    found = []
+    found: list[int] = []
     for node in sorted(ast.walk(scope), key=lambda n: getattr(n, "lineno", 0)):
         stored = None
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _STORE_METHODS:
@@ -395,7 +398,7 @@ def _stores_in(
         elif isinstance(node, ast.Call) and follow:
             found += _stores_through_call(tree, node, names)
         if stored and any(_carries(value, names) for value in stored):
-            found.append(node.lineno)
+            found.append(getattr(node, "lineno", 0))  # (a call or an assignment: both have one)
     return found
 
 
@@ -458,11 +461,12 @@ def _carries(value: ast.AST, names: set[str]) -> bool:
 
 
 def _size(n: int) -> str:
+    size = float(n)
     for unit in ("B", "KB", "MB", "GB"):
-        if abs(n) < 1024 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
-    return f"{n} B"
+        if abs(size) < 1024 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size} B"
 
 
 def graph_kept_alive_findings(trace: Trace, life: Lifetimes, kept: list[KeptAlive]) -> list[Finding]:
@@ -657,8 +661,10 @@ def _freed_finding(
     # built before the freeing, on a branch that backward passed by: the program reaches for it only by a backward
     # of its own (a state carried into a new graph after the freeing is what its next step backpropagates)
     side_branch = False
-    if bridge is not None and nodes[bridge[0]].created is not None:
-        where = nodes[bridge[0]].created
+    file: str | None
+    line: int | None
+    where = nodes[bridge[0]].created if bridge is not None else None
+    if bridge is not None and where is not None:
         file, line, code = where.file, where.line, where.code.strip()
         if freeing is not None and nodes[bridge[0]].seq < freeing.seq:
             side_branch = True

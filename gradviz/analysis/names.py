@@ -74,7 +74,7 @@ class Namer:
     def expression(self, tid: str | None) -> str:
         """How the tensor was made, even when it has a name: `x.detach()` for `x = x.detach()`."""
         record = self.trace.tensors.get(tid) if tid is not None else None
-        if record is None:
+        if tid is None or record is None:
             return self.tensor(tid)
         made = self._made(tid, depth=0)
         return made if made is not None else self.tensor(tid)
@@ -82,7 +82,8 @@ class Namer:
     def alias(self, tid: str | None) -> str:
         """`c = out.data` for a named alias, `out.data` for an unnamed one, else the tensor's name."""
         record = self.trace.tensors.get(tid) if tid is not None else None
-        if record is None or record.origin not in ("data", "detach", "view") or record.source not in self.trace.tensors:
+        if (tid is None or record is None or record.origin not in ("data", "detach", "view")
+                or record.source not in self.trace.tensors):
             return self.tensor(tid)
         made = self._made(tid, depth=0) or self.tensor(tid)
         own = self.variable(tid)
@@ -112,7 +113,7 @@ class Namer:
     def _made(self, tid: str, *, depth: int) -> str | None:
         record = self.trace.tensors[tid]
         if record.source in self.trace.tensors and record.origin in ("data", "detach", "view"):
-            source = self._short(record.source, depth)  # type: ignore[arg-type]
+            source = self._short(record.source, depth)
             if record.origin == "data":
                 return shorten_name(f"{source}.data")
             if record.origin == "detach":

@@ -231,7 +231,7 @@ def cut_edge_findings(ctx: Context, found: list[Cut]) -> list[Finding]:
         if event.data.get("source_grad_fn") is None and not event.data.get("rewrap") and not _leaf_cut(ctx, event):
             continue  # a leaf's `.detach()` (a state_dict copy, a frozen input): its dead parameters say it
         file, line, code = ctx.where(event)
-        source = ctx.trace.tensors[event.tensor]  # type: ignore[index]
+        source = ctx.trace.tensors[event.tensor]  # type: ignore[index]  # (a cut's event names its tensor)
         node = event.data.get("source_grad_fn")
         expression = event.data.get("expression", source.label)
         how = {
@@ -425,7 +425,7 @@ def _model_of(record: TensorRecord) -> str | None:
 def _explaining_cuts(ctx: Context, leaves: set[str], found: list[Cut]) -> dict[str, Cut]:
     """For each leaf, the first cut whose source it flowed into (or is): the cut that kept its gradient away."""
     ordered = sorted(found, key=lambda cut: cut.event.seq)
-    sources = first_source_reached(ctx.flow, leaves, [(cut.event.seq, cut.event.tensor) for cut in ordered])  # type: ignore[misc]
+    sources = first_source_reached(ctx.flow, leaves, [(cut.event.seq, cut.event.tensor) for cut in ordered])  # type: ignore[misc]  # (as above)
     explained: dict[str, Cut] = {}
     for number, cut in enumerate(ordered):
         for leaf in sources[number]:
@@ -628,7 +628,7 @@ def _saved_as_itself(
     ctx: Context, event: Event, entries: dict[str, list[_Entry]], accept: Callable[[SavedTensorRecord], bool]
 ) -> Iterator[tuple[NodeRecord, SavedTensorRecord, TensorRecord, Event | None]]:
     """Live nodes that saved the very tensor `event` acts on (as `accept` wants it), with the backward they meet."""
-    for node, saved, tensor in entries.get(event.tensor, ()):  # type: ignore[arg-type]
+    for node, saved, tensor in entries.get(event.tensor, ()):  # type: ignore[arg-type]  # (None: no entries)
         if not accept(saved) or node.seq >= event.seq:
             continue
         if ctx.freed_at.get(node.id, 1 << 62) < event.seq:

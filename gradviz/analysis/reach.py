@@ -54,7 +54,8 @@ def first_backward_reached(
     answers: dict[tuple[str, int], Reach] = {}
     for _, order, item in items:
         if order == 2:
-            step = steps[item]  # type: ignore[index]
+            assert isinstance(item, int)
+            step = steps[item]
             best: Reach | None = None
             for dst in step.outputs:
                 best = _earlier(best, reach.get(dst))
@@ -65,11 +66,13 @@ def first_backward_reached(
                 if merged is not None:
                     reach[src] = merged
         elif order == 1:
-            event: Event = item  # type: ignore[assignment]
+            assert isinstance(item, Event)
+            event = item
             for root in event.data.get("roots", []):
                 reach[root] = Reach(event, frozenset((root,)))  # nothing can be reached earlier than this backward
         else:
-            tensor, time = item  # type: ignore[misc]
+            assert isinstance(item, tuple)
+            tensor, time = item
             found = reach.get(tensor)
             if found is not None:
                 answers[(tensor, time)] = found

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+from collections.abc import Set as AbstractSet
 
 from ..model import EventKind, Trace
 from .findings import Finding, FindingKind
@@ -31,7 +32,7 @@ def _parameter_of(trace: Trace, tid: str, trained: set[str]) -> str | None:
     return None
 
 
-def manual_update_findings(trace: Trace, dead: set[str] = frozenset()) -> list[Finding]:  # type: ignore[assignment]
+def manual_update_findings(trace: Trace, dead: AbstractSet[str] = frozenset()) -> list[Finding]:
     """In-place writes to a trained parameter after a backward that gave it no gradient (a wrapper's weight decay).
 
     `dead`: parameters the dead-parameter pass found (they take part in a loss but get no gradient)."""

@@ -134,14 +134,15 @@ class _Builder:
         for i, (nid, _roll) in enumerate(entries):
             copies[nid].append(i)
         nodes = [self._node(nid, notes, freed, consumers) for nid, _roll in entries]
-        for i, (nid, roll) in enumerate(entries):
+        for i, (nid, roll_id) in enumerate(entries):
             record = trace.nodes[nid]
             module = record.module
             if is_leaf(nid):
-                users = sorted((c for c in consumers.get(nid, []) if roll_of.get(c) == roll), key=lambda n: trace.nodes[n].seq)
+                users = sorted((c for c in consumers.get(nid, []) if roll_of.get(c) == roll_id),
+                               key=lambda n: trace.nodes[n].seq)
                 param = trace.tensors[record.variable].parameter if record.variable in trace.tensors else None
                 module = module_of_parameter(param, trace.nodes[users[0]].module if users else None)
-            nodes[i]["g"] = groups.place(roll, module)
+            nodes[i]["g"] = groups.place(roll_id, module)
         groups.add_loops(nodes, self._loops(entries, roll_of, is_leaf))
         groups.split_lines(nodes, minimum=LINE_GROUP_MIN)
         self._instances(rolls, steps, mapping, index, groups, freed, is_leaf)

@@ -62,6 +62,6 @@ def read_document(page: str) -> dict[str, Any]:
 
 
 def _asset(name: str) -> str:
-    text = resources.files("gradviz.explorer").joinpath("assets", name).read_text(encoding="utf-8")
+    text = resources.files("gradviz.explorer").joinpath("assets").joinpath(name).read_text(encoding="utf-8")
     # inlined code must not end its own <script> element early
     return text.replace("</script", "<\\/script")

@@ -407,7 +407,7 @@ def _box_keys(core: Core, tree: Hierarchy, depth: int) -> dict[str, str | None]:
     return keys
 
 
-def _roll_steps(trace: Trace, notes: Annotations, core: Core, steps: list) -> None:  # type: ignore[type-arg]
+def _roll_steps(trace: Trace, notes: Annotations, core: Core, steps: list) -> None:
     """Draw steps of one shape once; findings of every step move onto the representative, saying which step."""
     rolls, mapping = roll_steps(trace, steps, notes)
     step_of: dict[str, tuple[int, int]] = {}
@@ -434,7 +434,7 @@ def _roll_steps(trace: Trace, notes: Annotations, core: Core, steps: list) -> No
     core.step_marks = marks
 
 
-def _members(rolls: list[StepRoll], steps: list) -> list[list[tuple[int, list[str]]]]:  # type: ignore[type-arg]
+def _members(rolls: list[StepRoll], steps: list) -> list[list[tuple[int, list[str]]]]:
     by_number = {s.number: s for s in steps}
     return [[(n, by_number[n].nodes) for n in roll.numbers] for roll in rolls]
 
@@ -564,15 +564,15 @@ def _emit(
         where_steps = {step_of.get(m) for m in members}
         roll_step[roll_id] = where_steps.pop() if len(where_steps) == 1 else None
     if roll_step and None in roll_step.values():  # a loop across steps: draw it outside them
-        step_of = {c: s for c, s in step_of.items() if not (c in in_cluster and roll_step[core.nodes[c].roll] is None)}
+        step_of = {c: s for c, s in step_of.items() if not (c in in_cluster and roll_step.get(core.nodes[c].roll or "") is None)}
 
     def emit_roll(target: graphviz.Digraph, roll: Roll) -> None:
         members = roll_members.get(roll.id)
         if not members:
             return
         drawn.used.add("roll")
-        lines = sorted({nodes[copies.get(m, m)].created.line for m in members
-                        if copies.get(m, m) in nodes and nodes[copies.get(m, m)].created})
+        lines = sorted({created.line for m in members
+                        if copies.get(m, m) in nodes and (created := nodes[copies.get(m, m)].created) is not None})
         where = f"  line {lines[0]}" if len(lines) == 1 else (f"  lines {lines[0]}-{lines[-1]}" if lines else "")
         with target.subgraph(name=f"cluster_{roll.id}") as sub:
             label = html_label_text(f"\N{CLOCKWISE OPEN CIRCLE ARROW} loop body \N{MULTIPLICATION SIGN}{_loop_count(core, roll, copies)} iterations{where}")

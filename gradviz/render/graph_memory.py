@@ -76,8 +76,8 @@ def graph_memory_image(trace: Trace, findings: list[Finding], fmt: str) -> bytes
             arrowprops={"arrowstyle": "->", "color": "#9c5700"},
         )
     if profile.top_holders:
-        lines = ["held at the peak:"] + [f"{size_text(b):>9}  {_drawable(where)}" for where, b in profile.top_holders]
-        axes.text(0.01, 0.98, "\n".join(lines), transform=axes.transAxes, va="top", ha="left", fontsize=7,
+        held = ["held at the peak:"] + [f"{size_text(b):>9}  {_drawable(where)}" for where, b in profile.top_holders]
+        axes.text(0.01, 0.98, "\n".join(held), transform=axes.transAxes, va="top", ha="left", fontsize=7,
                   family="monospace", bbox={"boxstyle": "round", "facecolor": "white", "alpha": 0.85, "edgecolor": "#cccccc"})
     axes.set_ylim(bottom=0, top=max(max(ys) / scale * 1.7, 1))  # room above the curve for the holders box
     axes.set_xlim(0, max(profile.end, 1))

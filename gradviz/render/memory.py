@@ -115,7 +115,7 @@ def memory_digraph(
             storages.append(t.storage)
         if t.version_counter is not None and t.version_counter not in counters:
             counters.append(t.version_counter)
-    hot_storage = {}
+    hot_storage: dict[str, str] = {}
     for tid in tensor_ids:
         storage = trace.tensors[tid].storage
         if tid in hot_tensor and storage is not None:
@@ -184,8 +184,7 @@ def memory_digraph(
     if activations is None:
         notes.extend(saved_by_module(trace, steps=steps))
     if pipeline:
-        size = sum(trace.tensors[t].byte_range[1] - trace.tensors[t].byte_range[0]
-                   for t in pipeline if trace.tensors[t].byte_range)
+        size = sum(span[1] - span[0] for t in pipeline if (span := trace.tensors[t].byte_range) is not None)
         notes.append(f"data pipeline: {len(pipeline)} tensor{'s' if len(pipeline) != 1 else ''} without gradients "
                      f"(inputs, targets, transforms; {_bytes(size)}) not shown (--show-all draws them)")
     uninvolved -= len(pipeline)
@@ -249,10 +248,10 @@ def _repeat_notes(repeats: Sequence[Repeat], namer: Namer) -> list[str]:
                 f"the {len(first.drawn)} a finding names are drawn"
             notes.append(f"{made} at line {line}: made {first.count} times ({first.span()}), {drawn}")
             continue
-        made = sum(r.count for r in group)
+        total = sum(r.count for r in group)
         call = ".data" if kind == "data" else ".detach()"
         inside = sorted({s for r in group for s in r.steps if s <= (r.last_step or s)})
-        notes.append(f"`{call}` at line {line}: {len(group)} tensors aliased, {made} aliases in all (steps "
+        notes.append(f"`{call}` at line {line}: {len(group)} tensors aliased, {total} aliases in all (steps "
                      f"{steps_text(inside)}), each drawn once, titled \N{MULTIPLICATION SIGN}N")
     return notes
 
@@ -685,11 +684,14 @@ def _write_label(
 
 def _bytes(n: int) -> str:
     """1,536 bytes as `1.5 KiB`: sizes a person reads at a glance."""
-    for unit in ("bytes", "KiB", "MiB"):
-        if n < 1024 or unit == "MiB":
-            return f"{n:,} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
-    return f"{n:.1f} GiB"
+    if n < 1024:
+        return f"{n:,} bytes"
+    size = n / 1024
+    for unit in ("KiB", "MiB"):
+        if size < 1024 or unit == "MiB":
+            return f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} GiB"
 
 
 def _grouped_activations(trace: Trace, findings: Sequence[Finding]) -> tuple[set[str], set[str]]:
@@ -958,9 +960,9 @@ def _parameter_table(
         leaves = [_module_of(trace.tensors[tid].parameter or namer.tensor(tid))[1] for tid in members]
         written: dict[str, list[str]] = {}
         for tid, leaf in zip(members, leaves):
-            for key, times in writers.get(tid, {}).items():
-                once = times == 1 or key.startswith("initialised")  # an init call writing twice is one setup
-                text = (key if once else f"{key} \N{MULTIPLICATION SIGN}{times}") + through.get(key, "")
+            for key, count in writers.get(tid, {}).items():
+                once = count == 1 or key.startswith("initialised")  # an init call writing twice is one setup
+                text = (key if once else f"{key} \N{MULTIPLICATION SIGN}{count}") + through.get(key, "")
                 written.setdefault(text, []).append(leaf)
         parts = [key if len(who) == len(members) else f"{key}: {', '.join(who)}" for key, who in written.items()]
         never = [leaf for tid, leaf in zip(members, leaves) if tid not in writers]

@@ -62,13 +62,13 @@ def per_step_repeats(trace: Trace, findings: Sequence[Finding], steps: Sequence[
         if t.origin not in ("data", "detach") or t.source not in trace.tensors:
             continue
         step = bisect.bisect_left(ends, t.seq) + 1  # len(ends) + 1: after the last backward (an evaluation)
-        source = trace.tensors[t.source]  # type: ignore[index]
+        source = trace.tensors[t.source]
         of = source.parameter or (source.names[0] if source.names else
                                   (source.op, source.created.line if source.created else None, tuple(source.shape)))
         where = (t.created.file, t.created.line) if t.created else (None, None)
         key = (t.origin, *where, of)
-        order = per_step[(*key, step)] = per_step.get((*key, step), -1) + 1
-        groups.setdefault((*key, order), []).append((step, t.id))
+        order = per_step[key + (step,)] = per_step.get(key + (step,), -1) + 1
+        groups.setdefault(key + (order,), []).append((step, t.id))
     # what is left single (a step making more of them than the others: an evaluation loop between two training
     # steps detaching its state at the same line) goes with the others of its line, whatever its order in the step
     singles: dict[tuple[object, ...], list[tuple[int, str]]] = {}
@@ -77,7 +77,7 @@ def per_step_repeats(trace: Trace, findings: Sequence[Finding], steps: Sequence[
             singles.setdefault(key[:-1], []).extend(members)
             del groups[key]
     for key, members in singles.items():
-        groups[(*key, "rest")] = members
+        groups[key + ("rest",)] = members
     out = []
     for members in groups.values():
         if len(members) < 2:
@@ -85,7 +85,8 @@ def per_step_repeats(trace: Trace, findings: Sequence[Finding], steps: Sequence[
         ids = [tid for _, tid in members]
         in_steps = [tid for step, tid in members if step <= len(ends)]  # the last of a training step, if any
         drawn = [tid for tid in ids if tid in named] or (in_steps or ids)[-1:]
-        line = trace.tensors[ids[0]].created.line if trace.tensors[ids[0]].created else None  # type: ignore[union-attr]
+        created = trace.tensors[ids[0]].created
+        line = created.line if created else None
         out.append(Repeat(ids, drawn, [step for step, _ in members], line, trace.tensors[ids[0]].origin, len(ends)))
     return out
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from typing import Callable, Hashable, Iterable
+from typing import Callable, Hashable, Iterable, Mapping, Sequence
 
 __all__ = ["Core", "CoreNode", "Group", "Roll", "find_repeats"]
 
@@ -130,7 +130,7 @@ class Core:
         self.nodes = {nid: n for nid, n in self.nodes.items() if nid not in gone}
 
     # ------------------------------------------------------------------ loop rolling
-    def roll_loops(self, order: list[str], token: dict[str, Hashable], protected: set[str]) -> None:
+    def roll_loops(self, order: list[str], token: Mapping[str, Hashable], protected: set[str]) -> None:
         """Draw each body of a loop repeated >= MIN_REPEATS times once, marked with its count.
 
         `order` lists the rollable node ids in program order; `token[id]` says which nodes count as "the same op".
@@ -155,8 +155,8 @@ class Core:
         if not mapping:
             return
         for src, dst in self.edges:
-            a, b = body_of.get(src), body_of.get(dst)
-            if a is not None and b is not None and a[0] == b[0] and a[1] != b[1]:
+            src_body, dst_body = body_of.get(src), body_of.get(dst)
+            if src_body is not None and dst_body is not None and src_body[0] == dst_body[0] and src_body[1] != dst_body[1]:
                 carried.append((src, dst))
         self.remap(mapping, carried=carried)
 
@@ -181,7 +181,7 @@ class Core:
 
     # ------------------------------------------------------------------ modules
     def collapse_modules(
-        self, keys: dict[str, str | None], protected: set[str], attach: set[str], zone: dict[str, Hashable] | None = None,
+        self, keys: dict[str, str | None], protected: set[str], attach: set[str], zone: Mapping[str, Hashable] | None = None,
     ) -> list[Group]:
         """Replace each module call by one group node; `keys[id]` names the module box a node belongs in (the
         module cut to the depth drawn), None for a node drawn as itself.
@@ -220,8 +220,9 @@ class Core:
         for nid in attach:
             if nid in self.nodes and nid not in protected:
                 owners = {member_of.get(u) for u in users.get(nid, [])}
-                if len(owners) == 1 and None not in owners:
-                    member_of[nid] = owners.pop()  # type: ignore[assignment]
+                owner = owners.pop() if len(owners) == 1 else None
+                if owner is not None:
+                    member_of[nid] = owner
         by_group: dict[str, list[str]] = defaultdict(list)
         for nid in self.nodes:
             if nid in member_of:
@@ -245,7 +246,7 @@ class Core:
     # ------------------------------------------------------------------ budget
     def cut_to(
         self, budget: int, keep_first: list[str], weight: dict[str, int], attached: set[str] | frozenset[str] = frozenset(),
-        *, zone: dict[str, Hashable] | None = None,
+        *, zone: Mapping[str, Hashable] | None = None,
     ) -> None:
         """Keep at most `budget` drawn nodes: `keep_first` (findings, outputs) and then the nodes nearest the
         outputs (breadth-first towards the leaves); each connected stretch of the rest becomes one summary node.
@@ -347,7 +348,7 @@ class Core:
         self.remap(mapping)
         self.nodes = new_nodes
 
-    def _order_key(self):  # type: ignore[no-untyped-def]
+    def _order_key(self):
         index = {nid: i for i, nid in enumerate(self.nodes)}
         return lambda nid: index.get(nid, len(index))
 
@@ -368,7 +369,7 @@ def _split_runs(bodies: list[list[str]], protected: set[str]) -> list[list[list[
     return runs
 
 
-def find_repeats(tokens: list[Hashable], *, min_repeats: int = MIN_REPEATS) -> list[tuple[int, int, int]]:
+def find_repeats(tokens: Sequence[Hashable], *, min_repeats: int = MIN_REPEATS) -> list[tuple[int, int, int]]:
     """Tandem repeats in `tokens`: (start, period, repetitions) with at least `min_repeats` repetitions, not
     overlapping, found by trying the most common distances between equal tokens as periods (smallest first)."""
     ids: dict[Hashable, int] = {}

@@ -340,7 +340,7 @@ def _data_rows(trace: Trace, step: Step) -> frozenset[int]:
 
 
 def _shape_notes(
-    shapes: dict[int, tuple[Hashable, ...]], drawn: tuple[Hashable, ...], numbers: list[int],
+    shapes: dict[int, tuple[tuple[int, ...] | None, ...]], drawn: tuple[tuple[int, ...] | None, ...], numbers: list[int],
     data: dict[int, frozenset[int]],
 ) -> list[str]:
     """`steps 5, 10: batch of 6` for the members whose shapes are not the ones drawn, `shapes differ: …` where the
@@ -393,8 +393,8 @@ def _difference(trace: Trace, roll: StepRoll, main: StepRoll, notes: Annotations
         return "carries state from an earlier step"
     own = Counter(nodes[n].module for n in roll.nodes if nodes[n].module)
     other = Counter(nodes[n].module for n in main.nodes if nodes[n].module)
-    more = [m for m in own if m not in other]
-    fewer = [m for m in other if m not in own]
+    more = [m for m in own if m is not None and m not in other]
+    fewer = [m for m in other if m is not None and m not in own]
     words = []
     if more:
         words.append("also runs " + ", ".join(more[:3]) + (", \N{HORIZONTAL ELLIPSIS}" if len(more) > 3 else ""))

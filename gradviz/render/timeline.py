@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import graphviz
 
-from ..model import Event, EventKind, Trace, VersionChange
+from ..model import Event, EventKind, Trace
 from .escape import FONT, html_label_text, shorten
 from ..analysis.initialisation import setup_events
 from ..analysis.names import Namer
@@ -104,20 +104,14 @@ def _row(
     file_names: dict[str, str],
 ) -> dict[str, Any]:
     loc = event.location
-    versions = [
-        {
-            "tensor": v.tensor,
-            "label": namer.tensor(v.tensor),
-            "before": v.before,
-            "after": v.after,
-            "noticed": v.before != v.after,
-        }
-        for v in (event.written() if event.kind in (EventKind.INPLACE_WRITE, EventKind.OPTIMIZER_STEP)
-                  else event.versions)
-    ]
     is_write = event.kind in (EventKind.INPLACE_WRITE, EventKind.OPTIMIZER_STEP)
-    if not is_write:
-        versions = [v for v in versions if v["before"] != v["after"]]  # aliasing events move nothing
+    # (aliasing events move nothing: only their changes are shown)
+    changes = event.written() if is_write else [v for v in event.versions if v.before != v.after]
+    labels = [namer.tensor(v.tensor) for v in changes]
+    versions = [
+        {"tensor": v.tensor, "label": label, "before": v.before, "after": v.after, "noticed": v.before != v.after}
+        for v, label in zip(changes, labels)
+    ]
     outcome, error = _outcome(event)
     severities = sorted({f.severity.value for f in findings}, key=_SEVERITY_RANK.__getitem__)
     return {
@@ -132,9 +126,7 @@ def _row(
         "alias": _alias(trace, event, namer),
         "tensor": namer.tensor(event.tensor) if event.tensor in trace.tensors else None,
         "versions": versions,
-        "versions_lines": [
-            change_text(trace, VersionChange(v["tensor"], v["before"], v["after"]), write=is_write, label=v["label"])
-            for v in versions],
+        "versions_lines": [change_text(trace, v, write=is_write, label=label) for v, label in zip(changes, labels)],
         "outcome": outcome,
         "error": error,
         "findings": sorted({f.kind.value for f in findings}),

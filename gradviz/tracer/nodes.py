@@ -79,7 +79,7 @@ class GraphRecording:
     trace: Any
     _node_ids: dict[Any, str]
     _heights: dict[str, int]  # node id -> levels above the nearest held node or leaf (chains.py)
-    _checkpoint_calls: dict[int, Location]  # a reentrant checkpoint's node (sequence number) -> its call's line
+    _checkpoint_calls: dict[int, Location | None]  # a reentrant checkpoint's node (sequence number) -> its call's line
     # the Recorder's state and methods this half uses (recorder.py owns them)
     _live: dict[int, Any]
     _seq: Iterator[int]
@@ -92,6 +92,11 @@ class GraphRecording:
     _tid: Callable[[Any], str]
     _track: Callable[..., str]
     _internal: Callable[..., None]
+    _by_tid: dict[str, Any]
+    _module_names: dict[int, str]
+    _module_now: tuple[str | None, Any] | None
+    _running_module: Callable[..., tuple[str | None, Any]]
+    _location: Callable[[str | None, int | None], Location | None]
 
     def _reachable(self, fns: list[Any]) -> tuple[list[str], list[str]]:
         """Node ids a backward from `fns` runs through, and the leaves it feeds: read off the recorded graph.
@@ -129,7 +134,7 @@ class GraphRecording:
         if not any(nodes[n].name.endswith("Backward") for n in reached):  # built-in nodes end in a digit
             return None
         watched: dict[str, tuple[int, tuple[int, ...]] | None] = {}
-        for tid, live in self._by_tid.items():  # type: ignore[attr-defined]
+        for tid, live in self._by_tid.items():
             t = live()
             try:
                 if t is None or not t.requires_grad or t.grad_fn is not None:
@@ -144,7 +149,7 @@ class GraphRecording:
         """The watched leaves whose `.grad` the backward wrote (a new tensor, or an in-place accumulation)."""
         reached = []
         for tid, before in watched.items():
-            live = self._by_tid.get(tid)  # type: ignore[attr-defined]
+            live = self._by_tid.get(tid)
             t = live() if live is not None else None
             g = t.grad if t is not None else None
             if g is not None and (before is None or before != _grad_key(g)):
@@ -167,7 +172,7 @@ class GraphRecording:
         """The module a custom Function node runs again in backward (torch.utils.checkpoint keeps it as the
         context's `run_function`), by the name the tracer gave it; None for other Functions."""
         try:
-            return _run_function_module(getattr(node, "run_function", None), self._module_names)  # type: ignore[attr-defined]
+            return _run_function_module(getattr(node, "run_function", None), self._module_names)
         except Exception:  # a Function whose attributes raise: no module rather than a failed recording
             return None
 
@@ -193,7 +198,7 @@ class GraphRecording:
         user = user_frame_from(frame.f_back)
         if ctx is None or user is None:
             return
-        self._checkpoint_calls[ctx._sequence_nr()] = self._location(user.f_code.co_filename, user.f_lineno)  # type: ignore[attr-defined]
+        self._checkpoint_calls[ctx._sequence_nr()] = self._location(user.f_code.co_filename, user.f_lineno)
 
     def _node(self, fn: Any, output: str | None = None, fresh: bool = False) -> str:
         """The id of autograd node `fn`, registering it and the part of its graph not seen yet.
@@ -217,7 +222,7 @@ class GraphRecording:
         names = self._type_names
         heights = self._heights
         created = self._here_loc
-        module = (self._module_now or self._running_module())[0]  # type: ignore[attr-defined]
+        module = (self._module_now or self._running_module())[0]
         seq = -1  # numbered after the walk, which may track leaves first
         nid = ids[key] = f"n{len(ids)}"
         kind = type(fn)

@@ -9,7 +9,6 @@ import re
 import sys
 import threading
 import types
-import warnings
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -150,7 +149,7 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
         # the module running during the call being recorded (name, module), read once per call; None: not read yet
         self._module_now: tuple[str | None, Any] | None = None
         self._outside: tuple[int, types.CodeType] | None = None  # where tracing began (see start)
-        self._checkpoint_calls: dict[int, Location] = {}  # nodes.py: _on_grad_mode
+        self._checkpoint_calls: dict[int, Location | None] = {}  # nodes.py: _on_grad_mode
         self._finished = False
         self._on_dead_callback = self._on_dead  # one bound method for every weak reference
         self._locations: dict[tuple[str | None, int | None], Location] = {}
@@ -231,7 +230,7 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
         # by reference counting when its user lets go of it, not by a full collection scanning all of it first
         # (gradviz check: at exit, 0.8 s for a 600-batch LSTM run)
         self._special = {}
-        self._on_dead_callback = None  # type: ignore[assignment]
+        self._on_dead_callback = None  # type: ignore[assignment]  # (no tensor is tracked after stop: never called)
         self._live.clear()
         self._by_tid.clear()
         self._fresh_grads.clear()
@@ -462,7 +461,7 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
                 trace.storages[sid] = StorageRecord(sid, device_name, storage.nbytes(), ptr, dtype)
             item = t.element_size()
             # (sizes are `int | SymInt` in the stubs: symbolic only while dynamo traces, when the recorder steps aside)
-            offset: int = t.storage_offset()  # type: ignore[assignment]
+            offset: int = t.storage_offset()  # type: ignore[assignment]  # (SymInt: see above)
             shape = t.shape
             stride = t.stride()
             start = offset * item
@@ -537,7 +536,7 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
                 members.add(key)
             if layout not in self._layout:
                 self._layouts_of.setdefault(skey, []).append(layout)  # type: ignore[arg-type]  # (set with skey)
-            self._layout[layout] = tid  # type: ignore[index]
+            self._layout[layout] = tid  # type: ignore[index]  # (as above)
         try:
             fn = t.grad_fn
         except RuntimeError:  # a no_grad view whose base was later written in place

@@ -57,7 +57,7 @@ def _flatten(args: Any, kwargs: dict[str, Any] | None, out: list[torch.Tensor]) 
 def _byte_span(t: torch.Tensor) -> tuple[int, int]:
     item = t.element_size()
     # (torch types sizes `int | SymInt`: symbolic only while dynamo traces, when the recorder steps aside)
-    start: int = t.storage_offset() * item  # type: ignore[assignment]
+    start: int = t.storage_offset() * item  # type: ignore[assignment]  # (SymInt: see above)
     numel = t.numel()
     if numel == 0:
         return (start, start)

@@ -19,7 +19,7 @@ _CLOSED = 1 << 40
 
 def _warning_filters() -> list[Any]:
     """The list the warnings module reads (typeshed declares `warnings.filters` a Sequence)."""
-    return warnings.filters  # type: ignore[return-value]
+    return warnings.filters  # type: ignore[return-value]  # (it is a list)
 
 class WindowStop(BaseException):
     """Raised into the program where the window ends under `stop_after`: it ends the program as if it had finished.
