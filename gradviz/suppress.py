@@ -119,7 +119,8 @@ def _comment_for(finding: Finding, files: dict[str, dict[int, str] | None]) -> s
         return None
     found = _file_comments(finding.file, files)
     if found is None:  # the file is gone: the line recorded with the finding, read on its own
-        found = {finding.line: comment for comment in comments([finding.code + "\n"]).values()} if finding.code else {}
+        alone = comments([finding.code + "\n"]).get(1) if finding.code else None
+        found = {finding.line: alone} if alone else {}
         _check_all(found, finding.file)
     for line in (finding.line, finding.line - 1):
         comment = found.get(line)
