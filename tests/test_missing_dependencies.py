@@ -97,3 +97,26 @@ def test_under_ci_a_missing_dependency_fails(tmp_path: Path, ci: str) -> None:
     }, stdout
     assert "CI=true and Graphviz's dot program (./dev installs graphviz) is missing" in stdout
     assert "CI=true: a missing dependency fails, it does not skip: could not import 'gradviz_no_such_module'" in stdout
+
+
+def test_dev_installs_every_dependency_the_rule_requires() -> None:
+    """Under CI=true a missing dependency fails, so `./dev test` on a fresh Debian machine must install each one: the
+    Python packages the marked tests and every `pytest.importorskip` need are in the test extra, the programs are in
+    ./dev's system_deps."""
+    import re
+
+    tomllib = pytest.importorskip("tomllib" if sys.version_info >= (3, 11) else "tomli")
+    extra = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]["test"]
+    installed = {re.split(r"[<>=\[ ;]", requirement, maxsplit=1)[0].lower() for requirement in extra}
+    conftest = (ROOT / "tests" / "conftest.py").read_text(encoding="utf-8")
+    needed = {name for call in re.findall(r"_modules\(([^)]*)\)", conftest) for name in re.findall(r'"([\w.]+)"', call)}
+    for path in (ROOT / "tests").rglob("*.py"):
+        if path.name != "test_missing_dependencies.py":
+            needed |= set(re.findall(r'importorskip\("([\w.]+)"\)', path.read_text(encoding="utf-8")))
+    distributions = {"IPython": "ipython", "torch": "torch"}  # import name -> distribution, where they differ
+    top_level = {distributions.get(name.split(".")[0], name.split(".")[0]).lower() for name in needed}
+    assert {"selenium", "ipykernel", "nbclient", "nbformat", "nbconvert", "transformers", "torchviz"} <= top_level
+    assert top_level - {"torch"} <= installed, top_level - installed  # torch: ./dev installs it first, pinned
+    dev = (ROOT / "dev").read_text(encoding="utf-8")
+    for program, package in (("dot", "graphviz"), ("chromium", "chromium"), ("chromedriver", "chromium-driver")):
+        assert f'command -v {program} >/dev/null || missing+=({package})' in dev
