@@ -877,7 +877,7 @@ def _configure(options: argparse.Namespace, program: Program, outs: list[Path]) 
     from .config import apply_config
 
     start = Path(program.target).parent if program.kind in ("script", "trace") else Path.cwd()
-    config = apply_config(options, start)
+    config = apply_config(options, start, script=Path(program.target) if program.kind == "script" else None)
     options.gradviz_config = config
     if config.output_dir is None or getattr(options, "output", None):
         return outs

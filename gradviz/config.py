@@ -147,11 +147,16 @@ def add_config_options(parser: Any) -> None:
     )
 
 
-def apply_config(options: Any, start: Path) -> Config:
+def apply_config(options: Any, start: Path, *, script: Path | None = None) -> Config:
     """The configuration for the program at `start`, merged into the options: --strict, the default step window
-    (when --steps is not given), --allow's kinds checked. ConfigError on a bad table or kind."""
+    (when --steps is not given), --allow's kinds checked, and the `# gradviz: ignore[...]` comments of `script`
+    (before it runs: a typo must not cost a training run). ConfigError on a bad table, kind or comment."""
+    from .suppress import check_comments
+
     config = load_config(start)
     allowed_kinds(getattr(options, "allow", []) or [], where="--allow")
+    if script is not None:
+        check_comments(script)
     if config.strict and hasattr(options, "strict"):
         options.strict = True
     if config.steps is not None and getattr(options, "steps", None) is None and hasattr(options, "default_steps"):

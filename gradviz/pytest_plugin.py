@@ -37,6 +37,7 @@ class _Settings:
     findings: list[Finding] = field(default_factory=list)
     suppressed: list[Suppressed] = field(default_factory=list)  # accepted: allow=, [tool.gradviz], ignore comments
     problem: str | None = None  # gradviz's own failure while analysing: reported, never fails the test
+    bad_comment: str | None = None  # a `# gradviz: ignore[...]` naming no kind: fails a checked test, as a bad marker
     failed_by_findings: bool = False
 
 
@@ -178,6 +179,8 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
         _stop(settings, tracer, exc)
         raise
     _stop(settings, tracer, None)
+    if settings.check and settings.bad_comment:
+        pytest.fail(settings.bad_comment, pytrace=False)
     failing = _failing(settings)
     if settings.check and failing:
         settings.failed_by_findings = True
@@ -203,15 +206,16 @@ def _stop(settings: _Settings, tracer: Tracer, exc: BaseException | None) -> Non
 
 def _analyse(settings: _Settings) -> None:
     from .analysis import diagnose
+    from .config import Config, ConfigError, accepted
 
     try:
-        from .config import Config, accepted
-
         found = diagnose(settings.trace) if settings.trace is not None else []
         marker = SimpleNamespace(allow=sorted(settings.allow))  # the marker's allow= counts as --allow does
         settings.findings, settings.suppressed = accepted(
             found, options=marker, config=settings.config or Config(), allowed_by="allow="
         )
+    except ConfigError as exc:  # the user's comment, not a bug in gradviz
+        settings.bad_comment = f"gradviz: {exc}"
     except Exception as exc:  # a bug in gradviz must not decide the user's test
         settings.problem = f"gradviz could not analyse this test (a bug in gradviz): {type(exc).__name__}: {exc}"
 

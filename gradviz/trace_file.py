@@ -48,6 +48,16 @@ from .trace_checks import short as _short
 #: Format versions this gradviz reads. Version 1 (one JSON object per record) is still read; only 2 is written.
 READABLE_VERSIONS = (1, 2)
 
+#: The top-level fields every file of a version holds (docs/trace-format.md marks the others optional): a file without
+#: one is refused, not read as an empty trace that has "no problems". Version 1 writers before the analysis and the
+#: notebook support left out `internal_errors` and `file_labels`, so they stay optional there.
+REQUIRED_FIELDS = {
+    1: ("torch_version", "script", "tensors", "storages", "version_counters", "nodes", "ops", "events", "exception",
+        "sources"),
+    2: ("torch_version", "script", "locations", "tensors", "storages", "version_counters", "nodes", "ops", "events",
+        "exception", "sources", "internal_errors"),
+}  # fmt: skip
+
 #: Extra top-level fields `gradviz render -o x.json` adds; load checks their shape and otherwise ignores them.
 EXTRA_FIELDS = ("view", "findings")
 
@@ -253,12 +263,18 @@ def from_document(data: Any) -> Trace:
     if "format" not in data and isinstance(data.get("trace"), dict) and set(data) <= {"view", "trace", "findings"}:
         data = data["trace"]  # `gradviz render -o x.json` before format 2 wrapped the trace: {view, trace, findings}
     _check(data.get("format") == FORMAT_NAME, f"'format' must be {FORMAT_NAME!r}, got {_short(data.get('format'))}")
-    version = data.get("format_version")
+    _check("format_version" in data, "'format_version' is missing")
+    version = data["format_version"]
+    readable = ", ".join(map(str, READABLE_VERSIONS))
+    newer = type(version) is int and version > max(READABLE_VERSIONS)
     _check(
         type(version) is int and version in READABLE_VERSIONS,
-        f"unsupported format_version {_short(version)} (this gradviz reads versions "
-        f"{', '.join(map(str, READABLE_VERSIONS))}; a newer gradviz wrote this file)",
+        f"unsupported format_version {_short(version)} (this gradviz reads versions {readable}"
+        f"{'; a newer gradviz wrote this file' if newer else ''})",
     )
+    missing = [name for name in REQUIRED_FIELDS[version] if name not in data]
+    _check(not missing, f"{_quoted(missing)} {'is' if len(missing) == 1 else 'are'} missing "
+                        f"(required in format version {version}; docs/trace-format.md lists the optional fields)")
     plain = _plain_fields()
     unknown = set(data) - _TOP_LEVEL - {name for name, _ in plain}
     _check(not unknown, f"unknown field(s) {sorted(unknown)} at the top level")
@@ -273,7 +289,6 @@ def from_document(data: Any) -> Trace:
             where = _v1_location(raw_exception["location"], "exception.location", locations)
             raw_exception = dict(raw_exception, location=where)
     else:
-        _check("locations" in data, "'locations' is missing")
         locations = _locations(data["locations"])
         tables = {}
         for name, _ in _TABLES:
@@ -631,6 +646,10 @@ def _nested_type(hint: Any) -> type | None:
 
 def _is_record(hint: Any) -> bool:
     return isinstance(hint, type) and hasattr(hint, "__dataclass_fields__")
+
+
+def _quoted(names: list[str]) -> str:
+    return ", ".join(f"'{name}'" for name in names)
 
 
 def _size(n: int) -> str:

@@ -1,11 +1,16 @@
-"""Shared fixtures: the gallery folder and `trace_of`, which traces a script written from source text."""
+"""Shared fixtures (the gallery folder; `trace_of`, which traces a script written from source text) and the rule for
+missing dependencies: a test marked `dot`, `browser`, `kernel` or `transformers` skips without what it needs, and
+under CI=true fails instead, as does any `pytest.importorskip`."""
 
 from __future__ import annotations
 
+import importlib.util
+import os
+import shutil
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 
@@ -32,6 +37,81 @@ def _hypothesis_profiles() -> None:
 
 
 _hypothesis_profiles()
+
+
+# ---------------------------------------------------------------------------------------------- missing dependencies
+#: CI=true (GitHub Actions, GitLab and most CI services set it): a test that needs something not installed fails
+#: instead of skipping, so a CI machine missing `dot`, Chromium or a Jupyter kernel cannot pass by skipping the
+#: tests that matter. Elsewhere it is a skip, with the reason.
+IN_CI = os.environ.get("CI", "").lower() in ("true", "1", "yes")
+#: How a skip for a missing dependency begins (pytest.importorskip's own "could not import ..." counts too).
+MISSING = "missing dependency: "
+
+
+def _modules(*names: str) -> str | None:
+    absent = [name for name in names if importlib.util.find_spec(name) is None]
+    return f"the Python package(s) {', '.join(absent)} (pip install -e '.[test]')" if absent else None
+
+
+def _browser() -> str | None:
+    if not os.path.exists("/usr/bin/chromedriver") or shutil.which("chromium") is None:
+        return "Debian's chromium and chromium-driver (./dev installs them)"
+    return _modules("selenium")
+
+
+#: marker -> what its tests need: None when it is there, else what is missing
+NEEDS: dict[str, Callable[[], str | None]] = {
+    "dot": lambda: None if shutil.which("dot") else "Graphviz's dot program (./dev installs graphviz)",
+    "browser": _browser,
+    "kernel": lambda: _modules("ipykernel", "nbclient", "nbformat", "IPython"),
+    "transformers": lambda: _modules("transformers"),
+}
+
+
+def missing_dependency(what: str) -> NoReturn:
+    """Skip the running test for want of `what`; under CI=true fail it instead."""
+    if IN_CI:
+        pytest.fail(f"CI=true and {what} is missing: install it (./dev test installs every test dependency)",
+                    pytrace=False)
+    pytest.skip(MISSING + what)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    for marker in item.iter_markers():
+        need = NEEDS.get(marker.name)
+        absent = need() if need is not None else None
+        if absent:
+            missing_dependency(absent)
+
+
+def _for_want_of(report: pytest.CollectReport | pytest.TestReport) -> str | None:
+    """The reason of a skip for a missing dependency (ours, or pytest.importorskip's), else None."""
+    if not report.skipped or hasattr(report, "wasxfail") or not isinstance(report.longrepr, tuple):
+        return None
+    reason = str(report.longrepr[2]).removeprefix("Skipped: ")
+    return reason if reason.startswith((MISSING, "could not import")) else None
+
+
+def _fail_in_ci(report: pytest.CollectReport | pytest.TestReport) -> None:
+    reason = _for_want_of(report) if IN_CI else None
+    if reason is not None:
+        report.outcome = "failed"
+        report.longrepr = f"CI=true: a missing dependency fails, it does not skip: {reason}"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+    report = yield
+    _fail_in_ci(report)  # a skip from inside a test or fixture: pytest.importorskip, a module's missing program
+    return report
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Generator[None, Any, Any]:
+    report = yield
+    _fail_in_ci(report)  # a module-level pytest.importorskip
+    return report
 
 
 @pytest.fixture(scope="session")

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from gradviz.analysis.findings import FindingKind
 from gradviz.suppress import EVERY_KIND, comment_kinds
 
 from .conftest import GALLERY, write
@@ -158,3 +159,108 @@ def test_suppression_module_decides_on_a_finding_from_its_own_line(tmp_path, lin
     finding = Finding(FindingKind.SILENTLY_CORRUPTED_SAVED_TENSOR, str(source), 3, "m", "f")
     kept, suppressed = split([finding])
     assert (len(kept), len(suppressed)) == ((1, 0) if not line else (0, 1))
+
+
+# ---------------------------------------------------------------------------------------------- comments, not text
+STRINGS = '''\
+"""The ignore comment is only quoted here: # gradviz: ignore[silently_corrupted_saved_tensor]"""
+import torch
+
+w = torch.ones(3, requires_grad=True)
+out = (w * 2).tanh()
+c = out.data
+HELP = """
+# gradviz: ignore
+"""
+c.zero_(); text = "# gradviz: ignore[silently_corrupted_saved_tensor]"
+out.sum().backward()
+'''
+
+
+def test_ignore_words_inside_strings_and_docstrings_accept_nothing(python_m_gradviz, tmp_path):
+    """Line 9 holds `# gradviz: ignore` inside a triple-quoted string and line 10 the full comment inside a string
+    literal: neither is a comment, so the error on line 10 stands (it was suppressed when the raw text was read)."""
+    write(tmp_path, "strings.py", STRINGS)
+
+    done = python_m_gradviz("check", "strings.py", "--json")
+
+    assert done.returncode == 1, done.stderr
+    document = json.loads(done.stdout)
+    assert [(f["kind"], f["line"]) for f in document["findings"]] == [("silently_corrupted_saved_tensor", 10)]
+    assert "suppressed" not in document  # the key appears only when something was accepted
+
+
+def test_comments_are_read_by_the_tokenizer_and_a_broken_file_keeps_what_came_before():
+    from gradviz.suppress import comments
+
+    assert comments(['x = "# not a comment"  # a comment\n', "s = '''\n", "# inside a string\n", "'''  # after\n"]) == {
+        1: "# a comment", 4: "# after"}
+    # an unterminated string (the file was edited since it ran): the comments before it, none guessed after
+    assert comments(["a = 1  # kept\n", 's = """\n', "b = 2  # gradviz: ignore\n"]) == {1: "# kept"}
+    assert comments(["if x:\n", "    a = 1  # kept\n", "  b = 2  # bad indent\n"]) == {2: "# kept"}
+    assert comments([]) == {}
+
+
+def test_a_finding_in_a_file_that_no_longer_tokenizes_stands(tmp_path):
+    from gradviz.analysis.findings import Finding, FindingKind
+    from gradviz.suppress import split
+
+    source = write(tmp_path, "edited.py", 'HELP = """\n# gradviz: ignore\nc.zero_()\n')  # never closed
+    finding = Finding(FindingKind.SILENTLY_CORRUPTED_SAVED_TENSOR, str(source), 3, "m", "f", code="c.zero_()")
+    assert split([finding]) == ([finding], [])
+
+
+@pytest.mark.parametrize(
+    ("comment", "problem"),
+    [
+        pytest.param("# gradviz: ignore[CUT_EDGE]", "unknown finding kind 'CUT_EDGE'", id="upper-case"),
+        pytest.param("# gradviz: ignore[silently_corrupted_saved_tensors]",
+                     "unknown finding kind 'silently_corrupted_saved_tensors'", id="misspelt"),
+        pytest.param("# gradviz: ignore[cut_edge, dead_parameters]", "unknown finding kind 'dead_parameters'", id="second"),
+        pytest.param("# gradviz: ignore[]", "names no finding kind", id="empty"),
+    ],
+)
+def test_an_ignore_comment_naming_no_real_kind_is_an_error_before_the_script_runs(python_m_gradviz, tmp_path, comment,
+                                                                                   problem):
+    write(tmp_path, "typo.py", f"print('the script ran')\nx = 1\nx += 1  {comment}\n")
+
+    done = python_m_gradviz("check", "typo.py")
+
+    assert done.returncode == 2
+    assert "the script ran" not in done.stdout  # refused before it runs: a typo must not cost a training run
+    assert "Traceback" not in done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    written = comment.lstrip("# ")
+    assert line.startswith(f"gradviz: typo.py:3: `{written}`")
+    assert problem in line
+    assert line.endswith(", ".join(sorted(EVERY_KIND, key=[k.value for k in FindingKind].index)))
+
+
+def test_a_bad_ignore_comment_in_an_imported_file_with_a_finding_is_an_error(python_m_gradviz, tmp_path):
+    write(tmp_path, "helper.py", "def spoil(c):\n    c.zero_()  # gradviz: ignore[Silently_Corrupted_Saved_Tensor]\n")
+    write(tmp_path, "main.py", "import torch\nfrom helper import spoil\n\nw = torch.ones(3, requires_grad=True)\n"
+          "out = (w * 2).tanh()\nspoil(out.data)\nout.sum().backward()\n")
+
+    done = python_m_gradviz("check", "main.py")
+
+    assert done.returncode == 2, done.stdout
+    assert "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith(
+        "gradviz: helper.py:2: `gradviz: ignore[Silently_Corrupted_Saved_Tensor]`: unknown finding kind "
+        "'Silently_Corrupted_Saved_Tensor'; the kinds are cut_edge, ")
+
+
+def test_upper_case_kinds_in_allow_and_in_the_table_are_errors(python_m_gradviz, tmp_path):
+    bug(tmp_path)
+    bug(tmp_path / "table")
+    write(tmp_path / "table", "pyproject.toml", '[tool.gradviz]\nallow = ["SILENTLY_CORRUPTED_SAVED_TENSOR"]\n')
+
+    option = python_m_gradviz("check", "bug.py", "--allow", "Cut_Edge")
+    table = python_m_gradviz("check", "table/bug.py")
+
+    assert (option.returncode, table.returncode) == (2, 2)
+    assert option.stderr.strip() == (
+        "gradviz: --allow: unknown finding kind 'Cut_Edge'; the kinds are " + ", ".join(k.value for k in FindingKind))
+    assert table.stderr.strip() == (
+        f"gradviz: [tool.gradviz] in {tmp_path / 'table' / 'pyproject.toml'}: allow: unknown finding kind "
+        "'SILENTLY_CORRUPTED_SAVED_TENSOR'; the kinds are " + ", ".join(k.value for k in FindingKind))

@@ -105,3 +105,18 @@ def test_check_reads_the_older_render_json_wrapper(python_m_gradviz, tmp_path: P
     result = python_m_gradviz("check", "old.json")
     assert result.returncode == 1, result.stderr
     assert "silently_corrupted_saved_tensor" in result.stdout
+
+
+def test_check_refuses_a_trace_without_its_events_rather_than_finding_nothing(python_m_gradviz, tmp_path: Path) -> None:
+    saved = python_m_gradviz("render", str(GALLERY / "plot_02_data_silent.py"), "-q", "-o", "saved.json")
+    assert saved.returncode == 0, saved.stderr
+    document = json.loads((tmp_path / "saved.json").read_text(encoding="utf-8"))
+    for field in ("events", "internal_errors"):
+        write(tmp_path, f"no_{field}.json", json.dumps({k: v for k, v in document.items() if k != field}))
+
+        result = python_m_gradviz("check", f"no_{field}.json")
+
+        assert result.returncode == 2, result.stdout
+        assert "no problems found" not in result.stdout
+        assert result.stderr.strip() == (f"gradviz: no_{field}.json: '{field}' is missing (required in format "
+                                         "version 2; docs/trace-format.md lists the optional fields)")

@@ -4,8 +4,6 @@ drags, and what the page then shows. One browser for the whole module."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,11 +23,7 @@ from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
 
 DRIVER = "/usr/bin/chromedriver"
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not os.path.exists(DRIVER) or shutil.which("chromium") is None,
-                       reason="Debian's chromium and chromium-driver are not installed (./dev installs them)"),
-]
+pytestmark = pytest.mark.browser  # tests/conftest.py: skipped without Chromium and its driver, failed under CI=true
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
          "--disable-component-update", "--no-first-run", "--disable-sync"]
 
@@ -164,10 +158,49 @@ def test_search_finds_a_parameter_by_name(browser: Any, pages: dict[str, Path], 
     found = browser.execute_script("return [...document.querySelectorAll('.gv-node.gv-found[data-node]')].map(g => g.dataset.node)")
     assert found and set(found) == {leaf}  # opened from inside its closed boxes
     assert browser.find_element(By.CSS_SELECTOR, ".gv-details h2").text == "model.encoder.fc1.weight"
-    count = browser.find_element(By.CSS_SELECTOR, ".gv-search-count").text
-    assert count.startswith("1 of ")
-    box.send_keys(Keys.ENTER)  # steps to the next copy (one per step box using it)
-    assert browser.find_element(By.CSS_SELECTOR, ".gv-search-count").text.startswith("2 of ") or count == "1 of 1"
+    count = lambda: browser.find_element(By.CSS_SELECTOR, ".gv-search-count").text  # noqa: E731
+    heading = lambda: browser.find_element(By.CSS_SELECTOR, ".gv-details h2").text  # noqa: E731
+    assert count() == "1 of 1"  # the steps are drawn once: one node holds the parameter
+    box.send_keys(Keys.ENTER)  # one match: Enter comes back round to it
+    assert (count(), heading()) == ("1 of 1", "model.encoder.fc1.weight")
+
+
+def _matches(document: dict[str, Any], query: str) -> list[int]:
+    """The nodes the page's search finds for `query`, in its order: label, module, the parameter and the names of
+    a leaf's tensor, the names of an op's output (explorer.js, searchIndex)."""
+    tensors = document["tensors"]
+    found = []
+    for i, node in enumerate(document["nodes"]):
+        words = [node["label"], node.get("module") or ""]
+        if node.get("var") is not None:
+            words += [tensors[node["var"]].get("parameter") or "", " ".join(tensors[node["var"]].get("names") or [])]
+        if node.get("out") is not None:
+            words.append(" ".join(tensors[node["out"]].get("names") or []))
+        if query in " ".join(words).lower():
+            found.append(i)
+    return found
+
+
+def test_enter_and_shift_enter_step_through_the_matches(browser: Any, pages: dict[str, Path], training_trace: Trace) -> None:
+    document = explorer_document(training_trace, gradviz.diagnose(training_trace))
+    matches = _matches(document, "encoder.fc1")
+    assert len(matches) >= 3  # the layer's weight and bias, and its ops
+    open_page(browser, pages["training"])
+    box = browser.find_element(By.CSS_SELECTOR, "input.gv-search")
+    box.send_keys("encoder.fc1")
+    shown = lambda: (browser.find_element(By.CSS_SELECTOR, ".gv-search-count").text,  # noqa: E731
+                     browser.find_element(By.CSS_SELECTOR, ".gv-details h2").text)
+    found = browser.execute_script("return [...document.querySelectorAll('.gv-node.gv-found[data-node]')].map(g => g.dataset.node)")
+    assert sorted(found) == sorted(document["ids"][i] for i in matches)  # every match drawn as found
+    labels = [document["nodes"][i]["label"] for i in matches]
+    assert shown() == (f"1 of {len(matches)}", labels[0])
+    box.send_keys(Keys.ENTER)
+    assert shown() == (f"2 of {len(matches)}", labels[1])
+    box.send_keys(Keys.SHIFT, Keys.ENTER)
+    assert shown() == (f"1 of {len(matches)}", labels[0])
+    box.send_keys(Keys.SHIFT, Keys.ENTER)  # back past the first: the last
+    assert shown() == (f"{len(matches)} of {len(matches)}", labels[-1])
+    assert console_errors(browser) == []
 
 
 def test_the_scrubber_moves_versions_in_the_memory_panel(browser: Any, pages: dict[str, Path]) -> None:
@@ -500,9 +533,15 @@ def test_the_first_view_fits_the_graph_pane(browser: Any, pages: dict[str, Path]
         assert seen["layer"][2] > seen["layer"][0] and seen["layer"][3] > seen["layer"][1]
         assert inside(seen["layer"], seen["pane"]), (page.name, seen)
         assert seen["must"] and all(inside(b, seen["pane"]) for b in seen["must"]), (page.name, seen)
-    # the wide model: its 24 heads do not fit side by side at a readable size, so the first view is one box deep
-    # less than "open all" draws, and opening it is one click away
-    assert browser.execute_script("return document.querySelectorAll('.gv-node[data-group]').length") >= 1
+    # the wide model: its 24 heads do not fit side by side at a readable size, so the first view draws them as one
+    # closed `model.heads` box, and opening it is one click away
+    wide_groups = explorer_document(made["wide"])["groups"]
+    boxes = lambda: {wide_groups[int(g)]["path"]: int(g) for g in browser.execute_script(FIRST_VIEW)["boxes"]}  # noqa: E731
+    heads = {f"model.heads.{k}" for k in range(24)}
+    first = boxes()
+    assert "model.heads" in first and not heads & set(first), first
+    click_box(browser, first["model.heads"])
+    assert heads <= set(boxes()) and "model.heads" not in boxes()
     # a GPT-2-shaped model: the first view opens the module tree's spine (model > transformer > h) and shows the
     # blocks h.0 and h.1 as boxes, with the loss in view at a readable scale (0.85 px per unit or more)
     open_page(browser, tmp_path / "nested.html")

@@ -52,6 +52,27 @@ print(kinds)
 print("TanhBackward0" in svg)
 """
 
+# sphinx-gallery's call, as it makes it after running an example's block: the scraper saves the block's diagram
+SCRAPER = """\
+import itertools, pathlib, sys
+import torch
+import gradviz
+
+scraper = gradviz._get_sg_image_scraper()
+with gradviz.trace() as recorded:
+    w = torch.ones(3, requires_grad=True)
+    (w * 2).tanh().sum().backward()
+diagram = gradviz.render(recorded)
+out = pathlib.Path(sys.argv[1])
+images = (str(out / f"sphx_glr_plot_example_{i:03}.png") for i in itertools.count(1))
+block_vars = {"example_globals": {"diagram": diagram, "n": 3}, "image_path_iterator": images,
+              "src_file": str(out / "plot_example.py")}
+rst = scraper(("code", "w = 1", 1), block_vars, {"src_dir": str(out)})
+print(scraper.__module__)
+print(repr(rst))
+print(scraper(("code", "x = 2", 2), block_vars, {"src_dir": str(out)}) == "")  # nothing new: no image twice
+"""
+
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
@@ -136,12 +157,15 @@ def test_pytest_gradviz_loads_the_installed_plugin(installed):
 
 def test_the_magic_and_the_sphinx_scraper_hook_from_the_wheel(installed):
     magic = _run(installed, str(installed["python"]), "-c", MAGIC)
-    scraper = _run(installed, str(installed["python"]), "-c",
-                   "import gradviz; s = gradviz._get_sg_image_scraper(); print(callable(s), s.__module__)")
+    scraper = _run(installed, str(installed["python"]), "-c", SCRAPER, str(installed["work"]))
 
     assert magic.returncode == 0, magic.stderr
     kinds, drawn = magic.stdout.split("\n")[:2]
     assert "image/svg+xml" in kinds and drawn == "True"
     assert scraper.returncode == 0, scraper.stderr
-    called, module = scraper.stdout.split()
-    assert called == "True" and module.startswith("gradviz")
+    module, rst, again = scraper.stdout.splitlines()[-3:]
+    assert module == "gradviz.sphinx"
+    image = installed["work"] / "sphx_glr_plot_example_001.svg"  # the block's diagram, saved as SVG
+    assert image.read_text(encoding="utf-8").lstrip().startswith(("<?xml", "<svg")) and "TanhBackward0" in image.read_text()
+    assert ".. image-sg:: /sphx_glr_plot_example_001.svg" in rst  # the rST sphinx-gallery puts under the block
+    assert again == "True"

@@ -90,3 +90,42 @@ def test_comments_and_the_table_decide_under_pytest_gradviz(tmp_path: Path) -> N
     assert summary == ["gradviz: 3 suppressed (allow=, [tool.gradviz] allow, # gradviz: ignore comments)"], result.stdout
     assert "gradviz: dead_parameter at strict/test_strict.py:7" in result.stdout.splitlines()  # one cause, one finding
     assert "(strict: warnings fail too)" in result.stdout
+
+
+
+QUOTED = textwrap.dedent(
+    """
+    import torch
+
+
+    def test_quoted_in_a_string():
+        a = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        out = a.tanh()
+        out.data.zero_(); note = "# gradviz: ignore[silently_corrupted_saved_tensor]"
+        out.sum().backward()
+    """
+)
+MISSPELT = QUOTED.replace("test_quoted_in_a_string", "test_misspelt_kind").replace(
+    '; note = "# gradviz: ignore[silently_corrupted_saved_tensor]"', "  # gradviz: ignore[silently_corrupted_saved_tensors]")
+
+
+def test_a_quoted_or_misspelt_ignore_comment_accepts_nothing_under_pytest_gradviz(tmp_path: Path) -> None:
+    (tmp_path / "test_quoted.py").write_text(QUOTED)
+    (tmp_path / "test_misspelt.py").write_text(MISSPELT)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "FORCE_COLOR", "NO_COLOR"))}
+
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-v", "--gradviz", "--rootdir", str(tmp_path),
+         "test_quoted.py", "test_misspelt.py"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
+    )
+
+    lines = result.stdout.splitlines()
+    assert "test_quoted.py::test_quoted_in_a_string FAILED" in result.stdout, result.stdout
+    assert "test_misspelt.py::test_misspelt_kind FAILED" in result.stdout, result.stdout
+    # the words in a string are no comment: the finding fails the test
+    assert "gradviz: silently_corrupted_saved_tensor at test_quoted.py:8" in lines, result.stdout
+    # a misspelt kind fails the test with the valid kinds, rather than accepting nothing in silence
+    assert ("gradviz: test_misspelt.py:8: `gradviz: ignore[silently_corrupted_saved_tensors]`: unknown finding kind "
+            "'silently_corrupted_saved_tensors'; the kinds are cut_edge, dead_parameter, ") in result.stdout
+    assert "a bug in gradviz" not in result.stdout

@@ -4,7 +4,6 @@ collapsing and the max_nodes bound that keeps every finding's neighbourhood."""
 from __future__ import annotations
 
 import re
-import shutil
 import struct
 from pathlib import Path
 
@@ -146,8 +145,6 @@ def _modular(blocks: int, ops_per_block: int) -> Trace:
 
 @pytest.mark.dot
 def test_too_many_nodes_collapse_module_calls_automatically(tmp_path: Path) -> None:
-    if shutil.which("dot") is None:
-        pytest.skip("Graphviz's dot is not installed")
     # 480 nodes: more than the 80 boxes of the default view; depth 0 (one box per outermost module) draws 60 boxes
     diagram = render(_modular(60, 8), findings=[])
     source = diagram.source
@@ -225,8 +222,6 @@ def test_cut_keeps_parameters_with_the_op_that_uses_them() -> None:
 def test_a_wide_picture_that_fits_is_drawn_whole_without_a_warning(tmp_path: Path) -> None:
     """Ten heads side by side: more than the box-count estimate allowed (7 side by side, "may not fit"); laid out by
     dot, every op fits a page, so every op is drawn and nothing is said."""
-    if shutil.which("dot") is None:
-        pytest.skip("Graphviz's dot is not installed")
     trace = Trace()
     heads = 10
     trace.nodes["n0"] = NodeRecord("n0", "AddBackward0", [f"n{1 + 2 * h}" for h in range(heads)], seq=0,

@@ -4,9 +4,7 @@ default view that fits a page or says why."""
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import shutil
 import struct
 import subprocess
 import sys
@@ -21,9 +19,8 @@ from gradviz.render import render
 from gradviz.render.graph import BOX_BUDGET
 
 PROGRAMS = Path(__file__).resolve().parents[1] / "programs" / "realistic"
-HAS_TRANSFORMERS = importlib.util.find_spec("transformers") is not None
 SCRIPTS = [
-    pytest.param("gpt2", marks=pytest.mark.skipif(not HAS_TRANSFORMERS, reason="transformers is not installed")),
+    pytest.param("gpt2", marks=pytest.mark.transformers),
     "nanogpt", "reinforce", "dcgan", "vae", "lstm_lm", "checkpoint_reentrant", "two_models",
 ]
 #: the step boxes of each program's default view: (count, steps)
@@ -118,8 +115,6 @@ def test_depths_0_1_2_name_their_boxes_and_never_grow_shallower(traces: dict[str
 @pytest.mark.dot
 @pytest.mark.parametrize("name", SCRIPTS)
 def test_default_view_fits_a_page(traces: dict[str, Trace], name: str, tmp_path: Path) -> None:
-    if shutil.which("dot") is None:
-        pytest.skip("Graphviz's dot is not installed")
     trace = _trace(traces, name)
     diagram = render(trace)
     assert len(_boxes(diagram.source)) <= BOX_BUDGET

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import html
 import re
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,7 +25,6 @@ from gradviz.render import render
 from gradviz.render.timeline import SEVERITY_COLOURS, SEVERITY_FILL, timeline_digraph, timeline_rows
 
 ROOT = Path(__file__).resolve().parents[2]
-needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz's dot is not installed")
 
 
 def line_of(trace: Trace, needle: str) -> int:
@@ -196,14 +194,12 @@ def test_a_tensor_named_like_a_tag_prints_literally() -> None:
 
 
 @pytest.mark.dot
-@needs_dot
 def test_timeline_lays_out(detach_trace: Trace) -> None:
     svg = render(detach_trace, "timeline").svg()
     assert "<svg" in svg and "c: v0 → v1" in svg and SEVERITY_FILL["error"] in svg
 
 
 @pytest.mark.dot
-@needs_dot
 def test_hostile_code_lays_out() -> None:
     trace = long_trace(2)
     trace.events[0].location = Location("long.py", 1, 'q["<i>"].add_(1)\\n')
@@ -245,7 +241,6 @@ def _svg_texts(svg: str) -> list[tuple[float, float, float, str]]:
 
 
 @pytest.mark.dot
-@needs_dot
 @pytest.mark.parametrize("program", ["gallery/plot_01_testdetach.py", "tests/programs/realistic/dcgan.py"])
 def test_columns_line_up_in_the_drawing_and_no_text_leaves_the_table(program: str) -> None:
     """Rendered by the real dot: the text of a column starts at the header's x in every row, and no text runs into
@@ -299,7 +294,6 @@ def test_a_huge_trace_is_a_bounded_table_with_a_summary_row() -> None:
 
 
 @pytest.mark.dot
-@needs_dot
 def test_a_program_without_events_says_so_in_the_table() -> None:
     trace = long_trace(0)
     rows = table_rows(timeline_digraph(trace, []).source)

@@ -26,6 +26,12 @@ def _program() -> tuple[torch.Tensor, list[torch.Tensor], torch.Tensor]:
     return loss.detach(), [p.grad.clone() for p in block.parameters()], torch.rand(3)
 
 
+def assert_same_gradients(grads: list[torch.Tensor], expected: list[torch.Tensor], *, count: int) -> None:
+    """Traced and untraced, the same `count` gradients, equal bit for bit (a lost or extra one fails, as zip alone
+    would not notice)."""
+    assert (len(grads), len(expected)) == (count, count)
+    assert all(torch.equal(a, b) for a, b in zip(grads, expected, strict=True))
+
 def test_checkpointed_block_traced_without_recomputing_it() -> None:
     expected_loss, expected_grads, expected_next_random = _program()
     tracer = gradviz.trace()
@@ -33,7 +39,7 @@ def test_checkpointed_block_traced_without_recomputing_it() -> None:
         loss, grads, next_random = _program()
     assert tracer._recorder.internal_errors == []
     assert torch.equal(loss, expected_loss)
-    assert all(torch.equal(a, b) for a, b in zip(grads, expected_grads))
+    assert_same_gradients(grads, expected_grads, count=4)  # block.0 and block.2: weight and bias
     assert torch.equal(next_random, expected_next_random)  # the random stream is where it would be untraced
     backward = t.events_of(EventKind.BACKWARD)[0]
     reached = {t.tensors[tid].label for tid in backward.data["reached_leaves"]}
@@ -94,7 +100,7 @@ def test_reentrant_checkpoint_node_has_the_line_that_called_checkpoint() -> None
         loss, grads = _reentrant_program()
     assert tracer._recorder.internal_errors == []
     assert torch.equal(loss, expected_loss)  # the truth: PyTorch's own gradients, untouched by tracing
-    assert all(torch.equal(a, b) for a, b in zip(grads, expected_grads))
+    assert_same_gradients(grads, expected_grads, count=12)  # every parameter of the model
     in_loop, outside = _line_of("CALL IN LOOP"), _line_of("CALL OUTSIDE LOOP")
     nodes = {n.module: n for n in t.nodes.values() if n.name == "CheckpointFunctionBackward"}
     assert set(nodes) == {"model.blocks.0", "model.blocks.1", "model.blocks.2", "model.last"}
@@ -134,7 +140,7 @@ def test_checkpoint_sequential_and_a_bound_method_are_named_by_their_modules() -
     expected = program()
     with gradviz.trace() as t:
         grads = program()
-    assert all(torch.equal(a, b) for a, b in zip(grads, expected))
+    assert_same_gradients(grads, expected, count=10)  # four layers in the Sequential and one more
     found = sorted((n.module, n.created.line if n.created else None)
                    for n in t.nodes.values() if n.name == "CheckpointFunctionBackward")
     assert found == sorted([("seq", _line_of("SEQUENTIAL")), ("layer", _line_of("PARTIAL"))])
@@ -156,7 +162,7 @@ def test_non_reentrant_checkpoint_ops_are_drawn_at_their_own_lines() -> None:
     expected = program()
     with gradviz.trace() as t:
         grads = program()
-    assert all(torch.equal(a, b) for a, b in zip(grads, expected))
+    assert_same_gradients(grads, expected, count=6)  # three blocks
     assert not any(n.name == "CheckpointFunctionBackward" for n in t.nodes.values())
     block_line = _line_of("BLOCK BODY")
     tanh = [n for n in t.nodes.values() if n.name == "TanhBackward0"]

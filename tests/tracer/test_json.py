@@ -221,6 +221,50 @@ def test_bad_file_names_the_problem(valid: dict[str, Any], tmp_path: Path, break
     assert str(raised.value).startswith(str(tmp_path / "trace.json"))  # the message names the file too
 
 
+
+@pytest.mark.parametrize(
+    "field",
+    ["events", "ops", "exception", "sources", "internal_errors", "script", "torch_version", "tensors", "storages",
+     "version_counters", "nodes", "locations"],
+)
+def test_a_required_field_left_out_is_refused_by_name(valid: dict[str, Any], tmp_path: Path, field: str) -> None:
+    """A file without its events (or ops, exception...) is not an empty trace with "no problems found"."""
+    broken = {k: v for k, v in valid.items() if k != field}
+    with pytest.raises(ValueError) as raised:
+        load_dict(broken, tmp_path)
+    assert str(raised.value) == (f"{tmp_path / 'trace.json'}: '{field}' is missing (required in format version 2; "
+                                 "docs/trace-format.md lists the optional fields)")
+
+
+def test_the_optional_fields_may_be_left_out(valid: dict[str, Any], tmp_path: Path) -> None:
+    optional = ["file_labels", "internal_error_count", "window", "ended", "held_at_end", "view", "findings"]
+    loaded = load_dict({k: v for k, v in valid.items() if k not in optional}, tmp_path)
+    assert (loaded.file_labels, loaded.window, loaded.ended, loaded.held_at_end) == ({}, None, None, {})
+    assert [e.kind for e in loaded.events] == [e.kind for e in Trace.loads(json.dumps(valid)).events]
+
+
+@pytest.mark.parametrize(
+    ("version", "message"),
+    [
+        (3, "unsupported format_version 3 (this gradviz reads versions 1, 2; a newer gradviz wrote this file)"),
+        (0, "unsupported format_version 0 (this gradviz reads versions 1, 2)"),
+        (-1, "unsupported format_version -1 (this gradviz reads versions 1, 2)"),
+        ("3", "unsupported format_version '3' (this gradviz reads versions 1, 2)"),
+        (None, "unsupported format_version None (this gradviz reads versions 1, 2)"),
+    ],
+)
+def test_only_a_higher_version_is_said_to_come_from_a_newer_gradviz(valid: dict[str, Any], tmp_path: Path,
+                                                                     version: Any, message: str) -> None:
+    with pytest.raises(ValueError) as raised:
+        load_dict({**valid, "format_version": version}, tmp_path)
+    assert str(raised.value) == f"{tmp_path / 'trace.json'}: {message}"
+    with pytest.raises(ValueError) as raised:
+        load_dict({k: v for k, v in valid.items() if k != "format_version"}, tmp_path)
+    assert str(raised.value) == f"{tmp_path / 'trace.json'}: 'format_version' is missing"
+    # an unknown field is not a newer version either
+    with pytest.raises(ValueError, match=r"unknown field\(s\) \['colour'\] at the top level$"):
+        load_dict({**valid, "colour": "red"}, tmp_path)
+
 def test_deeply_nested_document(tmp_path: Path) -> None:
     path = tmp_path / "deep.json"
     path.write_text("[" * 100_000 + "]" * 100_000, encoding="utf-8")
@@ -269,6 +313,23 @@ _json_values = st.recursive(
     max_leaves=8,
 )
 
+
+
+def test_version_1_files_from_before_internal_errors_and_file_labels_still_load() -> None:
+    """The first version-1 writers left out `internal_errors` and `file_labels`: those files keep loading."""
+    data = json.loads(V1_FILE.read_text(encoding="utf-8"))
+    del data["internal_errors"], data["file_labels"]
+    old = Trace.from_dict(data)
+    assert (old.internal_errors, old.file_labels) == ([], {})
+    assert [f.kind.value for f in gradviz.diagnose(old)] == ["silently_corrupted_saved_tensor"]
+
+
+@pytest.mark.parametrize("field", ["events", "ops", "exception", "sources", "script", "torch_version"])
+def test_a_version_1_file_without_a_field_every_version_1_writer_wrote_is_refused(field: str) -> None:
+    data = json.loads(V1_FILE.read_text(encoding="utf-8"))
+    del data[field]
+    with pytest.raises(ValueError, match=rf"^'{field}' is missing \(required in format version 1;"):
+        Trace.from_dict(data)
 
 @pytest.mark.slow  # hundreds of traces loaded, diagnosed and drawn
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
