@@ -22,6 +22,7 @@ from .run import (
     exit_status,
     load_trace,
     program_of,
+    refuse_input_as_output,
     report_program_error,
     run_program,
     stdout_to_stderr,
@@ -397,6 +398,7 @@ def run_render(options: argparse.Namespace) -> int:
         _check_writable(out)
         check_suffix(out, shown=_shown(out))
     check_program(program)
+    refuse_input_as_output(program, outs)  # -o through a link to the script must not overwrite it
     window = _window_of(options, program)
     fail_on = _fail_on(options)
     progress = Progress(quiet=options.quiet, color=options.color, forced=options.progress)
