@@ -22,6 +22,7 @@ from .run import (
     exit_status,
     load_trace,
     program_of,
+    refuse_input_as_output,
     report_program_error,
     run_program,
     stdout_to_stderr,
@@ -338,10 +339,20 @@ def _obtain(
     `step`: --step K, said at once when the window closes before backward call K."""
     if program.kind == "trace":
         return load_trace(program), None
+    from .ranks import current_rank, stop_signal
+
     name = _shown(program.target) if program.kind == "script" else program.shown
     progress.note(f"running {name} under the tracer")
     watcher = progress.watch(name, step=step if window else None)
     on_start = watcher.start if watcher is not None else None
+    if current_rank() is not None:  # torchrun's SIGTERM when another rank fails must not lose this rank's findings
+        stop_signal.install()
+        watch = on_start
+
+        def on_start(trace: Trace, record: Any) -> None:
+            stop_signal.running(trace)
+            if watch is not None:
+                watch(trace, record)
 
     def stop_watching(trace: Trace, code: int) -> int:
         if watcher is not None:
@@ -360,6 +371,7 @@ def _obtain(
 
                 run = run_program(program, on_hard_exit=hard_exit, on_start=on_start, **(window or {}))
     finally:
+        stop_signal.running(None)
         if watcher is not None:
             watcher.stop()
     _note_stop(run.trace, program)
@@ -397,6 +409,7 @@ def run_render(options: argparse.Namespace) -> int:
         _check_writable(out)
         check_suffix(out, shown=_shown(out))
     check_program(program)
+    refuse_input_as_output(program, outs)  # -o through a link to the script must not overwrite it
     window = _window_of(options, program)
     fail_on = _fail_on(options)
     progress = Progress(quiet=options.quiet, color=options.color, forced=options.progress)
@@ -695,9 +708,12 @@ def _merge_ranks(
     """Every rank leaves its result for rank 0, which prints one summary of all ranks (one JSON document with
     --json, one SARIF log, the workflow commands of every rank). A rank that rank 0 stopped waiting for
     (GRADVIZ_RANK_TIMEOUT) prints its own findings when it ends."""
-    from .ranks import gather, publish, release
+    from .ranks import gather, publish, release, stop_signal
 
     format = getattr(options, "format", "text") if options is not None else "text"
+    if stop_signal.received:  # torchrun is ending this rank (another failed): no one may be left to merge with
+        _print_late_rank(rank, trace, findings, suppressed or [], format=format, stopped=True)
+        return _Merged([], [])
     own: dict[str, Any] = {
         "findings": [f.to_dict() for f in findings],
         "suppressed": [s.to_dict() for s in suppressed or []],
@@ -727,15 +743,18 @@ def _merge_ranks(
 
 
 def _print_late_rank(
-    rank: Rank, trace: Trace, findings: list[Finding], suppressed: list[Suppressed], *, format: str
+    rank: Rank, trace: Trace, findings: list[Finding], suppressed: list[Suppressed], *, format: str, stopped: bool = False
 ) -> None:
     """Rank 0 printed its summary without this rank: this rank's findings, printed by itself (on stdout as workflow
     commands or text; on stderr when stdout holds rank 0's JSON or SARIF document)."""
     from . import formats
     from .ranks import timeout_seconds
 
-    _error(f"rank 0 stopped waiting for this rank after {timeout_seconds():g} s (GRADVIZ_RANK_TIMEOUT): "
-           f"its findings follow here")
+    if stopped:
+        _error("torchrun is stopping this rank (SIGTERM: another rank failed): its findings follow here")
+    else:
+        _error(f"rank 0 stopped waiting for this rank after {timeout_seconds():g} s (GRADVIZ_RANK_TIMEOUT): "
+               f"its findings follow here")
     if format == "github":
         text = "".join(line + "\n" for line in formats.github_commands(
             findings, trace, labels={i: f"rank {rank.rank}" for i in range(len(findings))}, who=f"rank {rank.rank}"))

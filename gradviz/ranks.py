@@ -7,7 +7,9 @@ import contextlib
 import json
 import os
 import re
+import signal
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +37,43 @@ def current_rank() -> Rank | None:
     if world_size <= 1 or not 0 <= rank < world_size:
         return None
     return Rank(rank, world_size)
+
+
+class StoppedByTorchrun(SystemExit):
+    """Raised into the program where torchrun's SIGTERM found it: the program ends there, as the signal would end it
+    (status 128 + 15), and gradviz still reports what it traced."""
+
+
+class StopSignal:
+    """torchrun stops every rank (SIGTERM, then SIGKILL 30 s later) as soon as one rank exits with an error: a rank
+    still running, or waiting for rank 0, would lose its findings. While the program runs the signal ends it (as
+    StoppedByTorchrun); afterwards it is only noted: the rank then prints its own findings at once instead of waiting
+    to be merged. Installed only where the program would have died of the signal (no handler of its own)."""
+
+    def __init__(self) -> None:
+        self.received = False
+        self._trace: Any = None  # the trace being recorded, while the program runs
+
+    def install(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        with contextlib.suppress(ValueError, OSError):
+            if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+                signal.signal(signal.SIGTERM, self._on_signal)
+
+    def running(self, trace: Any) -> None:
+        """The program starts running (traced into `trace`); `None`: it has ended."""
+        self._trace = trace
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        self.received = True
+        trace, self._trace = self._trace, None
+        if trace is not None and trace.ended is None:  # the program is running: it ends here
+            raise StoppedByTorchrun(128 + signum)
+
+
+#: This process's SIGTERM watch under torchrun (one per process: signal handlers are).
+stop_signal = StopSignal()
 
 
 def _job_folder() -> Path:
@@ -68,7 +107,7 @@ def publish(rank: Rank, result: dict[str, Any], *, since: float, timeout: float 
     while time.monotonic() < deadline:
         if not final.exists():
             return True
-        if _left_out(folder, rank, since):
+        if _left_out(folder, rank, since) or stop_signal.received:  # (torchrun is ending this rank: print now)
             break
         time.sleep(0.05)
     with contextlib.suppress(OSError):
@@ -110,7 +149,7 @@ def gather(rank: Rank, own: dict[str, Any], *, since: float, timeout: float | No
                 results[other] = json.loads(path.read_text(encoding="utf-8"))
             except (OSError, ValueError):
                 continue
-        if len(results) == rank.world_size or time.monotonic() >= deadline:
+        if len(results) == rank.world_size or time.monotonic() >= deadline or stop_signal.received:
             break
         time.sleep(0.05)
     missing = [r for r in range(rank.world_size) if r not in results]

@@ -112,6 +112,38 @@ def check_script(name: str) -> Path:
     return path
 
 
+def input_file(program: Program) -> Path | None:
+    """The file the program is read from: the script, the saved trace, or the module's file (None if not found)."""
+    if program.kind != "module":
+        return Path(program.target).expanduser()
+    from .tracer.runner import module_origin
+
+    saved = list(sys.path)
+    sys.path.insert(0, os.getcwd())
+    try:
+        return Path(module_origin(program.target))
+    except ModuleNotFoundError:
+        return None
+    finally:
+        sys.path[:] = saved
+
+
+def refuse_input_as_output(program: Program, outputs: list[Path]) -> None:
+    """ScriptError for an output that is the program's own file (by name, through a symbolic link, or a hard link
+    to it), checked before anything runs: writing it would destroy the user's script or trace."""
+    source = input_file(program)
+    if source is None or not source.exists():
+        return
+    what = {"script": "the script", "module": f"the file of -m {program.target}", "trace": "the trace file read"}[program.kind]
+    for out in outputs:
+        same = out.resolve() == source.resolve()
+        with contextlib.suppress(OSError):
+            same = same or (out.exists() and os.path.samefile(out, source))
+        if same:
+            how = " (through a link)" if out.is_symlink() or out.absolute() != source.absolute() else ""
+            raise ScriptError(f"refusing to write {str(out)!r}: it is {what}, {str(source)!r}{how}; choose another -o")
+
+
 def _regular(path: Path, name: str, what: str) -> None:
     """Refuse a FIFO, a device or a socket by its type, before opening it (a FIFO would block the open)."""
     import stat

@@ -183,7 +183,7 @@ class HookRecording:
         frame = source.user_frame(2)
         where = (frame.f_code.co_filename, frame.f_lineno) if frame is not None else (None, None)
         del frame
-        with _quiet():
+        with _quiet(), self._lock:
             self._before_step(optimizer, where, record)
         return self._traced_closure(optimizer, args, kwargs)
 
@@ -236,7 +236,7 @@ class HookRecording:
                 return closure(*a, **k)
             finally:
                 recorder._paused += 1
-                with _quiet():
+                with _quiet(), recorder._lock:
                     recorder._refresh_grad_states(key)
 
         if in_kwargs:
@@ -277,6 +277,8 @@ class HookRecording:
     def _on_record_function(self, func: Any, args: Any, kwargs: Any) -> Any:
         """torch's profiler marks: note the handle of an optimizer step's mark; its exit ends the step."""
         result = func(*args, **kwargs)
+        if threading.get_ident() != self._thread:  # the steps recorded are the tracing thread's (see _step_pre)
+            return result
         if func is _RECORD_ENTER:
             if args and isinstance(args[0], str) and args[0].startswith("Optimizer.step#"):
                 self._step_record = result  # the step's pre-hook, next, takes it
@@ -293,7 +295,7 @@ class HookRecording:
     def _close_step(self, key: int, outcome: str) -> None:
         step = self._steps.pop(key)
         self._paused -= 1 + len(step.inner)
-        with _quiet():
+        with _quiet(), self._lock:
             self._record_step(key, step, outcome)
 
     def _record_step(self, key: int, step: _OpenStep, outcome: str) -> None:

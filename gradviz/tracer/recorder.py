@@ -28,7 +28,7 @@ from ..model import (
     VersionCounterRecord,
 )
 from ..text import safe_repr, safe_str, type_name
-from . import callsite, chains, source
+from . import callsite, chains, source, threads
 from .callsite import _sites
 from .callsite import call as _call
 from .callsite import caller as _caller
@@ -41,7 +41,7 @@ from .lifetime import mark_end
 from .hooks import RECORD_FUNCTION_OPS, HookRecording
 from .holders import shown_path as _shown_path, unwrapped
 from .nodes import _SAVED_NAMES, _TYPE_NAMES, GraphRecording
-from .window import StepWindow, WindowRecording, _warning_filters
+from .window import _CLOSED, StepWindow, WindowRecording, _warning_filters
 from .tensors import (
     _Tensor,
     _byte_span,
@@ -131,6 +131,9 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
         self._step_record: Any = None  # the record_function handle of a step about to start
         self._step_marks = frozenset(RECORD_FUNCTION_OPS)
         self._thread = threading.get_ident()  # the thread tracing (the mode is per thread; hooks are global)
+        # the program's other threads enter the mode too (threads.py): what they record goes through this lock
+        self._lock = threading.RLock()
+        self._uninstall_threads: Callable[[], None] | None = None
         self._optimizer_ids: dict[int, str] = {}  # id(optimizer) -> o0, o1, ... in order of first step
         self._fresh_grads: dict[str, tuple[int, int | None]] = {}  # leaf -> its .grad right after the last backward
         self._stepped_grads: dict[str, Any] = {}  # parameter -> its .grad as the latest step left it (hooks.py)
@@ -198,13 +201,33 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
         self._gc.hold()
         self.__enter__()
         self._mode_on = True
+        self._uninstall_threads = threads.install(self)
+
+    def enter_thread(self) -> bool:
+        """Called first thing in a thread the program starts while tracing: the mode is entered there too (torch's
+        mode stack is per thread). False when tracing has ended meanwhile."""
+        if not self._mode_on or self._paused >= _CLOSED:
+            return False
+        self.__enter__()
+        return True
+
+    def leave_thread(self) -> None:
+        threads.leave(self)
 
     def stop(self) -> None:
+        if self._uninstall_threads is not None:
+            self._uninstall_threads()
+            self._uninstall_threads = None
+        with self._lock:
+            self._stop()
+
+    def _stop(self) -> None:
         for key in list(self._steps):  # the program's error escaped through an optimizer step: that step raised
             self._close_step(key, "error")
         if self._mode_on:
             self.__exit__(None, None, None)
             self._mode_on = False
+        self._paused += _CLOSED  # threads of the program still running pass their calls straight through from now
         mark_end(self)  # lifetime analysis: what is freed after this was alive when the program ended
         for entry in self._warning_filters:
             with contextlib.suppress(ValueError):  # the program may have reset the filters itself
@@ -225,7 +248,11 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
         """Stop watching tensors (their records stay) and collect the source text events point at."""
         if self._finished:
             return self.trace
-        self._finished = True
+        with self._lock:
+            self._finished = True
+        return self._finish()
+
+    def _finish(self) -> Trace:
         # the recorder's only cycles, bound methods of itself in its own tables: gone, so that the trace is freed
         # by reference counting when its user lets go of it, not by a full collection scanning all of it first
         # (gradviz check: at exit, 0.8 s for a 600-batch LSTM run)
@@ -242,7 +269,7 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
         for path in {e.location.file for e in self.trace.events if e.location} | (
             {self.trace.script} if self.trace.script else set()
         ):
-            text = "".join(source.linecache.getlines(path))
+            text = "".join(source.getlines(path))
             if text:
                 self.trace.sources[path] = text
         return self.trace
@@ -303,13 +330,19 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
             # torch.jit.trace is recording: our reads of shapes and storages would be traced into its graph (as
             # tensors, with TracerWarnings); the call goes through the stand-in, so its source range is the program's
             return _call(_caller(2, func), func, args, kwargs)
-        if self._paused:
+        if self._paused and (self._paused >= _CLOSED or threading.get_ident() == self._thread):
+            # (another thread's calls are recorded while the tracing thread is inside an optimizer step)
             if func in self._step_marks:  # the end of an optimizer step may show here: see hooks.py
                 return self._on_record_function(func, args, kwargs)
             return _call(_caller(2, func), func, args, kwargs)
         special = self._special.get(func)
         if special is not None:
-            return special(func, args, kwargs)
+            if func in _RUNS_PROGRAM_CODE:  # backward runs the program's hooks: it holds the lock only to record
+                return special(func, args, kwargs)
+            with self._lock:
+                if self._paused >= _CLOSED:  # tracing ended while this thread was on its way here
+                    return func(*args, **kwargs)
+                return special(func, args, kwargs)
         caller = _caller(2, func)
         site = None
         if caller is not None:
@@ -347,7 +380,9 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
                 except RuntimeError:
                     pass
             try:
-                self._after_call(func, inputs, before, result, caller, site)
+                with self._lock:
+                    if self._paused < _CLOSED:  # (tracing may have ended while this thread made the call)
+                        self._after_call(func, inputs, before, result, caller, site)
             except Exception as exc:  # never let bookkeeping break the user's program
                 self._module_now = None
                 self._internal(exc, _func_name(func))
@@ -547,6 +582,10 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
 
     def _on_dead(self, live: _Live) -> None:
         """A tracked tensor was freed: forget it (its record stays) and retire its storage if it was the last."""
+        with self._lock:
+            self._forget(live)
+
+    def _forget(self, live: _Live) -> None:
         key = live.key
         if self._finished or self._live.get(key) is not live:
             return
@@ -832,7 +871,7 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
         if self._window is not None and self._window_before_backward():
             return func(*args, **kwargs)  # the window just closed: this call is the program's alone
         try:
-            with _quiet():
+            with _quiet(), self._lock:
                 file, line = self._where()
                 is_grad = func is torch.autograd.grad
                 roots_arg = args[0] if args else kwargs.get("tensors", kwargs.get("outputs"))
@@ -868,7 +907,7 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
             raise
         event.data["outcome"] = "ok"
         try:
-            with _quiet():
+            with _quiet(), self._lock:
                 if nested:  # leaves a backward nested in this one reached (a reentrant checkpoint's recompute)
                     known = set(event.data["reached_leaves"])
                     extra = [t for t in self._nested_reached(nested) if t not in known and (inputs is None or t in inputs)]
@@ -893,6 +932,9 @@ def _nested_shape(t: torch.Tensor) -> list[int]:
     except RuntimeError:
         return [t.size(0), *[-1] * (t.dim() - 1)]
 
+
+# special calls that run the program's code (backward's hooks): the lock is not held around them
+_RUNS_PROGRAM_CODE = frozenset({_Tensor.backward, torch.autograd.backward, torch.autograd.grad})
 
 _names: dict[Any, str] = {}
 # torch's resolve_name runs inside warnings.catch_warnings, and every catch_warnings resets the registries behind

@@ -223,6 +223,23 @@ def _run(
     on_start: StartHandler | None = None,
     window: StepWindow | None = None,
 ) -> ProgramRun:
+    # the program's lines as they are before it runs: one that deletes or rewrites its own file is still quoted
+    with source.pinned(script_path):
+        return _run_pinned(body, script_path=script_path, argv0=argv0, path0=path0, argv=argv,
+                           on_hard_exit=on_hard_exit, on_start=on_start, window=window)
+
+
+def _run_pinned(
+    body: Callable[[], dict[str, Any]],
+    *,
+    script_path: str,
+    argv0: str,
+    path0: str,
+    argv: tuple[str, ...] | list[str],
+    on_hard_exit: HardExitHandler | None,
+    on_start: StartHandler | None,
+    window: StepWindow | None,
+) -> ProgramRun:
     recorder = Recorder(window)
     recorder.trace.script = script_path
     # the program may empty or reorder sys.path: put back the list we found (our own imports come later)

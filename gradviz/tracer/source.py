@@ -106,8 +106,31 @@ def frame_variables(frame: FrameType) -> dict[str, Any]:
     return variables
 
 
+# The program's own file as read before it ran, while it runs: a script that deletes or rewrites itself still has
+# its lines quoted as they ran (file -> lines)
+_pinned: dict[str, list[str]] = {}
+
+
+@contextlib.contextmanager
+def pinned(filename: str) -> Iterator[None]:
+    """Read `filename` now and quote its lines from this reading inside the block."""
+    linecache.checkcache(filename)
+    _pinned[filename] = list(linecache.getlines(filename))
+    try:
+        yield
+    finally:
+        _pinned.pop(filename, None)
+
+
+def getlines(filename: str) -> list[str]:
+    return _pinned.get(filename) or linecache.getlines(filename)
+
+
 def make_location(filename: str, line: int) -> Location:
-    return Location(filename, line, linecache.getline(filename, line).rstrip("\n"))
+    lines = _pinned.get(filename)
+    if lines is None:
+        return Location(filename, line, linecache.getline(filename, line).rstrip("\n"))
+    return Location(filename, line, lines[line - 1].rstrip("\n") if 1 <= line <= len(lines) else "")
 
 
 @functools.lru_cache(maxsize=4096)

@@ -125,13 +125,14 @@ class WindowRecording:
         record.traced = window.steps[first] if unit == "step" and first is not None else window.limit
         record.closed = True
         record.closed_at = next(self._seq)
-        self._paused += _CLOSED
-        try:
-            with torch._C.DisableTorchFunction():
-                self._name_stack_variables()
-        except Exception as exc:  # noqa: BLE001 - naming is a courtesy; never break the program for it
-            self._internal(exc)
-        self._release()
+        with self._lock:  # (the program's other threads may be recording)
+            self._paused += _CLOSED
+            try:
+                with torch._C.DisableTorchFunction():
+                    self._name_stack_variables()
+            except Exception as exc:  # noqa: BLE001 - naming is a courtesy; never break the program for it
+                self._internal(exc)
+            self._release()
         # hook dicts are never being iterated here (torch walks copies of the module hook dicts, and the step hooks
         # ran already): every hook but the step counter can go now
         for handle in self._handles:

@@ -166,3 +166,39 @@ def test_each_rank_trace_holds_that_rank_s_own_run(tmp_path):
         data_reads = [e.location.line for e in trace.events_of(gradviz.EventKind.DATA_GET) if e.location]
         assert data_reads == ([14] if rank == 1 else [])  # only rank 1 ran the buggy line
     assert found == {0: [], 1: [("silently_corrupted_saved_tensor", 14)]}
+
+
+RANK_0_FAILS = """\
+import time
+import torch
+import torch.distributed as dist
+
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+if rank == 0:
+    raise RuntimeError("rank 0 has its own error")
+a = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
+out = a.tanh()
+out.data.zero_()
+out.sum().backward()
+time.sleep(60)  # rank 1 is slow: still running when rank 0 ends, and torchrun stops it
+print(f"rank {rank} done")
+"""
+
+
+def test_a_slower_rank_stopped_by_torchrun_after_rank_0_failed_still_prints_its_findings(tmp_path):
+    """Issue 28 item 3: rank 0 exits 1 with its own error; torchrun then sends SIGTERM to rank 1, which must not
+    take rank 1's findings with it."""
+    write(tmp_path, "ddp_train.py", RANK_0_FAILS)
+    result = _torchrun(tmp_path, "check", "ddp_train.py", timeout="3")
+
+    assert result.returncode == 1, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert "gradviz: 1 of 2 ranks reported: rank 0: 0 errors, 0 warnings, 0 info, exited 1; rank 1: no result" in lines
+    assert ("[rank 1] gradviz: torchrun is stopping this rank (SIGTERM: another rank failed): its findings follow "
+            "here") in result.stderr.splitlines()
+    at = lines.index("error  ddp_train.py:11  silently_corrupted_saved_tensor  [rank 1]")
+    assert lines[at + 1] == "     11 | out.data.zero_()"
+    # stopped where it was, as the signal stops it (status 128 + 15), not at its end
+    assert "[rank 1] ddp_train.py: 1 error, 0 warnings, 0 info; the script raised StoppedByTorchrun at line 13" in lines
+    assert "rank 1 done" not in result.stdout
