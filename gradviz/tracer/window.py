@@ -103,6 +103,8 @@ class WindowRecording:
         record.closed = True
         record.closed_at = next(self._seq)  # type: ignore[attr-defined]
         self._paused += _CLOSED  # type: ignore[attr-defined]
+        if self._check is not None:  # type: ignore[attr-defined]
+            self._check.close()  # type: ignore[attr-defined]  # --verify: the kept bytes go with the window
         try:
             with torch._C.DisableTorchFunction():
                 self._name_stack_variables()
