@@ -102,8 +102,8 @@ class Measurement:
         if self.identical:
             return "measured: gradients identical"
         worst = max(self.gradients, key=lambda g: (g.max_rel is not None, g.max_rel or 0.0, g.max_abs or 0.0))
-        rel = f", rel {_number(worst.max_rel)}" if worst.max_rel is not None else ""
-        return f"measured: {worst.name.strip('`')} grad off by {_number(worst.max_abs)}{rel}"
+        rel = f" (relative {_number(worst.max_rel)})" if worst.max_rel is not None else ""
+        return f"measured: {worst.name.strip('`')}.grad off by up to {_number(worst.max_abs)}{rel}"
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"backward": self.backward, "writes": list(self.writes)}

@@ -324,6 +324,7 @@ class _Builder:
             "file": self.file_index(f.file), "line": f.line, "code": f.code.strip(), "count": f.count,
             "parameter": f.parameter, "nodes": targets,
             "tensors": [i for i in (self.tensor(t) for t in f.tensors) if i is not None],
+            **({"measured": f.measured.to_dict()} if f.measured is not None else {}),  # --verify (in the message too)
         }
 
     def _events(self) -> list[dict[str, Any]]:
