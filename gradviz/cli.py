@@ -30,7 +30,15 @@ from .run import (
 from .config import ConfigError, add_config_options
 from .formats import FORMATS, finding_dict, print_findings
 from .text import for_terminal, safe_str
-from .runner_options import OptionsError, add_render_options, check_suffix, output_paths, render_kwargs
+from .runner_options import (
+    OptionsError,
+    add_render_options,
+    add_verify_option,
+    check_suffix,
+    output_paths,
+    render_kwargs,
+    verify_kwargs,
+)
 from .window_options import DEFAULT_CHECK_STEPS, WindowOptionsError, add_window_options, window_kwargs
 from .terminal import (
     COLOR_CHOICES,
@@ -131,6 +139,7 @@ def _add_render_arguments(parser: argparse.ArgumentParser) -> None:
     _add_script(parser)
     add_render_options(parser, many_outputs=True)
     add_window_options(parser)
+    add_verify_option(parser)
     add_config_options(parser)
     _add_fail_on(parser, default="never")
 
@@ -149,6 +158,7 @@ def _add_check_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--strict", action="store_true", help="exit 1 on warnings too, not only on errors")
     _add_fail_on(parser, default="error", strict=True)
     add_window_options(parser, default=DEFAULT_CHECK_STEPS)
+    add_verify_option(parser)
     add_config_options(parser)
 
 
@@ -164,6 +174,7 @@ examples:
   gradviz render train.py --no-show-saved      hide saved tensors
   gradviz render train.py --steps 3            trace the first 3 optimizer steps, run the rest untraced
   gradviz render train.py --stop-after 3       trace 3 steps, then end the script there
+  gradviz render train.py --verify             measure how wrong silently corrupted gradients are (shown in the note)
   gradviz render train.py -q -- --epochs 1     arguments after -- go to the script
   gradviz render train.py -o a.svg -o b.html -o run.json   several outputs from one run (.json: the trace)
   gradviz render run.json --view memory        draw a saved trace again, without running anything
@@ -190,6 +201,7 @@ examples:
   gradviz check train.py --steps 10            trace the first 10 optimizer steps, run the rest at full speed
   gradviz check train.py --stop-after 10       a quick check: end the script after 10 steps
   gradviz check train.py --steps all           trace the whole run (default: the first 100 steps)
+  gradviz check train.py --verify              measure how wrong silently corrupted gradients are
   gradviz check train.py -- --epochs 1         arguments after -- go to the script
   gradviz check -m pkg.train -- --epochs 1     run a module as `python -m pkg.train` would
   gradviz check run.json                       check a trace saved with `gradviz render ... -o run.json`
@@ -384,8 +396,11 @@ def _window_of(options: argparse.Namespace, program: Program) -> dict[str, Any]:
     if program.kind == "trace":
         if options.steps is not None or options.stop_after is not None:
             raise UsageError(f"{program.target!r} is a saved trace: nothing runs, so --steps and --stop-after do not apply")
+        if options.verify:
+            raise UsageError(f"{program.target!r} is a saved trace: nothing runs, so --verify cannot measure (its "
+                             "measurements, if it was traced with --verify, are in it)")
         return {}
-    return window
+    return {**window, **verify_kwargs(options)}
 
 
 def _note_stop(trace: Trace, program: Program) -> None:

@@ -257,6 +257,9 @@ class Trace:
     # what referred to some tensors alive at the end (tracer/lifetime.py): tensor id -> "names" (only the program's
     # variables) or "objects" (a list, a dict, an instance attribute...); tensors not asked about are absent
     held_at_end: dict[str, str] = field(default_factory=dict)
+    # traced with --verify: the gradient error of each silent write to a saved tensor measured at its backward
+    # (backward events' data["verify"], tracer/verify.py)
+    verified: bool = False
 
     # ----------------------------------------------------------------- queries
     def internal_error_summary(self) -> str | None:

@@ -34,6 +34,7 @@ def _magic(line: str, cell: str) -> None:
 
     Usage: %%gradviz [-o OUT] [--view graph|memory|timeline|report|graph-memory] [--max-nodes N]
                      [--depth N|all] [--collapse-modules] [--no-show-saved] [--steps N | --stop-after N]
+                     [--verify]
 
     Variables the cell defines stay in the notebook. If the cell raises, the diagram (showing the state
     at the failure and the finding that explains it) is displayed first, then the error.
@@ -59,6 +60,8 @@ def gradviz_cell(shell: InteractiveShell, cell: str, options: Any) -> Trace:
     from IPython.display import display
 
     window = window_kwargs(options) if hasattr(options, "steps") else {}
+    if getattr(options, "verify", False):  # --verify: measure how wrong silently corrupted gradients are
+        window["verify"] = True
     trace, value, error = run_cell_traced(shell, cell, **window)
     findings = _diagnose(trace)
     diagram = _render(trace, findings, options)
@@ -77,7 +80,7 @@ def gradviz_cell(shell: InteractiveShell, cell: str, options: Any) -> Trace:
 def run_cell_traced(shell: InteractiveShell, cell: str, **window: Any) -> tuple[Trace, Any, BaseException | None]:
     """Execute `cell` in the user namespace under `gradviz.trace()`: the trace, the value of a final
     expression, and the exception the cell raised (recorded in the trace, returned, not raised).
-    `window`: `steps` and `stop_after`, as for `gradviz.trace` (a cell stopped there raises nothing)."""
+    `window`: `steps`, `stop_after` and `verify`, as for `gradviz.trace` (a cell stopped there raises nothing)."""
     from .tracer import trace as tracing
     from .tracer.window import WindowStop
 

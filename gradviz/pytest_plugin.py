@@ -30,6 +30,7 @@ class _Settings:
 
     check: bool  # fail the test on findings (--gradviz or the marker); the fixture alone only records
     strict: bool  # warnings fail too
+    verify: bool = False  # --gradviz-verify, the marker's verify=: measure how wrong silently corrupted gradients are
     allow: frozenset[str] = frozenset()  # finding kinds that never fail this test (the marker's allow=)
     config: Config | None = None  # [tool.gradviz] above the test file: its allow, its strict
     tracer: Tracer | None = None
@@ -43,6 +44,7 @@ class _Settings:
 
 _SETTINGS = pytest.StashKey[_Settings]()
 _EVERY_TEST = pytest.StashKey[tuple[bool, bool]]()  # (--gradviz or --gradviz-strict, --gradviz-strict), read once
+_VERIFY = pytest.StashKey[bool]()  # --gradviz-verify
 _CONFIGS = pytest.StashKey[dict[Path, Any]]()  # [tool.gradviz] per test file's folder, read once
 
 
@@ -60,6 +62,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="like --gradviz, and warnings (dead parameters, updates without gradient) fail too",
     )
     group.addoption(
+        "--gradviz-verify",
+        action="store_true",
+        help="like --gradviz, and where a saved tensor is silently corrupted (a write through `.data`) measure, in "
+        "the same run, how wrong each gradient is (as `gradviz check --verify`); gradients measured identical make "
+        "the finding info, which does not fail the test",
+    )
+    group.addoption(
         "--gradviz-report",
         metavar="DIR",
         help="write gradviz's HTML report (graph, memory, timeline, findings) of each failing traced test to DIR",
@@ -68,13 +77,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     strict = bool(config.getoption("gradviz_strict"))
-    config.stash[_EVERY_TEST] = (strict or bool(config.getoption("gradviz")), strict)
+    verify = bool(config.getoption("gradviz_verify"))
+    config.stash[_EVERY_TEST] = (strict or verify or bool(config.getoption("gradviz")), strict)
+    config.stash[_VERIFY] = verify
     config.stash[_CONFIGS] = {}
     config.pluginmanager.register(_SuppressedCounter(), "gradviz-suppressed")
     config.addinivalue_line(
         "markers",
-        f"{MARKER}(strict=False, allow=()): trace this test with gradviz and fail it on error findings "
-        "(strict=True: warnings too); allow: finding kinds that never fail it, e.g. allow=['cut_edge']",
+        f"{MARKER}(strict=False, allow=(), verify=False): trace this test with gradviz and fail it on error findings "
+        "(strict=True: warnings too); allow: finding kinds that never fail it, e.g. allow=['cut_edge']; verify=True: "
+        "measure how wrong silently corrupted gradients are",
     )
 
 
@@ -88,9 +100,11 @@ def _settings_for(item: pytest.Item) -> _Settings | None:
     project = _project_config(item)
     strict = strict or project.strict
     allow: frozenset[str] = frozenset()
+    verify = item.config.stash.get(_VERIFY, False)
     if marker is not None:
         strict, allow = _marker_options(marker, strict)
-    return _Settings(check=everything or marker is not None, strict=strict, allow=allow, config=project)
+        verify = bool(marker.kwargs.get("verify", verify))
+    return _Settings(check=everything or marker is not None, strict=strict, allow=allow, config=project, verify=verify)
 
 
 def _project_config(item: pytest.Item) -> Config:
@@ -113,10 +127,10 @@ def _project_config(item: pytest.Item) -> Config:
 def _marker_options(marker: pytest.Mark, strict: bool) -> tuple[bool, frozenset[str]]:
     from .analysis.findings import FindingKind
 
-    unknown_options = set(marker.kwargs) - {"strict", "allow"}
+    unknown_options = set(marker.kwargs) - {"strict", "allow", "verify"}
     if marker.args or unknown_options:
         given = ", ".join([repr(a) for a in marker.args] + sorted(unknown_options))
-        raise _MarkerError(f"@pytest.mark.gradviz takes only strict= and allow=, not {given}")
+        raise _MarkerError(f"@pytest.mark.gradviz takes only strict=, allow= and verify=, not {given}")
     strict = bool(marker.kwargs.get("strict", strict))
     allow = marker.kwargs.get("allow", ())
     if isinstance(allow, str):
@@ -156,7 +170,7 @@ def _tracer(settings: _Settings) -> Tracer:
     if settings.tracer is None:
         from .tracer import trace
 
-        settings.tracer = trace()
+        settings.tracer = trace(verify=settings.verify)
     return settings.tracer
 
 

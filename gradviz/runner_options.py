@@ -114,6 +114,23 @@ def add_render_options(parser: argparse.ArgumentParser, *, output: bool = True, 
     )
 
 
+def add_verify_option(parser: argparse.ArgumentParser) -> None:
+    """--verify: measure how wrong the gradients of a silently corrupted saved tensor are, in the same run."""
+    parser.add_argument(
+        "--verify",
+        action="store_true",
+        help="where a saved tensor's bytes change without autograd noticing (a write through `.data`), keep the bytes "
+        "it overwrites and, at that graph's backward, compute the gradients the intact values give: the finding says "
+        "how wrong each gradient is (max abs and relative error, cosine, direction flipped), or that they are "
+        "identical (then it is only info). Costs a second backward where such a write happened",
+    )
+
+
+def verify_kwargs(options: argparse.Namespace) -> dict[str, Any]:
+    """`verify=True` for the tracer's front doors when --verify was given."""
+    return {"verify": True} if getattr(options, "verify", False) else {}
+
+
 def render_kwargs(options: argparse.Namespace) -> dict[str, Any]:
     """The keyword arguments for `gradviz.render.render()` that the parsed options ask for."""
     return {
@@ -167,12 +184,14 @@ def magic_parser() -> OptionParser:
         prog="%%gradviz",
         allow_abbrev=False,  # `--col` is not silently `--collapse-modules`
         description="Trace the cell and display what autograd and memory did below it.",
-        epilog="Examples: %%gradviz --view memory --max-nodes 50;  %%gradviz --steps 5 (trace the first 5 steps only)",
+        epilog="Examples: %%gradviz --view memory --max-nodes 50;  %%gradviz --steps 5 (trace the first 5 steps only);  "
+        "%%gradviz --verify (measure how wrong silently corrupted gradients are)",
     )
     add_render_options(parser)
     from .window_options import add_window_options
 
     add_window_options(parser)
+    add_verify_option(parser)
     return parser
 
 

@@ -198,6 +198,8 @@ def _result(finding: Finding, trace: Trace, rule_index: int) -> dict[str, Any]:
         result["occurrenceCount"] = finding.count
     if finding.parameter:
         result["properties"] = {"parameter": clean(finding.parameter)}
+    if finding.measured is not None:  # --verify: how wrong the gradients came out
+        result.setdefault("properties", {})["measured"] = finding.measured.to_dict()
     return result
 
 

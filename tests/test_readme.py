@@ -29,6 +29,7 @@ EXPECTED = {
     "gradviz check gallery/plot_02_data_silent.py": (1, None),
     "gradviz check gallery/plot_01_testdetach.py --json": (0, None),
     "gradviz render gallery/plot_02_data_silent.py -o data.svg -o data-report.html -o data-trace.json": (0, "data-report.html"),
+    "gradviz check gallery/plot_16_wgan_clip_between.py --verify": (1, None),
     "gradviz check gallery/plot_19_clean_training_loop.py --steps 2": (0, None),
     "gradviz check gallery/plot_11_tbptt.py --stop-after 2": (0, None),
     "gradviz check gallery/plot_19_clean_training_loop.py --steps all": (0, None),
@@ -74,6 +75,8 @@ def test_readme_command_runs(command: str, workdir: Path) -> None:
         assert {(f["kind"], f["line"]) for f in document["findings"]} == {("cut_edge", 29), ("dead_parameter", 29)}
     elif command in WINDOW:
         assert WINDOW[command] in result.stdout
+    elif "--verify" in command:  # the measured error, as README shows it
+        assert "`critic.0.weight`: max abs error 1.04, relative error 0.97, cosine 0.878998" in result.stdout
     elif command.startswith("gradviz check"):
         assert "silently_corrupted_saved_tensor" in result.stdout and ":24" in result.stdout
 

@@ -57,4 +57,6 @@ def _merge_repeats(findings: list[Finding]) -> list[Finding]:
         first.count += 1
         if first.affected_backward is None and finding.affected_backward is not None:
             first.affected_backward = finding.affected_backward
+        if finding.measured is not None and (first.measured is None or finding.measured.badness() > first.measured.badness()):
+            first.measured, first.message = finding.measured, finding.message  # --verify: the worst of the repeats
     return list(merged.values())

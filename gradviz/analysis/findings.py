@@ -6,6 +6,8 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
+from .verify import Measurement
+
 
 class Severity(str, enum.Enum):
     ERROR = "error"
@@ -68,10 +70,12 @@ class Finding:
     note: bool = False
     # the full name of every parameter the finding is about, in creation order (a cut starving a frozen backbone)
     parameters: list[str] = field(default_factory=list)
+    # --verify: how wrong the gradients came out (analysis/verify.py); a write the backward does not read: info
+    measured: Measurement | None = None
 
     @property
     def severity(self) -> Severity:
-        if self.note:
+        if self.note or (self.measured is not None and self.measured.identical):
             return Severity.INFO
         if self.predicted and self.kind.severity is Severity.ERROR:
             return Severity.WARNING
@@ -105,6 +109,8 @@ class Finding:
             out["predicted"] = True
         if self.note:
             out["note"] = True
+        if self.measured is not None:
+            out["measured"] = self.measured.to_dict()
         return out
 
     @classmethod
@@ -125,4 +131,5 @@ class Finding:
             predicted=bool(data.get("predicted", False)),
             note=bool(data.get("note", False)),
             parameters=list(data.get("parameters", [])),
+            measured=Measurement.from_dict(data["measured"]) if isinstance(data.get("measured"), dict) else None,
         )

@@ -13,6 +13,7 @@ from ..model import Event, EventKind, Location, NodeRecord, SavedTensorRecord, T
 from .findings import Finding, FindingKind
 from .graphs import Dataflow, autograd_graph, freed_at
 from .reach import first_backward_reached, first_source_reached
+from .verify import measurement_of, then_sentence
 
 CUT_EVENTS = (EventKind.DETACH, EventKind.DATA_GET, EventKind.DETACH_)
 
@@ -595,6 +596,8 @@ def _saved_write_finding(
         then = f"The backward at {line_of(backward)} used the changed values: its gradients are silently wrong."
     else:
         then = "No backward has run through it yet: when it does, its gradients will be silently wrong."
+    measured = measurement_of(ctx.trace, write.event, backward, ctx.name)
+    then = then_sentence(measured, line_of(backward), then)
     if saved.packed:
         why = (
             "; it was saved through a saved_tensors_hooks pack hook (save_on_cpu or offloading keep CPU tensors "
@@ -618,6 +621,7 @@ def _saved_write_finding(
         nodes=[node.id],
         events=[write.event.seq] + ([backward.seq] if backward else []),
         affected_backward=backward.seq if backward else None,
+        measured=measured,
     )
 
 
@@ -648,6 +652,8 @@ def _data_set_findings(ctx: Context, entries: dict[str, list[_Entry]]) -> list[F
                 if backward
                 else "When backward runs, its gradients will be silently wrong."
             )
+            measured = measurement_of(ctx.trace, event, backward, ctx.name)
+            then = then_sentence(measured, line_of(backward), then)
             findings.append(
                 Finding(
                     FindingKind.SILENTLY_CORRUPTED_SAVED_TENSOR,
@@ -663,6 +669,7 @@ def _data_set_findings(ctx: Context, entries: dict[str, list[_Entry]]) -> list[F
                     nodes=[node.id],
                     events=[event.seq] + ([backward.seq] if backward else []),
                     affected_backward=backward.seq if backward else None,
+                    measured=measured,
                 )
             )
     return findings

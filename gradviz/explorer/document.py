@@ -325,7 +325,15 @@ class _Builder:
             "file": self.file_index(f.file), "line": f.line, "code": f.code.strip(), "count": f.count,
             "parameter": f.parameter, "nodes": targets,
             "tensors": [i for i in (self.tensor(t) for t in f.tensors) if i is not None],
+            **({"measured": self._measured(f.measured)} if f.measured is not None else {}),  # --verify (also in message)
         }
+
+    def _measured(self, measured: Any) -> dict[str, Any]:
+        """--verify's measurement, its tensors by their index here (never a recorder id)."""
+        out = measured.to_dict()
+        for row in out.get("gradients", []):
+            row["tensor"] = self.tensor(row["tensor"])
+        return out
 
     def _events(self) -> list[dict[str, Any]]:
         rows = timeline_rows(self.trace, self.findings, max_rows=MAX_EVENTS)

@@ -254,7 +254,10 @@ def _saved_lines(
     if write is not None and write.tensor in trace.tensors:
         alias = _alias_origin(trace, write.tensor) or via
     where = f", line {line}" if line else ""
-    return [f"bytes changed via {alias}{where};" if alias else f"bytes changed{where};", f"version unchanged ({saved_v})"]
+    lines = [f"bytes changed via {alias}{where};" if alias else f"bytes changed{where};", f"version unchanged ({saved_v})"]
+    if finding.measured is not None:  # --verify: how wrong the gradients came out
+        lines.append(finding.measured.short())
+    return lines
 
 
 def _alias_origin(trace: Trace, tid: str) -> str | None:

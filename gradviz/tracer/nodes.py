@@ -278,6 +278,7 @@ class GraphRecording:
         # saved tensors after all records exist: they may point back into this subgraph
         first_number = self._first_sequence_nr
         saved_names = self._saved_names
+        check = self._check  # type: ignore[attr-defined]
         for node, record, number in new:
             record.seq = seq
             if bound < chains.SEGMENT:
@@ -288,6 +289,8 @@ class GraphRecording:
                 # a node made before the trace began: what it saved may have been written since; version unknown
                 try:
                     record.saved = self._saved(node, output if fresh and record is first else None, number < first_number)
+                    if check is not None and record.saved:  # --verify: watch them while the node lives
+                        check.saved(self, node, record)
                 except Exception as exc:  # one unreadable node must not leave the rest of its graph half-recorded
                     self._internal(exc)
         return nid

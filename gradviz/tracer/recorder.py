@@ -42,6 +42,7 @@ from .hooks import RECORD_FUNCTION_OPS, HookRecording
 from .holders import shown_path as _shown_path, unwrapped
 from .nodes import _SAVED_NAMES, _TYPE_NAMES, GraphRecording
 from .window import _CLOSED, StepWindow, WindowRecording, _warning_filters
+from .verify import GradientCheck
 from .tensors import (
     _Tensor,
     _byte_span,
@@ -113,12 +114,16 @@ class _Live(weakref.ref):
 class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode):
     """Records every torch call made while active. Build a Trace with :meth:`finish`.
 
-    With `window`, recording stops for good once the window's steps are done (see window.py).
+    With `window`, recording stops for good once the window's steps are done (see window.py). With `verify`, the
+    gradient errors of silent writes to saved tensors are measured (see verify.py).
     """
 
-    def __init__(self, window: StepWindow | None = None) -> None:
+    def __init__(self, window: StepWindow | None = None, *, verify: bool = False) -> None:
         super().__init__()
-        self.trace = Trace(torch_version=torch.__version__)
+        self.trace = Trace(torch_version=torch.__version__, verified=verify)
+        self._check = GradientCheck() if verify else None
+        # storage key -> saved tensors of live graphs in it, while --verify watches (empty otherwise: one test a call)
+        self._watched = self._check.watched if self._check is not None else {}
         self._window = window
         self._mode_on = False
         self._step_counter: Any = None  # the optimizer post-hook, which outlives the window (window.py)
@@ -177,6 +182,10 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
             torch._C._set_grad_enabled: self._on_grad_mode,
             **dict.fromkeys(RECORD_FUNCTION_OPS, self._on_record_function),
         }
+        if self._check is not None:  # hooks that would run twice in the measurement's backward: where they came from
+            check, recorder = self._check, self
+            for method in (_Tensor.register_hook, _Tensor.retain_grad):
+                self._special[method] = lambda func, args, kwargs: check.hook_registered(recorder, func, args, kwargs)
 
     # ------------------------------------------------------------------ lifecycle
     def start(self, *, outside: types.FrameType | None = None) -> None:
@@ -222,6 +231,8 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
             self._stop()
 
     def _stop(self) -> None:
+        if self._check is not None:
+            self._check.close()
         for key in list(self._steps):  # the program's error escaped through an optimizer step: that step raised
             self._close_step(key, "error")
         if self._mode_on:
@@ -363,6 +374,8 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
                 before: list[int | None] = [t._version for t in inputs]
             except RuntimeError:  # an inference tensor among them: no version counter
                 before = [_version(t) for t in inputs]
+            if self._watched:  # --verify: the bytes this call may take from a saved tensor (verify.py)
+                self._check.keep(self, inputs)  # type: ignore[union-attr]
         # made from a stand-in for the calling frame: warnings raised by the call are the program's (callsite.py)
         if site is None:
             result = func(*args, **kwargs)
@@ -435,7 +448,9 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
                     # brought up to date by an earlier write of this call to a tensor sharing its counter
                     # (`x[i] *= 0`: setitem reads the view it copies, whose version moved with x's): not a write of its own
                     continue
-                self._record_write(t, v, name, file, line)
+                event = self._record_write(t, v, name, file, line)
+                if self._check is not None:
+                    self._check.written(t, event)
         out_ids = []
         for t in outputs:
             entry = live.get(id(t))
@@ -634,7 +649,7 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
         counters[gone].tensors = []
 
     # ------------------------------------------------------------------ writes
-    def _record_write(self, t: torch.Tensor, before: int | None, op: str, file: str | None, line: int | None) -> None:
+    def _record_write(self, t: torch.Tensor, before: int | None, op: str, file: str | None, line: int | None) -> Event:
         live = self._live[id(t)]
         tid = live.tid
         after = _version(t)
@@ -674,12 +689,13 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
         if module is not None:
             data["module"] = module_name
             data["module_call"] = _module_call(module)
-        self._event(EventKind.INPLACE_WRITE, file, line, tensor=tid, op=op, versions=changes, data=data)
+        event = self._event(EventKind.INPLACE_WRITE, file, line, tensor=tid, op=op, versions=changes, data=data)
         fn = _grad_fn(t)
         if fn is not None:
             # an in-place op on a graph tensor gives it a new grad_fn, made by (so after) this write: registered
             # after the event, so what it saved (`relu_` saves its result) is not taken as written by it
             data["grad_fn"] = self._node(fn)
+        return event
 
     def _event(self, kind: EventKind, file: str | None, line: int | None, **fields: Any) -> Event:
         # one shared Location per line, as for tensors and nodes: a training loop repeats the same few lines
@@ -797,6 +813,7 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
                 tid = self._tid(target)
                 old = self._live[id(target)]
                 old_storage = self._storage_ids.get(old.storage) if old.storage is not None else None
+                kept = self._check.before_data_set(self, target) if self._check is not None else None
         except Exception as exc:
             self._internal(exc)
             return func(*args, **kwargs)
@@ -814,7 +831,7 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
                     self._by_storage.setdefault(live.storage, set()).add(id(target))
                     if live.storage not in self._storage_ids:
                         self._track(target.detach(), "input")  # registers the new storage
-                self._event(
+                event = self._event(
                     EventKind.DATA_SET,
                     file,
                     line,
@@ -827,6 +844,8 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
                         "byte_range": list(live.byte_range),
                     },
                 )
+                if kept is not None:
+                    self._check.after_data_set(kept, target, event)  # type: ignore[union-attr]
         except Exception as exc:
             self._internal(exc)
         return result
@@ -896,6 +915,8 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
                     data["create_graph"] = True
                 event = self._event(EventKind.BACKWARD, file, line, tensor=root_ids[0] if root_ids else None, op=data["api"], data=data)
                 nested = self._nested_watch(reached_nodes) if not is_grad else None
+                check = self._check
+                measuring = check.before_backward(self, func, args, kwargs, event) if check is not None else None
         except Exception as exc:
             self._internal(exc)
             return _call(_caller(3), func, args, kwargs)
@@ -904,10 +925,15 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
         except BaseException as exc:
             event.data["outcome"] = "error"
             event.data["error"] = {"type": type_name(exc), "message": safe_str(exc)}  # user code decides __str__
+            if check is not None:
+                with _quiet():
+                    check.backward_failed(measuring, event)
             raise
         event.data["outcome"] = "ok"
         try:
             with _quiet(), self._lock:
+                if check is not None:
+                    check.after_backward(self, measuring, event, result)
                 if nested:  # leaves a backward nested in this one reached (a reentrant checkpoint's recompute)
                     known = set(event.data["reached_leaves"])
                     extra = [t for t in self._nested_reached(nested) if t not in known and (inputs is None or t in inputs)]

@@ -35,10 +35,14 @@ class trace:  # noqa: N801 - used as `with gradviz.trace() as t`, like a functio
     With ``steps=N`` only the first N optimizer steps (or N backward() calls where no optimizer steps) are
     recorded; the rest of the block runs untraced at full speed, and ``t.window`` says what was traced. With
     ``stop_after=True`` the block ends there too (execution goes on after the `with` statement).
+
+    With ``verify=True`` a silent write to a saved tensor (through `.data`) has its effect measured at the graph's
+    backward: the backward event's ``data["verify"]`` holds, per tensor given a gradient, how far the program's
+    gradient is from the one the intact saved values give (tracer/verify.py).
     """
 
-    def __init__(self, *, steps: int | None = None, stop_after: bool = False) -> None:
-        self._recorder = Recorder(_window(steps, stop_after))
+    def __init__(self, *, steps: int | None = None, stop_after: bool = False, verify: bool = False) -> None:
+        self._recorder = Recorder(_window(steps, stop_after), verify=verify)
         self.trace: Trace = self._recorder.trace
 
     def __enter__(self) -> Trace:
@@ -92,21 +96,28 @@ def trace_script(
     *,
     steps: int | None = None,
     stop_after: bool = False,
+    verify: bool = False,
 ) -> Trace:
     """Run a script as `python path argv...` would and return its trace.
 
     The script's exception (including SystemExit) is not raised here: it is recorded, as data, in
     ``trace.exception``; ``trace.reraise()`` raises it again, rebuilt from that record.
     ``steps``/``stop_after``: the step window, as for :class:`trace`; a script stopped there ends without error.
+    ``verify``: measure the gradient error of silent writes to saved tensors, as for :class:`trace`.
     """
-    return run_script(path, argv, steps=steps, stop_after=stop_after).trace
+    return run_script(path, argv, steps=steps, stop_after=stop_after, verify=verify).trace
 
 
 def trace_module(
-    module: str, argv: tuple[str, ...] | list[str] = (), *, steps: int | None = None, stop_after: bool = False
+    module: str,
+    argv: tuple[str, ...] | list[str] = (),
+    *,
+    steps: int | None = None,
+    stop_after: bool = False,
+    verify: bool = False,
 ) -> Trace:
     """Run a module as `python -m module argv...` would and return its trace (see trace_script)."""
-    return run_module(module, argv, steps=steps, stop_after=stop_after).trace
+    return run_module(module, argv, steps=steps, stop_after=stop_after, verify=verify).trace
 
 
 def run_script(
@@ -117,6 +128,7 @@ def run_script(
     on_start: StartHandler | None = None,
     steps: int | None = None,
     stop_after: bool = False,
+    verify: bool = False,
 ) -> ProgramRun:
     """trace_script, for front ends: also returns the live exception for a program-installed excepthook."""
     script = Path(path)
@@ -132,6 +144,7 @@ def run_script(
         on_hard_exit=on_hard_exit,
         on_start=on_start,
         window=_window(steps, stop_after),
+        verify=verify,
     )
 
 
@@ -143,6 +156,7 @@ def run_module(
     on_start: StartHandler | None = None,
     steps: int | None = None,
     stop_after: bool = False,
+    verify: bool = False,
 ) -> ProgramRun:
     """trace_module, for front ends. `python -m` puts the current folder first on sys.path, sets sys.argv[0] to the
     module's file and runs it as `__main__` with its `__spec__`: runpy.run_module(alter_sys=True) does the same."""
@@ -165,6 +179,7 @@ def run_module(
         on_hard_exit=on_hard_exit,
         on_start=on_start,
         window=_window(steps, stop_after),
+        verify=verify,
     )
 
 
@@ -222,11 +237,12 @@ def _run(
     on_hard_exit: HardExitHandler | None,
     on_start: StartHandler | None = None,
     window: StepWindow | None = None,
+    verify: bool = False,
 ) -> ProgramRun:
     # the program's lines as they are before it runs: one that deletes or rewrites its own file is still quoted
     with source.pinned(script_path):
         return _run_pinned(body, script_path=script_path, argv0=argv0, path0=path0, argv=argv,
-                           on_hard_exit=on_hard_exit, on_start=on_start, window=window)
+                           on_hard_exit=on_hard_exit, on_start=on_start, window=window, verify=verify)
 
 
 def _run_pinned(
@@ -239,8 +255,9 @@ def _run_pinned(
     on_hard_exit: HardExitHandler | None,
     on_start: StartHandler | None,
     window: StepWindow | None,
+    verify: bool,
 ) -> ProgramRun:
-    recorder = Recorder(window)
+    recorder = Recorder(window, verify=verify)
     recorder.trace.script = script_path
     # the program may empty or reorder sys.path: put back the list we found (our own imports come later)
     saved_argv, saved_path, saved_hook, saved_exit = sys.argv, list(sys.path), sys.excepthook, os._exit

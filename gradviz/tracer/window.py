@@ -127,6 +127,8 @@ class WindowRecording:
         record.closed_at = next(self._seq)
         with self._lock:  # (the program's other threads may be recording)
             self._paused += _CLOSED
+            if self._check is not None:
+                self._check.close()  # --verify: the kept bytes go with the window
             try:
                 with torch._C.DisableTorchFunction():
                     self._name_stack_variables()

@@ -143,3 +143,21 @@ def test_source_files_are_shown_relative_to_the_repository(gallery: Path) -> Non
     trace = gradviz.trace_script(gallery / "plot_02_data_silent.py")
     (entry,) = [f for f in explorer_document(trace, gradviz.diagnose(trace))["files"] if f["name"] == "plot_02_data_silent.py"]
     assert entry["path"] == "gallery/plot_02_data_silent.py"  # not the recording machine's absolute path
+
+
+def test_a_verified_finding_carries_its_measurement_by_tensor_index() -> None:
+    """--verify: the page's finding holds the measured error (its text in the message), tensors by index."""
+    import contextlib
+    import io
+
+    script = Path(__file__).resolve().parents[2] / "gallery" / "plot_02_data_silent.py"
+    with contextlib.redirect_stdout(io.StringIO()):
+        trace = gradviz.trace_script(script, verify=True)
+    document = explorer_document(trace, gradviz.diagnose(trace))
+    (finding,) = document["findings"]
+    (row,) = finding["measured"]["gradients"]
+    assert document["tensors"][row["tensor"]]["name"] == "a"
+    assert abs(row["max_abs"] - 0.990134) < 1e-6
+    assert "Measured with --verify" in finding["message"]
+    shown = json.dumps({k: v for k, v in document.items() if k != "ids"})
+    assert not re.search(r'"[tns]\d+"', shown)

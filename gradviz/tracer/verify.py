@@ -1,0 +1,602 @@
+"""--verify: how wrong the gradients are. The bytes a silent write (through an alias with its own version counter)
+takes from a saved tensor are kept; at that graph's backward they are put back for one extra run of the autograd
+engine (`autograd.grad`: nothing accumulates), the written bytes put back after it, and the program's own backward
+runs unchanged. Its gradients are then compared with the ones the saved values would have given.
+
+Nothing of this runs without --verify. The program sees no version move (restores go through a byte alias with a
+version counter of its own) and no hook of its own run twice (the measurement is skipped, and says why)."""
+
+from __future__ import annotations
+
+import inspect
+import os
+import sys
+import weakref
+from typing import Any
+
+import torch
+from torch.autograd import Variable
+
+from .source import user_frame
+from .tensors import _byte_span, _storage_key
+
+_quiet = torch._C.DisableTorchFunction
+_OWN = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # gradviz's own code (weakref callbacks)
+_TOKEN = "gradviz.verify"  # the key, in a node's metadata, of the object whose death says the node is gone
+_SIGNATURES: dict[Any, inspect.Signature] = {}
+
+
+class HookWouldRun(Exception):
+    """Raised (by the profile function) at the first line of Python code the measurement's backward would run."""
+
+
+def _tripwire(frame: Any, event: str, arg: Any) -> None:
+    # a Python hook (tensor, node, module hook, custom Function) would run a second time: stop before its first line
+    if event == "call" and not frame.f_code.co_filename.startswith(_OWN):
+        code = frame.f_code
+        raise HookWouldRun(code.co_qualname, code.co_filename, frame.f_lineno)
+
+
+class _Token:
+    """Put in a node's metadata: freed with the node, so its finalizer says when the graph is gone."""
+
+    __slots__ = ("__weakref__",)
+
+
+class _Saved:
+    """A tensor a live node saved for backward: its bytes in a storage, from when (`seq`)."""
+
+    __slots__ = ("hi", "lo", "nid", "original", "seq", "skey", "tid")
+
+    def __init__(self, nid: str, tid: str, skey: int, lo: int, hi: int, seq: int, original: bool) -> None:
+        self.nid, self.tid, self.skey, self.lo, self.hi, self.seq, self.original = nid, tid, skey, lo, hi, seq, original
+
+
+class _Kept:
+    """Bytes [lo, hi) of a storage as they were before the write `seq` (and later writes `writes` over them)."""
+
+    __slots__ = ("data", "hi", "lo", "seq", "writes")
+
+    def __init__(self, lo: int, hi: int, data: torch.Tensor, seq: int) -> None:
+        self.lo, self.hi, self.data, self.seq, self.writes = lo, hi, data, seq, [seq]
+
+
+class _Storage:
+    """The kept bytes of one storage, oldest first, and a byte alias of it with a version counter of its own."""
+
+    __slots__ = ("items", "raw")
+
+    def __init__(self, raw: torch.Tensor) -> None:
+        self.raw = raw
+        self.items: list[_Kept] = []
+
+
+class _Swap:
+    """`x.data = y` on a tensor a node saved as itself: x's data before (an alias of it), to put back for a moment."""
+
+    __slots__ = ("old", "seq", "target", "writes")
+
+    def __init__(self, target: torch.Tensor, old: torch.Tensor, seq: int) -> None:
+        self.target, self.old, self.seq, self.writes = weakref.ref(target), old, seq, [seq]
+
+
+class _Plan:
+    """What to put back for one backward: byte ranges (storage, lo, hi, kept item) and data swaps."""
+
+    def __init__(self) -> None:
+        self.parts: list[tuple[_Storage, int, int, _Kept]] = []
+        self.swaps: dict[str, _Swap] = {}
+        self.writes: set[int] = set()
+        self.conflict = False
+
+
+def _raw_bytes(t: torch.Tensor) -> torch.Tensor:
+    """A uint8 tensor over all of t's storage: writes through it move no version counter of the program's."""
+    return torch.empty(0, dtype=torch.uint8, device=t.device).set_(t.untyped_storage())
+
+
+def _alias(t: torch.Tensor) -> torch.Tensor:
+    """A plain tensor on t's memory as it is now, with a version counter of its own."""
+    return torch.empty(0, dtype=t.dtype, device=t.device).set_(t.untyped_storage(), t.storage_offset(), t.size(), t.stride())
+
+
+def _unpacked(node: Any, label: str) -> torch.Tensor | None:
+    """The tensor `node` saved as `label` (`self`, `tensors[1]`), unpacked without the version check."""
+    name, _, index = label.partition("[")
+    try:
+        handle = getattr(node, f"_raw_saved_{name}")
+        if index:
+            handle = handle[int(index.rstrip("]"))]
+        tensor = handle.data
+    except (AttributeError, RuntimeError, IndexError, ValueError):
+        return None
+    return tensor if isinstance(tensor, torch.Tensor) else None
+
+
+def _minus(spans: list[tuple[int, int]], lo: int, hi: int) -> list[tuple[int, int]]:
+    out = []
+    for a, b in spans:
+        if hi <= a or b <= lo:
+            out.append((a, b))
+            continue
+        if a < lo:
+            out.append((a, lo))
+        if hi < b:
+            out.append((hi, b))
+    return out
+
+
+def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for a, b in sorted(spans):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
+class GradientCheck:
+    """The --verify half of the recorder: what live graphs saved, the bytes kept before silent writes, the
+    measurement at each backward that uses them. Methods take the recorder (no cycle through it)."""
+
+    def __init__(self) -> None:
+        self.watched: dict[int, list[_Saved]] = {}  # storage key -> saved tensors of live nodes in it
+        self._by_node: dict[str, list[_Saved]] = {}
+        self._finalizers: dict[str, weakref.finalize] = {}
+        self._kept: dict[int, _Storage] = {}
+        self._swaps: dict[str, list[_Swap]] = {}  # tensor id -> its data before each `.data =`
+        # (input, storage key, lo, hi, bytes, byte alias): what this call may overwrite, until it is known to have
+        self._tentative: list[tuple[torch.Tensor, int, int, int, torch.Tensor, torch.Tensor]] | None = None
+        self._hooked: dict[str, str] = {}  # node or leaf id -> the hook registration the mode saw (`line 12`)
+
+    # ------------------------------------------------------------------ what live graphs saved
+    def saved(self, recorder: Any, node: Any, record: Any) -> None:
+        """Watch what `node` (just recorded as `record`) saved, until the node is gone."""
+        entries = []
+        by_tid = recorder._by_tid
+        for saved in record.saved:
+            # a pack hook's tensors are not measured (unpacking them again may not be safe); a node made before
+            # tracing began saved bytes the tracer never saw intact
+            if saved.tensor is None or saved.packed or saved.saved_version is None:
+                continue
+            live = by_tid.get(saved.tensor)
+            if live is not None and live.storage is not None and live.byte_range is not None:
+                skey, (lo, hi) = live.storage, live.byte_range
+            else:  # a view unpacked afresh (a weight's `.t()`), matched by its layout and gone again: read it back
+                tensor = _unpacked(node, saved.name)
+                skey = _storage_key(tensor) if tensor is not None else None
+                if skey is None:
+                    continue
+                lo, hi = _byte_span(tensor)  # type: ignore[arg-type]
+                del tensor
+            entries.append(_Saved(record.id, saved.tensor, skey, lo, hi, record.seq, saved.original))
+        if not entries:
+            return
+        try:
+            token = node.metadata[_TOKEN] = _Token()
+        except Exception:  # noqa: BLE001 - a node without metadata: not watched
+            return
+        self._finalizers[record.id] = weakref.finalize(token, self._node_gone, record.id)
+        self._by_node[record.id] = entries
+        for entry in entries:
+            self.watched.setdefault(entry.skey, []).append(entry)
+
+    def _node_gone(self, nid: str) -> None:
+        self._finalizers.pop(nid, None)
+        entries = self._by_node.pop(nid, None)
+        if not entries:
+            return
+        for entry in entries:
+            others = self.watched.get(entry.skey)
+            if others is not None:
+                others[:] = [e for e in others if e is not entry]
+                if not others:
+                    del self.watched[entry.skey]
+        self._prune({e.skey for e in entries}, {e.tid for e in entries})
+
+    def _prune(self, skeys: set[int], tids: set[str]) -> None:
+        """Let go of kept bytes and data no watched tensor saved before them can want."""
+        for skey in skeys:
+            store = self._kept.get(skey)
+            if store is None:
+                continue
+            entries = self.watched.get(skey, [])
+            oldest = min((e.seq for e in entries), default=None)
+            store.items = [item for item in store.items if oldest is not None and item.seq > oldest]
+            if not store.items:
+                del self._kept[skey]
+        for tid in tids:
+            swaps = self._swaps.get(tid)
+            if swaps is None:
+                continue
+            saves = [e.seq for entries in self._by_node.values() for e in entries if e.tid == tid and e.original]
+            swaps[:] = [s for s in swaps if saves and s.seq > min(saves)]
+            if not swaps:
+                del self._swaps[tid]
+
+    def close(self) -> None:
+        """Tracing stopped: let go of everything (nodes that die later call nothing)."""
+        for finalizer in self._finalizers.values():
+            finalizer.detach()
+        self._finalizers.clear()
+        self._by_node.clear()
+        self.watched.clear()
+        self._kept.clear()
+        self._swaps.clear()
+        self._tentative = None
+        self._hooked.clear()
+
+    # ------------------------------------------------------------------ before and after a write
+    def keep(self, recorder: Any, inputs: list[torch.Tensor]) -> None:
+        """Before a call: copy the bytes of saved tensors it could overwrite through an alias with its own counter."""
+        self._tentative = None
+        watched = self.watched
+        live_of = recorder._live.get
+        tensors = recorder.trace.tensors
+        for t in inputs:
+            entry = live_of(id(t))
+            if entry is not None and entry() is t:
+                skey, span, counter = entry.storage, entry.byte_range, entry.record.version_counter
+            else:  # not tracked yet: its counter is unknown, so it may be anyone's
+                skey, span, counter = _storage_key(t), None, None
+            saved = watched.get(skey) if skey is not None else None
+            if not saved:
+                continue
+            lo, hi = span if span is not None else _byte_span(t)
+            start = stop = None
+            for e in saved:
+                if e.lo < hi and lo < e.hi and (counter is None or tensors[e.tid].version_counter != counter):
+                    a, b = max(lo, e.lo), min(hi, e.hi)
+                    start = a if start is None else min(start, a)
+                    stop = b if stop is None else max(stop, b)
+            if start is None or stop is None or start >= stop:
+                continue
+            store = self._kept.get(skey)
+            raw = store.raw if store is not None else _raw_bytes(t)
+            if self._tentative is None:
+                self._tentative = []
+            self._tentative.append((t, skey, start, stop, raw[start:stop].clone(), raw))
+
+    def written(self, t: torch.Tensor, event: Any) -> None:
+        """After the call: `t` was written (event `event`); keep the bytes taken before it that no copy holds yet."""
+        pending = self._tentative
+        if not pending:
+            return
+        for item in pending:
+            if item[0] is t:
+                self._commit(item, event)
+                return
+
+    def _commit(self, item: tuple[Any, ...], event: Any) -> None:
+        _, skey, start, stop, data, raw = item
+        seq = event.seq
+        store = self._kept.get(skey)
+        items = store.items if store is not None else []
+        wanted: list[tuple[int, int]] = []
+        for e in self.watched.get(skey, ()):
+            lo, hi = max(start, e.lo), min(stop, e.hi)
+            if lo >= hi:
+                continue
+            gaps = [(lo, hi)]
+            for kept in items:
+                if kept.seq > e.seq and kept.lo < hi and lo < kept.hi:  # holds e's bytes as saved, where it covers
+                    if seq not in kept.writes:
+                        kept.writes.append(seq)
+                    gaps = _minus(gaps, kept.lo, kept.hi)
+            wanted += gaps
+        kept_bytes = 0
+        for lo, hi in _merged(wanted):
+            piece = data[lo - start : hi - start]
+            if hi - lo < stop - start:
+                piece = piece.clone()  # the rest of the copy goes
+            if store is None:
+                store = self._kept[skey] = _Storage(raw)
+            store.items.append(_Kept(lo, hi, piece, seq))
+            kept_bytes += hi - lo
+        event.data["verify_kept"] = kept_bytes
+
+    def before_data_set(self, recorder: Any, target: torch.Tensor) -> tuple[Any, ...] | None:
+        """`x.data = y` is about to swap the data of a tensor a live node saved as itself: an alias of the old data."""
+        live = recorder._live.get(id(target))
+        if live is None or live.storage is None:
+            return None
+        saves = [e.seq for e in self.watched.get(live.storage, ()) if e.tid == live.tid and e.original]
+        if not saves:
+            return None
+        return live.tid, saves, _alias(target)
+
+    def after_data_set(self, pending: tuple[Any, ...], target: torch.Tensor, event: Any) -> None:
+        tid, saves, old = pending
+        swaps = self._swaps.setdefault(tid, [])
+        uncovered = False
+        for saved_at in saves:
+            first = next((s for s in swaps if s.seq > saved_at), None)
+            if first is None:
+                uncovered = True
+            elif event.seq not in first.writes:
+                first.writes.append(event.seq)
+        if uncovered:
+            swaps.append(_Swap(target, old, event.seq))
+        event.data["verify_kept"] = old.numel() * old.element_size() if uncovered else 0
+
+    def hook_registered(self, recorder: Any, func: Any, args: Any, kwargs: Any) -> Any:
+        """`t.register_hook(...)`, `t.retain_grad()`: passed through; where, noted (the measurement skips their graph)."""
+        result = func(*args, **kwargs)
+        try:
+            with _quiet():
+                t = args[0]
+                fn = t.grad_fn
+                key = recorder._node(fn) if fn is not None else recorder._tid(t)
+                frame = user_frame(2)
+                where = f"line {frame.f_lineno}" if frame is not None else "a line gradviz did not see"
+                del frame
+                what = "retain_grad()" if func is torch.Tensor.retain_grad else "register_hook"
+                self._hooked.setdefault(key, f"`{what}` at {where}")
+        except Exception as exc:  # noqa: BLE001 - never let bookkeeping break the program
+            recorder._internal(exc, "register_hook")
+        return result
+
+    # ------------------------------------------------------------------ the measurement at a backward
+    def _plan(self, nodes: set[str]) -> _Plan | None:
+        plan = _Plan()
+        chosen: dict[int, list[tuple[int, int, _Kept]]] = {}
+        for nid in nodes:
+            for e in self._by_node.get(nid, ()):
+                store = self._kept.get(e.skey)
+                if store is not None:
+                    remaining = [(e.lo, e.hi)]
+                    for kept in store.items:  # oldest first: the first copy after the save holds the saved bytes
+                        if kept.seq <= e.seq or not remaining:
+                            continue
+                        for a, b in remaining:
+                            lo, hi = max(a, kept.lo), min(b, kept.hi)
+                            if lo < hi:
+                                chosen.setdefault(e.skey, []).append((lo, hi, kept))
+                                plan.writes.update(kept.writes)
+                        remaining = _minus(remaining, kept.lo, kept.hi)
+                if e.original:
+                    swap = next((s for s in self._swaps.get(e.tid, ()) if s.seq > e.seq), None)
+                    if swap is not None:
+                        if plan.swaps.setdefault(e.tid, swap) is not swap:
+                            plan.conflict = True  # two saves of one tensor want two different data
+                        plan.writes.update(swap.writes)
+        for skey, parts in chosen.items():
+            parts = sorted(set(parts), key=lambda p: (p[0], p[1]))
+            for (a, b, first), (c, _d, second) in zip(parts, parts[1:]):
+                if c < b and first is not second:
+                    plan.conflict = True  # the same bytes saved twice, with a write between: no one set to restore
+            plan.parts += [(self._kept[skey], a, b, kept) for a, b, kept in parts]
+        return plan if plan.parts or plan.swaps else None
+
+    def before_backward(self, recorder: Any, func: Any, args: Any, kwargs: Any, event: Any) -> Any:
+        """Before the program's backward: when it runs through saved tensors whose bytes were kept, compute the
+        gradients with them intact. Returns what `after_backward` needs, or None when there is nothing to do."""
+        plan = self._plan(set(event.data.get("reached_nodes", ())))
+        if plan is None:
+            return None
+        record: dict[str, Any] = {"writes": sorted(plan.writes)}
+        event.data["verify"] = record
+        pending = _Pending(plan, record)
+        try:
+            call = _call_parts(func, args, kwargs)
+        except Exception as exc:  # noqa: BLE001 - arguments the program's own call will reject
+            record["skipped"] = f"gradviz could not read the backward call's arguments ({type(exc).__name__})"
+            return pending
+        reason = self._why_not(recorder, call, event, plan)
+        if reason is not None:
+            record["skipped"] = reason
+            return pending
+        inputs = call.inputs
+        if inputs is None:
+            found = [recorder._by_tid.get(tid) for tid in event.data.get("reached_leaves", ())]
+            inputs = tuple(t for t in (live() if live is not None else None for live in found) if t is not None and t.requires_grad)
+        if not inputs:
+            record["skipped"] = "no tensor this backward gives a gradient to is alive"
+            return pending
+        pending.inputs = inputs
+        pending.ids = [recorder._tid(t) for t in inputs]
+        grads = []
+        for root, given in zip(call.roots, call.grads):
+            if given is None:
+                if root.numel() != 1:
+                    record["skipped"] = "the backward's root is not a scalar and no gradient was given"
+                    return pending
+                given = torch.ones_like(root, memory_format=torch.preserve_format)
+            grads.append(given)
+        # the gradient the program gets: what its backward leaves in .grad where .grad was empty; elsewhere (a
+        # gradient accumulated onto, a non-leaf input) the same engine run with the bytes as the program has them
+        if call.is_grad:
+            pending.rerun = []
+        else:
+            pending.rerun = [i for i, t in enumerate(inputs) if not t.is_leaf or t.grad is not None]
+        try:
+            pending.intact = _engine(call.roots, tuple(grads), inputs, plan)
+            if pending.rerun:
+                pending.written = _engine(call.roots, tuple(grads), tuple(inputs[i] for i in pending.rerun), None)
+        except HookWouldRun as hook:
+            name, file, line = hook.args
+            place = f"{os.path.basename(file)}:{line}"
+            record["skipped"] = f"a hook (`{name}` at {place}) would run a second time"
+            pending.intact = None
+        except Exception as exc:  # noqa: BLE001 - the program's own backward will say what is wrong
+            record["skipped"] = f"the measuring backward raised {type(exc).__name__}"
+            pending.intact = None
+        return pending
+
+    def _why_not(self, recorder: Any, call: _Call, event: Any, plan: _Plan) -> str | None:
+        if plan.conflict:
+            return "the same memory was saved twice with a write between: no single set of values to put back"
+        if call.create:
+            return "a higher-order backward (create_graph=True)"
+        if call.batched:
+            return "a batched backward (is_grads_batched=True)"
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            return "under torch.distributed (a second backward could start collectives)"
+        nodes = recorder.trace.nodes
+        reached = event.data.get("reached_nodes", ())
+        for nid in reached:
+            node = nodes[nid]
+            if node.name.endswith("Backward"):  # built-in nodes end in a digit: this one runs Python code
+                return f"{node.name} (a custom autograd.Function or a module's backward hook) would run a second time"
+            if any(s.packed for s in node.saved):
+                return "a tensor in this graph was saved through saved_tensors_hooks (unpacked twice is not safe)"
+        for key in (*reached, *event.data.get("reached_leaves", ())):
+            hook = self._hooked.get(key)
+            if hook is not None:
+                return f"a hook ({hook}) would run a second time"
+        members = set(reached)
+        for tid, live in list(recorder._by_tid.items()):
+            record = recorder.trace.tensors[tid]
+            if record.grad_fn in members:
+                t = live()
+                if t is not None and t.retains_grad:
+                    return f"{record.label}.retain_grad(): the measurement would write its .grad"
+        return None
+
+    def after_backward(self, recorder: Any, pending: _Pending | None, event: Any, result: Any) -> None:
+        """The program's backward returned: compare its gradients with the intact ones; free what the graph's
+        backward used (unless it kept the graph: retain_graph=True)."""
+        if pending is not None and pending.intact is not None:
+            rows = []
+            rerun = {i: k for k, i in enumerate(pending.rerun or ())}
+            for i, (t, tid, intact) in enumerate(zip(pending.inputs, pending.ids, pending.intact)):
+                if intact is None:
+                    continue
+                if isinstance(result, tuple) and i < len(result):
+                    got = result[i]
+                elif i in rerun:
+                    got = pending.written[rerun[i]]
+                else:
+                    got = t.grad
+                if got is None:
+                    continue
+                rows.append({"tensor": tid, **_compare(got, intact)})
+            pending.record["gradients"] = rows
+        if not event.data.get("retain_graph"):
+            self._release(event)
+
+    def backward_failed(self, pending: _Pending | None, event: Any) -> None:
+        if pending is not None and pending.intact is not None:
+            pending.record["skipped"] = "the program's backward raised"
+        self._release(event)
+
+    def _release(self, event: Any) -> None:
+        """The graph's backward ran and freed its saved tensors: the bytes kept for them go."""
+        for nid in event.data.get("reached_nodes", ()):
+            finalizer = self._finalizers.get(nid)
+            if finalizer is not None:
+                finalizer.detach()
+                self._node_gone(nid)
+
+
+class _Call:
+    """A backward call's arguments, whichever of the three APIs made it."""
+
+    __slots__ = ("batched", "create", "grads", "inputs", "is_grad", "roots")
+
+
+def _tensors(value: Any) -> tuple[Any, ...] | None:
+    if value is None:
+        return None
+    if isinstance(value, torch.Tensor):
+        return (value,)
+    return tuple(value)
+
+
+def _call_parts(func: Any, args: Any, kwargs: Any) -> _Call:
+    signature = _SIGNATURES.get(func)
+    if signature is None:
+        signature = _SIGNATURES[func] = inspect.signature(func)
+    params = signature.bind(*args, **kwargs).arguments
+    call = _Call()
+    call.is_grad = func is torch.autograd.grad
+    if call.is_grad:
+        roots, grads, inputs = params["outputs"], params.get("grad_outputs"), params["inputs"]
+    elif func is torch.autograd.backward:
+        roots = params["tensors"]
+        grads = params.get("grad_tensors") if params.get("grad_tensors") is not None else params.get("grad_variables")
+        inputs = params.get("inputs")
+    else:
+        roots, grads, inputs = params["self"], params.get("gradient"), params.get("inputs")
+    call.roots = _tensors(roots) or ()
+    given = _tensors(grads)
+    call.grads = given if given is not None else (None,) * len(call.roots)
+    call.inputs = _tensors(inputs)
+    if call.inputs is not None and not all(isinstance(t, torch.Tensor) for t in call.inputs):
+        raise TypeError("inputs that are not tensors (gradient edges)")
+    if len(call.grads) != len(call.roots):
+        raise ValueError("as many gradients as roots")
+    call.create = bool(params.get("create_graph", False))
+    call.batched = bool(params.get("is_grads_batched", False))
+    return call
+
+
+class _Pending:
+    """One backward's measurement, between the engine runs before it and the comparison after."""
+
+    def __init__(self, plan: _Plan, record: dict[str, Any]) -> None:
+        self.plan = plan
+        self.record = record
+        self.inputs: tuple[torch.Tensor, ...] = ()
+        self.ids: list[str] = []
+        self.intact: tuple[Any, ...] | None = None
+        self.rerun: list[int] | None = None
+        self.written: tuple[Any, ...] = ()
+
+
+def _engine(roots: tuple[Any, ...], grads: tuple[Any, ...], inputs: tuple[Any, ...], plan: _Plan | None) -> tuple[Any, ...]:
+    """One run of the autograd engine as `autograd.grad(roots, inputs, grads, retain_graph=True)` makes it (nothing
+    accumulates into .grad), with the plan's saved values put back meanwhile; Python code it would run stops it
+    (HookWouldRun) before its first line."""
+    now: list[tuple[torch.Tensor, torch.Tensor]] = []
+    swapped: list[tuple[torch.Tensor, torch.Tensor]] = []
+    try:
+        if plan is not None:
+            for store, lo, hi, kept in plan.parts:
+                target = store.raw[lo:hi]
+                now.append((target, target.clone()))
+                target.copy_(kept.data[lo - kept.lo : hi - kept.lo])
+            for swap in plan.swaps.values():
+                t = swap.target()
+                if t is not None:
+                    swapped.append((t, _alias(t)))
+                    t.data = swap.old
+        previous = sys.getprofile()
+        sys.setprofile(_tripwire)
+        try:
+            return Variable._execution_engine.run_backward(roots, grads, True, False, inputs, True, False)
+        finally:
+            sys.setprofile(previous)
+    finally:
+        for target, data in reversed(now):
+            target.copy_(data)
+        for t, data in swapped:
+            t.data = data
+
+
+def _compare(got: torch.Tensor, intact: torch.Tensor) -> dict[str, Any]:
+    """How far the program's gradient is from the intact one: largest absolute difference, that over the largest
+    intact value, cosine similarity, and whether the update direction flips (cosine < 0)."""
+    if got.is_sparse:
+        got = got.to_dense()
+    if intact.is_sparse:
+        intact = intact.to_dense()
+    if got.shape != intact.shape:
+        return {"max_abs": None, "max_rel": None, "cosine": None, "flipped": False, "shape_changed": True}
+    a = got.detach().to(torch.float64).flatten()
+    b = intact.detach().to(torch.float64).flatten()
+    if a.numel() == 0:
+        return {"max_abs": 0.0, "max_rel": 0.0, "cosine": 1.0, "flipped": False}
+    max_abs = float((a - b).abs().max())
+    scale = float(b.abs().max())
+    max_rel = max_abs / scale if scale > 0 else (0.0 if max_abs == 0 else None)
+    norms = float(a.norm()) * float(b.norm())
+    if norms > 0:
+        cosine: float | None = max(-1.0, min(1.0, float(a.dot(b)) / norms))
+    else:
+        cosine = 1.0 if max_abs == 0 else None
+    finite = [v for v in (max_abs, max_rel, cosine) if v is not None]
+    if any(v != v or v in (float("inf"), float("-inf")) for v in finite):  # NaN or inf in a gradient: no numbers
+        return {"max_abs": None, "max_rel": None, "cosine": None, "flipped": False, "not_finite": True}
+    return {"max_abs": max_abs, "max_rel": max_rel, "cosine": cosine, "flipped": cosine is not None and cosine < 0}
