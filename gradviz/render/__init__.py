@@ -3,24 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .diagram import SAVE_FORMATS, Diagram, GraphvizNotFound
+from .views import VIEWS, page_html
 
 if TYPE_CHECKING:
     from ..analysis.findings import Finding
     from ..model import Trace
 
-__all__ = ["VIEWS", "Diagram", "GraphvizNotFound", "draw", "render"]
-
-#: The views `render` can draw.
-VIEWS: dict[str, str] = {
-    "graph": "the autograd graph with cut edges, dead parameters and poisoned saved tensors marked",
-    "memory": "storages, the tensors in them and their version counters",
-    "timeline": "the events in program order with versions before and after each write",
-    "report": "a self-contained HTML page with the findings, all views and the source",
-    "graph-memory": "a chart of the bytes live autograd graphs hold, step by step, with the peak and who holds it",
-}
+__all__ = ["VIEWS", "Diagram", "GraphvizNotFound", "render"]
 
 
 def render(
@@ -70,9 +62,7 @@ def render(
             image=lambda fmt: graph_memory_image(trace, findings, fmt),
         )
     else:
-        from .report import report_html
-
-        diagram = Diagram(view=view, trace=trace, findings=findings, digraph=None, html=report_html(trace, findings))
+        diagram = Diagram(view=view, trace=trace, findings=findings, digraph=None, html=page_html(trace, findings))
 
     if format is not None:
         suffix = "." + format.lower().lstrip(".")
@@ -90,48 +80,6 @@ def render(
     if path is not None:
         diagram.save(path)
     return diagram
-
-
-def draw(tensor: Any, **options: Any) -> Diagram:
-    """The annotated autograd graph of an existing tensor, without tracing (like torchviz's make_dot).
-
-    Accepts a tensor or a tuple of tensors and the keyword options of `render`, plus `params`
-    (a dict of name -> parameter, as in torchviz) to name leaves.
-    """
-    from ..tracer.walk import walk_graph
-
-    params = options.pop("params", None)
-    trace = walk_graph(tensor, params=params)
-    if options.get("findings") is None:
-        options["findings"] = _walk_findings(trace)
-    return render(trace, "graph", **options)
-
-
-def _walk_findings(trace: Trace) -> list[Finding]:
-    """What a walked graph shows without events: saved tensors whose version moved since they were saved."""
-    from ..analysis.findings import Finding, FindingKind
-
-    found = []
-    for node in trace.nodes.values():
-        for saved in node.saved:
-            tensor = trace.tensors.get(saved.tensor) if saved.tensor else None
-            if tensor is None or saved.saved_version is None or tensor.version in (None, saved.saved_version):
-                continue
-            found.append(
-                Finding(
-                    kind=FindingKind.POISONED_SAVED_TENSOR,
-                    file=None,
-                    line=None,
-                    message=(
-                        f"{node.name} saved {saved.name!r} at version {saved.saved_version}; it is now at version "
-                        f"{tensor.version}, so backward will raise"
-                    ),
-                    fix="write to a copy (x.clone()) instead of the saved tensor, or do the in-place write after backward",
-                    tensors=[tensor.id],
-                    nodes=[node.id],
-                )
-            )
-    return found
 
 
 def _diagnose(trace: Trace) -> list[Finding]:

@@ -91,9 +91,9 @@ class Diagram:
     def html(self) -> str:
         """The self-contained HTML report of the trace and findings."""
         if self._html is None:
-            from .report import report_html
+            from .views import page_html
 
-            self._html = report_html(self.trace, self.findings)
+            self._html = page_html(self.trace, self.findings)
         return self._html
 
     def to_json(self, *, indent: int | None = None) -> str:
@@ -158,7 +158,7 @@ class Diagram:
         if self._image is not None:
             bundle = {"image/svg+xml": self.svg()}
         elif self.digraph is None:
-            from ..explorer.inline import inline_html
+            from .views import inline_html
 
             bundle = {"text/html": inline_html(self.html())}
         else:
