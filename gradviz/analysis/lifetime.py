@@ -8,7 +8,7 @@ import functools
 from dataclasses import dataclass, field
 
 from ..model import Event, EventKind, Trace
-from .findings import Finding, FindingKind
+from .findings import Finding, FindingKind, LifetimeEvidence
 from .graphs import freed_at
 
 END = 1 << 62  # "still alive when the trace ended"
@@ -505,6 +505,15 @@ def graph_kept_alive_findings(trace: Trace, life: Lifetimes, kept: list[KeptAliv
                 # no event of its own: the timeline marks the events at its line (the in-place `+=`), one per step
                 events=[],
                 count=group.steps,
+                evidence=[
+                    LifetimeEvidence(
+                        holder=group.holders[0] if group.holders else None,
+                        holder_name=names[0] if names else None,
+                        node=group.roots[0] if group.roots else None,
+                        growth_per_step=per_step,
+                        steps=group.steps,
+                    )
+                ],
             )
         )
     return findings
@@ -710,6 +719,13 @@ def _freed_finding(
         affected_backward=backward.seq if backward else None,
         predicted=predicted,
         note=predicted and side_branch,
+        evidence=[
+            LifetimeEvidence(
+                holder=carrier.id if carrier else None,
+                holder_name=carrier.label if carrier and (carrier.names or carrier.parameter) else None,
+                node=old,
+            )
+        ],
     )
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..model import Trace
-from .findings import Finding, FindingKind
+from .findings import Finding, FindingKind, SavedTensorEvidence, version_text
 
 __all__ = ["walked_graph_findings"]
 
@@ -22,12 +22,18 @@ def walked_graph_findings(trace: Trace) -> list[Finding]:
                     file=None,
                     line=None,
                     message=(
-                        f"{node.name} saved {saved.name!r} at version {saved.saved_version}; it is now at version "
-                        f"{tensor.version}, so backward will raise"
+                        f"{node.name} saved {saved.name!r} at {version_text(saved.saved_version)}; it is now at "
+                        f"{version_text(tensor.version)}, so backward will raise"
                     ),
                     fix="write to a copy (x.clone()) instead of the saved tensor, or do the in-place write after backward",
                     tensors=[tensor.id],
                     nodes=[node.id],
+                    evidence=[
+                        SavedTensorEvidence(
+                            node=node.id, saved_name=saved.name, tensor=tensor.id, saved_version=saved.saved_version,
+                            version_now=tensor.version, write_event=None, write_line=None, shared_counter=True,
+                        )
+                    ],
                 )
             )
     return found

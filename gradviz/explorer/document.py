@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import collector
+from ..analysis.evidence import evidence_summary
+from ..analysis.findings import CutEvidence, SavedTensorEvidence
 from ..analysis.hierarchy import module_hierarchy
 from ..analysis.lifetime import END, lifetimes, memory_profile
 from ..analysis.names import Namer
@@ -312,18 +314,18 @@ class _Builder:
         for nid, record in trace.nodes.items():
             if record.output in tensors or record.variable in tensors:
                 wanted.append(nid)
-        if f.kind.value == "cut_edge":
-            for cut in notes.cuts:
-                if cut.alias in tensors:
-                    wanted += [n for n in (cut.source, cut.target) if n is not None]
-        if f.kind.value in ("poisoned_saved_tensor", "silently_corrupted_saved_tensor", "detach_inplace_saved"):
-            wanted += [nid for (nid, _name) in notes.saved if nid in f.nodes or not f.nodes]
+        for evidence in f.evidence:  # the two ends of each cut, the node that saved the tensor
+            if isinstance(evidence, CutEvidence):
+                wanted += [n for n in (evidence.source_node, evidence.use) if n is not None]
+            elif isinstance(evidence, SavedTensorEvidence):
+                wanted.append(evidence.node)
         targets = sorted({i for n in wanted for i in copies.get(mapping.get(n, n), [])})
         return {
             "kind": f.kind.value, "severity": f.severity.value, "message": f.message, "fix": f.fix,
             "file": self.file_index(f.file), "line": f.line, "code": f.code.strip(), "count": f.count,
             "parameter": f.parameter, "nodes": targets,
             "tensors": [i for i in (self.tensor(t) for t in f.tensors) if i is not None],
+            "evidence": evidence_summary(f.evidence[0], self.namer) if f.evidence else None,
         }
 
     def _events(self) -> list[dict[str, Any]]:
