@@ -32,10 +32,10 @@ __all__ = [
 ]
 
 
-def _explorer_page(trace: Trace, findings: Any) -> str:
+def _explorer_page(trace: Trace, findings: Any, picture: Any) -> str:
     from .explorer import explorer_html  # lazily: the page's modules and assets are loaded only when a page is made
 
-    return explorer_html(trace, findings)
+    return explorer_html(trace, findings, picture=picture)
 
 
 PAGES.make = _explorer_page  # the report view: render draws the images, the explorer makes the page

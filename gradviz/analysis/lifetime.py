@@ -743,8 +743,9 @@ class MemoryProfile:
     live_nodes: list[tuple[int, int]] = field(default_factory=list)  # (seq, autograd nodes alive from then on)
 
 
-def memory_profile(trace: Trace, *, top: int = 5) -> MemoryProfile:
-    life = lifetimes(trace)
+def memory_profile(trace: Trace, *, top: int = 5, life: Lifetimes | None = None) -> MemoryProfile:
+    """`life`: the trace's lifetimes when the caller has them already (the picture model)."""
+    life = lifetimes(trace) if life is None else life
     points = life.held_bytes()
     peak = max(points, key=lambda p: p[1]) if points and max(p[1] for p in points) > 0 else None
     holders: dict[str, int] = {}

@@ -11,16 +11,13 @@ from typing import TYPE_CHECKING, Any
 from .. import collector
 from ..analysis.evidence import evidence_summary
 from ..analysis.findings import CutEvidence, SavedTensorEvidence
-from ..analysis.hierarchy import module_hierarchy
-from ..analysis.lifetime import END, lifetimes, memory_profile
-from ..analysis.names import Namer
+from ..analysis.lifetime import END
 from ..model import EventKind, Trace
 from ..paths import relative
-from ..render.annotate import annotate
 from ..render.graph_memory import headline
 from ..render.memory import relevant_tensors
+from ..render.picture import Picture
 from ..render.simplify import find_repeats
-from ..render.steps import roll_steps, split_steps
 from ..render.timeline import timeline_rows
 from .hierarchy import Groups, module_of_parameter
 
@@ -38,18 +35,24 @@ LINE_GROUP_MIN = 24  # this many ops of one line in one box: they get a box of t
 _CONTEXT = 3  # lines either side of an implicated line of library code
 
 
-def explorer_document(trace: Trace, findings: Sequence[Finding] = (), *, title: str | None = None) -> dict[str, Any]:
-    """Everything the page shows, as one JSON-ready dict (its shape: gradviz/explorer/README.md)."""
+def explorer_document(
+    trace: Trace, findings: Sequence[Finding] = (), *, title: str | None = None, picture: Picture | None = None
+) -> dict[str, Any]:
+    """Everything the page shows, as one JSON-ready dict (its shape: gradviz/explorer/README.md). `picture`: the
+    picture model of `trace` and `findings` when the caller has one (the other views of the run read the same)."""
     with collector.paused():
-        return _Builder(trace, sorted(findings, key=lambda f: f.sort_key()), title).build()
+        if picture is None or not picture.of(trace, findings):
+            picture = Picture(trace, findings)
+        return _Builder(picture, title).build()
 
 
 class _Builder:
-    def __init__(self, trace: Trace, findings: list[Finding], title: str | None) -> None:
-        self.trace = trace
-        self.findings = findings
+    def __init__(self, picture: Picture, title: str | None) -> None:
+        self.picture = picture
+        self.trace = picture.trace
+        self.findings = picture.findings
         self.title = title
-        self.namer = Namer(trace)
+        self.namer = picture.namer
         self._storage_names: dict[str, str] | None = None
         self.files: list[str] = []
         self.tensor_index: dict[str, int] = {}
@@ -92,14 +95,15 @@ class _Builder:
         trace = self.trace
         if trace.script:
             self.file_index(trace.script)
-        notes = annotate(trace, self.findings)
-        steps = split_steps(trace)
-        rolls, mapping = roll_steps(trace, steps, notes) if len(steps) > 1 else ([], {})
+        picture = self.picture
+        notes = picture.annotations
+        steps = picture.steps
+        rolls, mapping = picture.rolls
         hidden = set(mapping)  # nodes of steps drawn by their representative
-        life = lifetimes(trace)
+        life = picture.lifetimes
         freed = {nid: stop for start, stop, nid in life.intervals if stop < END}
 
-        groups = Groups(module_hierarchy(trace))
+        groups = Groups(picture.hierarchy)
         roll_of: dict[str, str] = {}
         for roll in rolls:
             numbers = roll.numbers
@@ -329,7 +333,7 @@ class _Builder:
         }
 
     def _events(self) -> list[dict[str, Any]]:
-        rows = timeline_rows(self.trace, self.findings, max_rows=MAX_EVENTS)
+        rows = timeline_rows(self.trace, self.findings, max_rows=MAX_EVENTS, namer=self.namer)
         out = []
         for row in rows:
             versions = [[self.tensor(v["tensor"]), v["before"], v["after"]]
@@ -382,7 +386,7 @@ class _Builder:
     def _chart(self) -> dict[str, Any] | None:
         if not self.trace.nodes:
             return None
-        profile = memory_profile(self.trace)
+        profile = self.picture.memory_profile
         points = profile.points
         if len(points) > MAX_CHART_POINTS:  # keep the shape: every k-th point and the peak
             k = len(points) // MAX_CHART_POINTS + 1
@@ -391,7 +395,7 @@ class _Builder:
                 keep.add(points.index(profile.peak) if profile.peak in points else 0)
             points = [points[i] for i in sorted(keep)]
         return {
-            "headline": headline(self.trace),
+            "headline": headline(self.trace, self.picture.memory_profile),
             "points": [list(p) for p in points], "end": profile.end,
             "backwards": [s for s, _ in profile.backwards], "peak": list(profile.peak) if profile.peak else None,
             "holders": [list(h) for h in profile.top_holders],

@@ -22,7 +22,7 @@ class Explorer:
         self.diagram = diagram
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        bundle: dict[str, Any] = {"text/html": inline_html(explorer_html(self.diagram.trace, self.diagram.findings))}
+        bundle: dict[str, Any] = {"text/html": inline_html(explorer_html(self.diagram.trace, self.diagram.findings, picture=self.diagram.picture))}
         static = self.diagram._repr_mimebundle_()
         for key, value in static.items():
             bundle.setdefault(key, value)

@@ -13,6 +13,7 @@ from .document import explorer_document
 if TYPE_CHECKING:
     from ..analysis.findings import Finding
     from ..model import Trace
+    from ..render.picture import Picture
 
 __all__ = ["embed_json", "explorer_html", "read_document"]
 
@@ -20,9 +21,12 @@ __all__ = ["embed_json", "explorer_html", "read_document"]
 SCRIPTS = ("vendor/dagre.min.js", "explorer.js")
 
 
-def explorer_html(trace: Trace, findings: Sequence[Finding] = (), *, title: str | None = None) -> str:
-    """The explorer for `trace` and its findings as one HTML string: no external scripts, styles, fonts or images."""
-    document = explorer_document(trace, findings, title=title)
+def explorer_html(
+    trace: Trace, findings: Sequence[Finding] = (), *, title: str | None = None, picture: Picture | None = None
+) -> str:
+    """The explorer for `trace` and its findings as one HTML string: no external scripts, styles, fonts or images.
+    `picture`: the picture model the other views of this run were drawn from (render/picture.py)."""
+    document = explorer_document(trace, findings, title=title, picture=picture)
     return page_html(document)
 
 

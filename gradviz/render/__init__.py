@@ -6,13 +6,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .diagram import SAVE_FORMATS, Diagram, GraphvizNotFound
+from .picture import Picture
 from .views import VIEWS, page_html
 
 if TYPE_CHECKING:
     from ..analysis.findings import Finding
     from ..model import Trace
 
-__all__ = ["VIEWS", "Diagram", "GraphvizNotFound", "render"]
+__all__ = ["VIEWS", "Diagram", "GraphvizNotFound", "Picture", "render"]
 
 
 def render(
@@ -28,41 +29,48 @@ def render(
     show_saved: bool = True,
     step: int | None = None,
     show_all: bool = False,
+    picture: Picture | None = None,
 ) -> Diagram:
     """Draw one view of `trace`; with `path`, also save it there (the suffix, or `format`, picks the format).
 
     Graph view: `depth` 0 draws one box per outermost model, 1 its children, ..., "all" every op; the default is the
-    deepest depth that fits about 80 boxes (`diagram.messages` says which). `collapse_modules=True` is depth 1."""
+    deepest depth that fits about 80 boxes (`diagram.messages` says which). `collapse_modules=True` is depth 1.
+
+    `picture`: the picture model of `trace` and `findings` (render/picture.py), to share what one view derived
+    with the next (several outputs of one run); by default one is made here."""
     if view not in VIEWS:
         raise ValueError(f"unknown view {view!r}; choose one of {', '.join(repr(v) for v in VIEWS)}")
     if findings is None:
-        findings = _diagnose(trace)
+        findings = picture.findings if picture is not None and picture.trace is trace else _diagnose(trace)
+    if picture is None or not picture.of(trace, findings):
+        picture = Picture(trace, findings)
     if view == "graph":
         from .graph import graph_view
 
         drawn = graph_view(
             trace, findings, max_nodes=max_nodes, collapse_modules=collapse_modules, depth=depth,
-            show_saved=show_saved, step=step,
+            show_saved=show_saved, step=step, picture=picture,
         )
         diagram = Diagram(view=view, trace=trace, findings=findings, digraph=drawn.digraph, svg=drawn.svg)
         diagram.messages = drawn.messages
     elif view == "memory":
         from .memory import memory_digraph
 
-        diagram = Diagram(view=view, trace=trace, findings=findings, digraph=memory_digraph(trace, findings, show_all=show_all))
+        diagram = Diagram(view=view, trace=trace, findings=findings, digraph=memory_digraph(trace, findings, show_all=show_all, picture=picture))
     elif view == "timeline":
         from .timeline import timeline_digraph
 
-        diagram = Diagram(view=view, trace=trace, findings=findings, digraph=timeline_digraph(trace, findings))
+        diagram = Diagram(view=view, trace=trace, findings=findings, digraph=timeline_digraph(trace, findings, picture=picture))
     elif view == "graph-memory":
         from .graph_memory import graph_memory_image
 
         diagram = Diagram(
             view=view, trace=trace, findings=findings, digraph=None,
-            image=lambda fmt: graph_memory_image(trace, findings, fmt),
+            image=lambda fmt: graph_memory_image(trace, findings, fmt, picture),
         )
     else:
-        diagram = Diagram(view=view, trace=trace, findings=findings, digraph=None, html=page_html(trace, findings))
+        diagram = Diagram(view=view, trace=trace, findings=findings, digraph=None, html=page_html(trace, findings, picture))
+    diagram.picture = picture
 
     if format is not None:
         suffix = "." + format.lower().lstrip(".")

@@ -45,10 +45,10 @@ class Annotations:
     holders: dict[str, Note] = field(default_factory=dict)  # node id -> a value keeping its graph alive / freed
 
 
-def annotate(trace: Trace, findings: list[Finding]) -> Annotations:
+def annotate(trace: Trace, findings: list[Finding], namer: Namer | None = None) -> Annotations:
     """What each finding marks in the graph view, read from the evidence the analysis attached to it."""
     notes = Annotations()
-    namer = Namer(trace)
+    namer = Namer(trace) if namer is None else namer
     acc_of: dict[str, list[str]] = defaultdict(list)  # leaf tensor -> its AccumulateGrad nodes
     for node in trace.nodes.values():
         if node.variable is not None:

@@ -14,6 +14,7 @@ import graphviz
 if TYPE_CHECKING:
     from ..analysis.findings import Finding
     from ..model import Trace
+    from .picture import Picture
 
 __all__ = ["Diagram", "GraphvizNotFound", "SAVE_FORMATS"]
 
@@ -71,6 +72,7 @@ class Diagram:
         self._image = image  # a chart drawn without Graphviz (graph-memory): format name -> bytes
         self._svg: str | None = svg  # dot's SVG of `digraph`, when it was already drawn (to measure it)
         self.messages: list[str] = []  # how the view was drawn, for the user (`modules drawn at depth 2 ...`)
+        self.picture: Picture | None = None  # the picture model it was drawn from, for the page made from it
 
     # ------------------------------------------------------------------ content
     @property
@@ -93,7 +95,7 @@ class Diagram:
         if self._html is None:
             from .views import page_html
 
-            self._html = page_html(self.trace, self.findings)
+            self._html = page_html(self.trace, self.findings, self.picture)
         return self._html
 
     def to_json(self, *, indent: int | None = None) -> str:

@@ -12,11 +12,12 @@ from typing import TYPE_CHECKING, Hashable
 import graphviz
 
 from .. import collector
-from ..analysis.hierarchy import Hierarchy, module_hierarchy
-from .annotate import Annotations, annotate
+from ..analysis.hierarchy import Hierarchy
+from .annotate import Annotations
 from .escape import FONT, html_label_text, quote_id, shorten
 from .simplify import Core, CoreNode, Roll
-from .steps import StepRoll, after_window, only_step, roll_steps, split_steps
+from .picture import Picture
+from .steps import StepRoll, after_window, only_step
 
 if TYPE_CHECKING:
     from ..analysis.findings import Finding
@@ -99,6 +100,7 @@ def graph_view(
     depth: int | str | None = None,
     show_saved: bool = True,
     step: int | None = None,
+    picture: Picture | None = None,
 ) -> GraphView:
     """The annotated autograd graph of every tensor in `trace`, and what to tell the user about how it was drawn.
 
@@ -118,8 +120,9 @@ def graph_view(
     if collapse_modules is not False and depth is None:
         chosen = 1 if collapse_modules is True else max(int(collapse_modules), 0)
     with collector.paused():  # only allocation happens here; collections triggered by 10k+ new objects would dominate
-        notes = annotate(trace, findings)
-        prepared = _prepare(trace, notes, show_saved=show_saved, step=step)
+        picture = Picture(trace, findings) if picture is None else picture
+        notes = picture.annotations
+        prepared = _prepare(trace, notes, show_saved=show_saved, step=step, picture=picture)
 
         def draw(core: Core) -> graphviz.Digraph:
             return _emit(trace, notes, core, prepared.copies, budget=budget, show_saved=show_saved)
@@ -164,10 +167,10 @@ class _Prepared:
         return self.copies.get(cid, cid)
 
 
-def _prepare(trace: Trace, notes: Annotations, *, show_saved: bool, step: int | None) -> _Prepared:
+def _prepare(trace: Trace, notes: Annotations, *, show_saved: bool, step: int | None, picture: Picture) -> _Prepared:
     core = Core()
     nodes = trace.nodes
-    steps = split_steps(trace)
+    steps = picture.steps
     keep = only_step(trace, steps, step) if step is not None else None
     beyond = after_window(trace, steps)  # the forward of step N + 1, recorded before the window closed
     if beyond:
@@ -186,7 +189,7 @@ def _prepare(trace: Trace, notes: Annotations, *, show_saved: bool, step: int | 
 
     # 0. training steps, episodes, closure calls: steps that built the same graph are drawn once
     if step is None and len(steps) > 1:
-        _roll_steps(trace, notes, core, steps)
+        _roll_steps(trace, notes, core, steps, picture.rolls)
 
     # 1. loops: one body per loop, marked with its count
     order = [
@@ -218,7 +221,7 @@ def _prepare(trace: Trace, notes: Annotations, *, show_saved: bool, step: int | 
     # the loss stays its own box, painted as the output, even inside a module (nn.BCEWithLogitsLoss)
     ran_backward = any(e.kind.value == "backward" for e in trace.events)  # else every sink counts as an output
     unfolded = notes.protected | (_outputs(trace, core, core.parents(), copies) if ran_backward else set())
-    return _Prepared(core, copies, module_hierarchy(trace), weight, attach, zone, unfolded)
+    return _Prepared(core, copies, picture.hierarchy, weight, attach, zone, unfolded)
 
 
 def _finish(
@@ -407,9 +410,11 @@ def _box_keys(core: Core, tree: Hierarchy, depth: int) -> dict[str, str | None]:
     return keys
 
 
-def _roll_steps(trace: Trace, notes: Annotations, core: Core, steps: list) -> None:  # type: ignore[type-arg]
+def _roll_steps(
+    trace: Trace, notes: Annotations, core: Core, steps: list, rolled: tuple[list[StepRoll], dict[str, str]]  # type: ignore[type-arg]
+) -> None:
     """Draw steps of one shape once; findings of every step move onto the representative, saying which step."""
-    rolls, mapping = roll_steps(trace, steps, notes)
+    rolls, mapping = rolled
     step_of: dict[str, tuple[int, int]] = {}
     for g, (roll, members) in enumerate(zip(rolls, _members(rolls, steps))):
         for number, ids in members:

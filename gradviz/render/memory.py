@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import graphviz
 
+from ..analysis.findings import version_text
 from ..analysis.initialisation import initialisation_writes, setup_events
 from ..analysis.names import Namer
 from ..model import Event, EventKind, OpRecord, Trace, VersionChange
@@ -19,6 +20,7 @@ from .steps import Step, split_steps
 
 if TYPE_CHECKING:
     from ..analysis.findings import Finding
+    from .picture import Picture
 
 __all__ = [
     "FINDING_COLOURS",
@@ -58,6 +60,7 @@ def memory_digraph(
     max_tensors: int | None = 60,
     max_writes: int = 40,
     rankdir: str = "LR",
+    picture: Picture | None = None,
 ) -> graphviz.Digraph:
     """Storages as boxes, tensors pointing at the byte range they use and at their version counter, writes.
 
@@ -70,7 +73,9 @@ def memory_digraph(
     summarised: list[str] = []
     # an alias made at one line in every step (and what it aliases): one drawn for all, titled ×N (steps ...)
     aliases = any(t.origin in ("data", "detach") for t in trace.tensors.values())
-    steps = split_steps(trace) if not show_all and (keep or aliases) else None  # once, for repeats and the table
+    steps = None
+    if not show_all and (keep or aliases):  # once, for repeats and the table
+        steps = picture.steps if picture is not None else split_steps(trace)
     repeats = per_step_repeats(trace, findings, steps) if steps and aliases else []
     folded, marks = fold_repeats(trace, findings, repeats)
     tabled_aliases: list[str] = []
@@ -100,7 +105,7 @@ def memory_digraph(
     shown = set(tensor_ids)
     hot_tensor, hot_event = _finding_colours(findings)
     saved_by = _saved_by(trace, shown)
-    namer = Namer(trace)
+    namer = picture.namer if picture is not None else Namer(trace)
 
     dot = graphviz.Digraph("memory")
     dot.attr("graph", rankdir=rankdir, fontname=_FONT, fontsize="10", nodesep="0.2", ranksep="0.6")
@@ -414,8 +419,8 @@ def _saved_by(trace: Trace, shown: set[str]) -> dict[str, list[str]]:
     for node in trace.nodes.values():
         for saved in node.saved:
             if saved.tensor in shown:
-                version = "?" if saved.saved_version is None else saved.saved_version
-                out.setdefault(saved.tensor, []).append(f"saved by {node.name} ({saved.name}) at v{version}")
+                version = version_text(saved.saved_version)
+                out.setdefault(saved.tensor, []).append(f"saved by {node.name} ({saved.name}) at {version}")
     return out
 
 
@@ -495,8 +500,8 @@ def change_text(trace: Trace, change: VersionChange, *, write: bool = True, labe
     `write`: the change is one the event wrote bytes for (`Event.written`), not a tensor it merely looked at."""
     if label is None:
         label = Namer(trace).tensor(change.tensor)
-    before = "?" if change.before is None else f"v{change.before}"
-    after = "?" if change.after is None else f"v{change.after}"
+    before = version_text(change.before)
+    after = version_text(change.after)
     text = f"{label}: {before} \N{RIGHTWARDS ARROW} {after}"
     if write and change.before == change.after and change.before is not None:
         text += " (not noticed)"

@@ -12,6 +12,7 @@ from .escape import html_text
 if TYPE_CHECKING:
     from ..analysis.findings import Finding
     from ..model import Trace
+    from .picture import Picture
 
 __all__ = ["PAGES", "VIEWS", "inline_html", "page_html"]
 
@@ -24,8 +25,8 @@ VIEWS: dict[str, str] = {
     "graph-memory": "a chart of the bytes live autograd graphs hold, step by step, with the peak and who holds it",
 }
 
-#: (trace, findings) -> one self-contained HTML page.
-PageMaker = Callable[["Trace", "Sequence[Finding]"], str]
+#: (trace, findings, picture model or None) -> one self-contained HTML page.
+PageMaker = Callable[["Trace", "Sequence[Finding]", "Picture | None"], str]
 
 
 @dataclass(slots=True)
@@ -42,11 +43,11 @@ PAGES = Pages()
 HEIGHT = 760
 
 
-def page_html(trace: Trace, findings: Sequence[Finding] = ()) -> str:
+def page_html(trace: Trace, findings: Sequence[Finding] = (), picture: Picture | None = None) -> str:
     """The report view's page for `trace`: no external CSS, scripts, fonts or images."""
     if PAGES.make is None:
         raise RuntimeError("no page maker registered for the 'report' view: `import gradviz` registers the explorer")
-    return PAGES.make(trace, findings)
+    return PAGES.make(trace, findings, picture)
 
 
 def inline_html(page: str, *, height: int = HEIGHT) -> str:
