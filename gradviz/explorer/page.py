@@ -8,6 +8,7 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from ..render.escape import html_text
+from ..render.palette import css_variables
 from .document import explorer_document
 
 if TYPE_CHECKING:
@@ -38,7 +39,7 @@ def page_html(document: dict[str, Any]) -> str:
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
         '<link rel="icon" href="data:,">\n'  # no favicon request, even from file://
         f"<title>{html_text(document['title'])}</title>\n"
-        f"<style>{_asset('explorer.css')}</style>\n"
+        f"<style>{css_variables()}\n{_asset('explorer.css')}</style>\n"
         "</head><body>\n"
         '<div id="gv-app" class="gv-app"><noscript>This page needs JavaScript to draw the trace.</noscript></div>\n'
         f'<script type="application/json" id="gv-data">{embed_json(document)}</script>\n'

@@ -15,6 +15,7 @@ from .. import collector
 from ..analysis.hierarchy import Hierarchy
 from .annotate import Annotations
 from .escape import FONT, html_label_text, quote_id, shorten
+from .palette import PALETTE
 from .simplify import Core, CoreNode, Roll
 from .picture import Picture
 from .steps import StepRoll, after_window, only_step
@@ -40,26 +41,7 @@ BIG = 150  # above this many autograd nodes: compact labels, saved tensors only 
 SPLIT_SHARED_ABOVE = 60  # above this many autograd nodes, a parameter used many times gets a node per use
 
 #: Every style the view can use: legend key -> (fill colour, description). The legend lists only those used.
-LEGEND: dict[str, tuple[str, str]] = {
-    "backward": ("lightgrey", "backward node (grad_fn)"),
-    "leaf": ("lightblue", "leaf tensor or parameter: receives .grad"),
-    "output": ("darkolivegreen1", "output: backward starts here"),
-    "saved": ("orange", "tensor saved for backward"),
-    "poisoned": ("#ff6666", "saved tensor changed in place: backward raises"),
-    "detached_saved": ("#ff6666", "saved input detached in place: backward raises"),
-    "corrupted": ("orchid", "saved tensor's bytes changed, version unchanged: gradient silently wrong"),
-    "dead": ("#eeeeee", "parameter that never receives a gradient"),
-    "updated": ("gold", "parameter updated without a gradient"),
-    "unused_alias": ("white", "detached value not used by any op that needs grad"),
-    "group": ("#f5ecd7", "collapsed nn.Module call"),
-    "summary": ("white", "part of the graph not shown (max_nodes)"),
-    "roll": ("#eef4ff", "loop body drawn once for all its iterations"),
-    "step": ("#f3faee", "training step (backward call) drawn once for all steps of the same graph"),
-    "cut": ("red", "gradient path cut by .detach() / .data (dashed)"),
-    "carried": ("blue", "value carried from the previous iteration (dashed)"),
-    "kept": ("#ffd8a8", "value keeping the graphs of many steps alive (graph_kept_alive)"),
-    "freed": ("#ffcccc", "graph an earlier backward freed, built on again (dashed)"),
-}
+LEGEND: dict[str, tuple[str, str]] = {key: (swatch.colour, swatch.legend) for key, swatch in PALETTE.items() if key != "silent"}
 
 # torch.utils.checkpoint(..., use_reentrant=True): the block runs under no_grad, its graph is built again in backward
 _CHECKPOINT = "CheckpointFunctionBackward"

@@ -11,6 +11,7 @@ import graphviz
 
 from ..model import Event, EventKind, Trace, VersionChange
 from .escape import FONT, html_label_text, shorten
+from .palette import PALETTE, SEVERITIES
 from ..analysis.findings import version_text
 from ..analysis.initialisation import setup_events
 from ..analysis.names import Namer
@@ -23,8 +24,8 @@ if TYPE_CHECKING:
 __all__ = ["SEVERITY_FILL", "SEVERITY_COLOURS", "timeline_digraph", "timeline_rows", "timeline_table"]
 
 #: Row background and accent colour per finding severity (shared with the HTML report).
-SEVERITY_FILL = {"error": "#fde3e3", "warning": "#fff1cc", "info": "#e3eefc"}
-SEVERITY_COLOURS = {"error": "#c62828", "warning": "#b26a00", "info": "#1f6fbf"}
+SEVERITY_FILL = {name: swatch.tint or swatch.colour for name, swatch in SEVERITIES.items()}
+SEVERITY_COLOURS = {name: swatch.colour for name, swatch in SEVERITIES.items()}
 _SEVERITY_RANK = {"error": 0, "warning": 1, "info": 2}
 _FONT = FONT
 _MONO = "Courier"
@@ -454,7 +455,7 @@ _COLUMNS = (
     _Column("outcome", 52, 6),
 )
 _RULE = "#e2e2e2"  # the line under each row
-_UNNOTICED = "#a0309a"  # a write that changed bytes and left the version: the memory view's colour for it
+_UNNOTICED = PALETTE["silent"].colour  # a write that changed bytes and left the version: the memory view's colour
 
 
 def timeline_table(rows: Sequence[dict[str, Any]]) -> str:
