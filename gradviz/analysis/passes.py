@@ -57,6 +57,9 @@ class Context:
                 return f"`{source.label}{made}`"
             return f"a view of {self.name(source.id)}"
         made_at = f" made at line {record.created.line}" if record.created is not None else ""
+        made = self.facts.namer.made(tid)  # the name every view gives it (`err_real.add(err_fake)`)
+        if made is not None:
+            return f"`{made}`{made_at}"
         return f"an unnamed tensor of shape {tuple(record.shape)}{made_at}"  # never our ids: the user has no `t66`
 
     def names(self, tids: list[str]) -> str:

@@ -283,9 +283,13 @@ class _Builder:
         node: dict[str, Any] = {"label": label, "kind": kind, "seq": record.seq}
         if record.module:
             node["module"] = record.module
-        if record.created is not None:
-            node["file"] = self.file_index(record.created.file)
-            node["line"] = record.created.line
+        created = record.created
+        if leaf and record.variable in trace.tensors and trace.tensors[record.variable].created is not None:
+            # a leaf is made where its tensor was (the memory view's "initialised (line N)"), not where first used
+            created = trace.tensors[record.variable].created
+        if created is not None:
+            node["file"] = self.file_index(created.file)
+            node["line"] = created.line
         if record.output is not None:
             node["out"] = self.tensor(record.output)
         if leaf and record.variable is not None:
@@ -334,12 +338,16 @@ class _Builder:
 
     def _events(self) -> list[dict[str, Any]]:
         rows = timeline_rows(self.trace, self.findings, max_rows=MAX_EVENTS, namer=self.namer)
+        number = {e.seq: i + 1 for i, e in enumerate(self.trace.events)}
         out = []
         for row in rows:
             versions = [[self.tensor(v["tensor"]), v["before"], v["after"]]
                         for v in row["versions"] if v["tensor"] in self.trace.tensors]
+            last = max(row["seqs"]) if row["seqs"] else row["seq"]
             event = {
-                "seq": row["seq"], "last": max(row["seqs"]) if row["seqs"] else row["seq"], "kind": row["kind"],
+                # which of the trace's events (1-based) this row ends at: the scrubber counts the header's events
+                "number": number.get(last, 0),
+                "seq": row["seq"], "last": last, "kind": row["kind"],
                 "file": self.file_index(row["file"]), "line": row["line"], "code": row["code"],
                 "alias": row["alias"], "versions": versions, "text": row["versions_text"],
                 "outcome": row["error"] or row["outcome"] or "", "count": row["count"],

@@ -57,7 +57,8 @@ def annotate(trace: Trace, findings: list[Finding], namer: Namer | None = None) 
         kind = finding.kind
         notes.protected.update(n for n in finding.nodes if n in trace.nodes)
         if kind in _SAVED_STYLE:
-            for evidence in finding.evidence[:1]:
+            # every occurrence the analysis kept: a loop repeating the write in each step is marked in each step
+            for evidence in finding.evidence:
                 if isinstance(evidence, SavedTensorEvidence):
                     _mark_saved(trace, finding, evidence, namer, notes)
         elif kind in (FindingKind.DEAD_PARAMETER, FindingKind.UPDATE_WITHOUT_GRADIENT):
@@ -114,7 +115,7 @@ def _mark_saved(trace: Trace, finding: Finding, evidence: SavedTensorEvidence, n
     targets = {evidence.tensor} | ({evidence.writer} if evidence.writer else set())
     for saved in node.saved:
         if saved.name == evidence.saved_name or (saved.tensor is not None and saved.tensor in targets):
-            notes.saved[(node.id, saved.name)] = Note(_SAVED_STYLE[finding.kind], saved_lines(finding, evidence, namer))
+            notes.saved.setdefault((node.id, saved.name), Note(_SAVED_STYLE[finding.kind], saved_lines(finding, evidence, namer)))
     notes.protected.add(node.id)
 
 
