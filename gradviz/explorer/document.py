@@ -345,8 +345,8 @@ class _Builder:
                         for v in row["versions"] if v["tensor"] in self.trace.tensors]
             last = max(row["seqs"]) if row["seqs"] else row["seq"]
             event = {
-                # which of the trace's events (1-based) this row ends at: the scrubber counts the header's events
-                "number": number.get(last, 0),
+                # which of the trace's events (1-based) this row starts at: the scrubber counts the header's events
+                "number": number.get(row["seq"], 0),
                 "seq": row["seq"], "last": last, "kind": row["kind"],
                 "file": self.file_index(row["file"]), "line": row["line"], "code": row["code"],
                 "alias": row["alias"], "versions": versions, "text": row["versions_text"],
