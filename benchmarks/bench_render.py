@@ -9,7 +9,7 @@ the SVG written, without interpreter start-up and imports:
 
 - gradviz trace: run the training script under gradviz.trace_script (forward, loss, backward, optimizer step),
   diagnose, render the graph view, write SVG.
-- gradviz draw: run forward + loss, gradviz.render.draw(loss) (graph walk, no tracing), write SVG.
+- gradviz draw: run forward + loss, gradviz.draw(loss) (graph walk, no tracing), write SVG.
 - torchviz: run forward + loss, torchviz.make_dot(loss, params), write SVG with dot.
 - gradviz make_dot: the same, with gradviz.compat.make_dot (torchviz's picture, no simplification).
 """
@@ -161,7 +161,7 @@ def _run(tool: str, script: Path, out: Path) -> dict[str, float | int]:
     built_at = time.perf_counter()
     loss, params = namespace["loss"], dict(namespace["model"].named_parameters())
     if tool == "gradviz draw":
-        from gradviz.render import draw
+        from gradviz import draw
 
         diagram = draw(loss, params=params)
         dot_at = time.perf_counter()

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import notebook, trace_file  # noqa: F401 - they lend the trace its JSON methods and notebook display
 from .model import Event, EventKind, ExceptionRecord, Location, ProgramError, Trace
-from .render import Diagram, draw, render  # the function shadows the subpackage name on purpose
+from .render import Diagram, render  # the function shadows the subpackage name on purpose
+from .render.views import PAGES
 
 
 __version__ = "0.1.0"
@@ -28,6 +30,15 @@ __all__ = [
     "trace_module",
     "trace_script",
 ]
+
+
+def _explorer_page(trace: Trace, findings: Any, picture: Any) -> str:
+    from .explorer import explorer_html  # lazily: the page's modules and assets are loaded only when a page is made
+
+    return explorer_html(trace, findings, picture=picture)
+
+
+PAGES.make = _explorer_page  # the report view: render draws the images, the explorer makes the page
 
 
 def load_ipython_extension(ipython: Any) -> None:
@@ -54,8 +65,8 @@ def __getattr__(name: str) -> Any:
         from . import analysis
 
         return getattr(analysis, name)
-    if name == "make_dot":
-        from .compat import make_dot
+    if name in ("make_dot", "draw"):
+        from . import compat
 
-        return make_dot
+        return getattr(compat, name)
     raise AttributeError(f"module 'gradviz' has no attribute {name!r}")

@@ -62,6 +62,7 @@ if TYPE_CHECKING:
     from .analysis.findings import Finding
     from .model import Trace
     from .ranks import Rank
+    from .render.picture import Picture
     from .suppress import Suppressed
     from .tracer.runner import HardExitHandler, ProgramRun
 
@@ -457,9 +458,12 @@ def _finish_render(
     written: list[Path] = []
     problems: list[UsageError] = []
     said: set[str] = set()  # several outputs of one view make the same choice: say it once
+    from .render.picture import Picture
+
+    picture = Picture(trace, findings)  # what every output of this run is drawn from, derived once
     for out in outs:
         try:
-            written.append(_write_diagram(trace, findings, out, options, progress, said))
+            written.append(_write_diagram(trace, findings, out, options, progress, said, picture))
         except UsageError as exc:  # dot missing or the file unwritable: the findings are still worth showing
             problems.append(exc)
         except Exception as exc:
@@ -495,14 +499,15 @@ def _finish_render(
 
 
 def _write_diagram(
-    trace: Trace, findings: list[Finding], out: Path, options: argparse.Namespace, progress: Progress, said: set[str]
+    trace: Trace, findings: list[Finding], out: Path, options: argparse.Namespace, progress: Progress, said: set[str],
+    picture: Picture | None = None,
 ) -> Path:
     from .render import render
     from .render.diagram import INSTALL_ADVICE, GraphvizNotFound
 
     with progress.spinner(f"laying out the {options.view} view"):
         try:
-            diagram = render(trace, findings=findings, **render_kwargs(options))
+            diagram = render(trace, findings=findings, picture=picture, **render_kwargs(options))
             diagram.save(out)
         except GraphvizNotFound as exc:
             dot_file = getattr(exc, "dot_path", None) or out.with_suffix(".dot")

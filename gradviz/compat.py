@@ -9,7 +9,9 @@ from typing import Any
 
 import graphviz
 
-__all__ = ["make_dot", "resize_graph"]
+from .render import Diagram, render
+
+__all__ = ["draw", "make_dot", "resize_graph"]
 
 #: Above this many backward nodes, ask dot for a cheaper layout (network simplex and crossing-minimisation limits).
 FAST_LAYOUT_ABOVE = 100
@@ -142,3 +144,19 @@ def resize_graph(dot: graphviz.Digraph, size_per_element: float = 0.15, min_size
     """torchviz's sizing rule: the picture grows with the number of DOT statements."""
     size = max(min_size, len(dot.body) * size_per_element)
     dot.graph_attr.update(size=f"{size},{size}")
+
+
+def draw(tensor: Any, **options: Any) -> Diagram:
+    """The annotated autograd graph of an existing tensor, without tracing (gradviz's view of what make_dot shows).
+
+    Accepts a tensor or a tuple of tensors and the keyword options of `render`, plus `params`
+    (a dict of name -> parameter, as in torchviz) to name leaves.
+    """
+    from .analysis.walked import walked_graph_findings
+    from .tracer.walk import walk_graph
+
+    params = options.pop("params", None)
+    trace = walk_graph(tensor, params=params)
+    if options.get("findings") is None:
+        options["findings"] = walked_graph_findings(trace)
+    return render(trace, "graph", **options)

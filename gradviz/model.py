@@ -6,9 +6,9 @@ import builtins
 import enum
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
-from . import collector
 
 #: Version of the JSON format written by :meth:`Trace.to_json`. Bumped on any incompatible change (2: columns).
 FORMAT_VERSION = 2
@@ -319,10 +319,10 @@ class Trace:
         return f"<gradviz.Trace {len(self.tensors)} tensors, {len(self.nodes)} nodes, {len(self.events)} events>"
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        from .explorer.inline import Explorer
-        from .render import render
-
-        return Explorer(render(self))._repr_mimebundle_(include=include, exclude=exclude)
+        """A notebook's display: whatever the notebook front end registered (gradviz/notebook.py: the explorer)."""
+        if LENT.display is None:
+            return {"text/plain": repr(self)}
+        return LENT.display(self, include, exclude)
 
     @property
     def error(self) -> BaseException | None:
@@ -339,35 +339,17 @@ class Trace:
     # ------------------------------------------------------------------ JSON (gradviz/trace_file.py)
     def to_dict(self) -> dict[str, Any]:
         """The trace as the JSON-ready document of docs/trace-format.md (a copy: changing it leaves the trace alone)."""
-        import copy
-
-        from . import trace_file
-
-        return copy.deepcopy(trace_file.to_document(self))
+        return _persistence().to_dict(self)
 
     def to_json(self, path: str | Path | None = None, *, indent: int | None = None) -> str:
         """The trace as JSON text (format: docs/trace-format.md); also written to `path` if given."""
-        from . import trace_file
-
-        # the document shares lists with the records: fine here, it is turned into text at once
-        with collector.paused():
-            text = trace_file.dumps(trace_file.to_document(self), indent=indent)
-        if path is not None:
-            # encoded before the file is opened, so a failure leaves no half-written file; a lone surrogate (an
-            # undecodable file name) is written as its JSON escape `\udcff`, which loads back as the same text
-            Path(path).write_bytes(text.encode("utf-8", "backslashreplace"))
-        return text
+        return _persistence().to_json(self, path, indent=indent)
 
     @classmethod
     def from_dict(cls, data: Any) -> Trace:
         """A trace from a parsed document (as `to_dict` returns); ValueError naming what is wrong. The trace keeps
         no reference to `data`."""
-        import copy
-
-        from . import trace_file
-
-        with collector.paused():
-            return trace_file.from_document(copy.deepcopy(data))
+        return _persistence().from_dict(data)
 
     @classmethod
     def load(cls, source: str | Path, *, max_bytes: int | None = DEFAULT_MAX_BYTES) -> Trace:
@@ -375,20 +357,40 @@ class Trace:
 
         `max_bytes`: refuse a larger file before reading it (default 512 MiB, or the environment variable
         GRADVIZ_MAX_TRACE_SIZE, e.g. `2G`, for command-line use; None: no limit). Loading never executes anything."""
-        from . import trace_file
-
-        limit = trace_file.limit_from_environment() if max_bytes == DEFAULT_MAX_BYTES else max_bytes
-        text = trace_file.read_text(source, max_bytes=limit)
-        return cls.loads(text, origin=str(source))
+        return _persistence().load(source, max_bytes=max_bytes)
 
     @classmethod
     def loads(cls, text: str, *, origin: str = "<string>") -> Trace:
         """A trace from JSON text; ValueError starting with `origin` when it is not a valid trace."""
-        from . import trace_file
+        return _persistence().loads(text, origin=origin)
 
-        with collector.paused():
-            data = trace_file.parse(text, origin)
-            try:
-                return trace_file.from_document(data)
-            except ValueError as exc:
-                raise ValueError(f"{origin}: {exc}") from None
+
+class Persistence(Protocol):
+    """JSON in and out of a trace: gradviz/trace_file.py's functions, which the `Trace` methods above call."""
+
+    def to_dict(self, trace: Trace) -> dict[str, Any]: ...
+    def to_json(self, trace: Trace, path: str | Path | None, *, indent: int | None) -> str: ...
+    def from_dict(self, data: Any) -> Trace: ...
+    def load(self, source: str | Path, *, max_bytes: int | None) -> Trace: ...
+    def loads(self, text: str, *, origin: str) -> Trace: ...
+
+
+@dataclass(slots=True)
+class Lent:
+    """What the layers above lend the plain data, so that it imports none of them: the trace's persistence (set by
+    gradviz/trace_file.py when it is imported) and the notebook displays of a trace and of `diagnose()`'s findings
+    (set by gradviz/notebook.py). Importing `gradviz` imports both, so a `Trace` always has them."""
+
+    persistence: Persistence | None = None
+    display: Callable[[Trace, Any, Any], dict[str, Any]] | None = None  # (trace, include, exclude) -> MIME bundle
+    findings_html: Callable[[Any, dict[str, str]], str] | None = None  # (findings, file labels) -> HTML table
+    findings_text: Callable[[Any, dict[str, str]], str] | None = None  # (findings, file labels) -> text
+
+
+LENT = Lent()
+
+
+def _persistence() -> Persistence:
+    if LENT.persistence is None:  # only when gradviz.model was loaded without its package
+        raise RuntimeError("gradviz.trace_file is not imported: `import gradviz` first")
+    return LENT.persistence

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from .model import LENT
 from .runner_options import OptionsError, check_suffix, parse_magic_line, render_kwargs
 from .window_options import WindowOptionsError, window_kwargs
 
@@ -273,3 +274,17 @@ def _path(name: str) -> Any:
     from pathlib import Path
 
     return Path(name).expanduser()
+
+
+def _trace_display(trace: Trace, include: Any, exclude: Any) -> dict[str, Any]:
+    """A trace shown in a notebook: the explorer, with the graph view's picture beside it."""
+    from .explorer.inline import Explorer
+    from .render import render
+
+    return Explorer(render(trace))._repr_mimebundle_(include=include, exclude=exclude)
+
+
+# the displays this front end lends to the plain data below it (the trace model and the analysis import no front end)
+LENT.display = _trace_display
+LENT.findings_html = lambda findings, labels: findings_table(findings, file_labels=labels)
+LENT.findings_text = lambda findings, labels: findings_plain_text(findings, file_labels=labels)

@@ -311,13 +311,13 @@ def _hide_tracer_frames(item: pytest.Item) -> None:
 
 
 def _write_report(item: pytest.Item, trace: Trace, findings: list[Finding], folder: str) -> str:
-    from .render.report import report_html
+    from .explorer import explorer_html
 
     out_dir = Path(item.config.invocation_params.dir, folder)
     path = out_dir / (_file_name(item.nodeid) + ".html")
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
-        page = report_html(trace, findings, title=f"gradviz report: {item.nodeid}")
+        page = explorer_html(trace, findings, title=f"gradviz report: {item.nodeid}")
         path.write_text(page, encoding="utf-8")
     except Exception as exc:  # no dot, a read-only folder...: the test's result matters more than the report
         return f"gradviz could not write {path}: {type(exc).__name__}: {exc}"

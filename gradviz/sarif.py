@@ -8,7 +8,9 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .analysis.evidence import evidence_summary
 from .analysis.findings import Finding, FindingKind, Severity
+from .analysis.names import Namer
 from .model import EventKind, Location, Trace
 from .paths import relative, root_uri, source_root, uri_of
 from .text import clean
@@ -109,9 +111,10 @@ def script_notifications(trace: Trace, *, who: str = "the script") -> list[dict[
 def sarif_results(findings: list[Finding], trace: Trace, *, suppressed: Sequence[Suppressed] = ()) -> list[dict[str, Any]]:
     """One result per finding, then one per accepted finding carrying its suppression (code scanning closes those)."""
     kinds = list(FindingKind)
-    results = [_result(finding, trace, kinds.index(finding.kind)) for finding in findings]
+    namer = Namer(trace)
+    results = [_result(finding, trace, kinds.index(finding.kind), namer) for finding in findings]
     for accepted in suppressed:
-        result = _result(accepted.finding, trace, kinds.index(accepted.finding.kind))
+        result = _result(accepted.finding, trace, kinds.index(accepted.finding.kind), namer)
         result["suppressions"] = [
             {"kind": "inSource" if accepted.in_source else "external", "justification": clean(accepted.reason)}
         ]
@@ -174,7 +177,7 @@ def _link_text(text: str) -> str:
     return re.sub(r"([\[\]\\])", r"\\\1", text)
 
 
-def _result(finding: Finding, trace: Trace, rule_index: int) -> dict[str, Any]:
+def _result(finding: Finding, trace: Trace, rule_index: int, namer: Namer) -> dict[str, Any]:
     related = _related(finding, trace)
     links = ", ".join(f"[{_link_text(_plain(loc['message']['text']))}]({loc['id']})" for loc in related)
     message = clean(finding.message)
@@ -196,10 +199,16 @@ def _result(finding: Finding, trace: Trace, rule_index: int) -> dict[str, Any]:
     result["partialFingerprints"] = {"gradviz/v1": _fingerprint(finding, file)}
     if finding.count > 1:
         result["occurrenceCount"] = finding.count
+    properties: dict[str, Any] = {}
     if finding.parameter:
-        result["properties"] = {"parameter": clean(finding.parameter)}
+        properties["parameter"] = clean(finding.parameter)
+    if finding.evidence:  # the facts the message states, as data (the first occurrence's)
+        summary = evidence_summary(finding.evidence[0], namer)
+        properties["evidence"] = {k: clean(v) if isinstance(v, str) else v for k, v in summary.items()}
     if finding.measured is not None:  # --verify: how wrong the gradients came out
-        result.setdefault("properties", {})["measured"] = finding.measured.to_dict()
+        properties["measured"] = finding.measured.to_dict()
+    if properties:
+        result["properties"] = properties
     return result
 
 

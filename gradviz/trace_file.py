@@ -32,6 +32,8 @@ from .model import (
     Trace,
     VersionCounterRecord,
 )
+from . import collector
+from .model import LENT
 from .trace_checks import (
     check_event_data,
     check_extras,
@@ -655,3 +657,54 @@ def _quoted(names: list[str]) -> str:
 def _size(n: int) -> str:
     return f"{n / 2**20:.0f} MiB" if n >= 2**20 else f"{n} bytes"
 
+
+
+# ---------------------------------------------------------------- the Trace methods' bodies (model.Persistence)
+def trace_to_dict(trace: Trace) -> dict[str, Any]:
+    """`Trace.to_dict`: a copy of the document, so changing it leaves the trace alone."""
+    return copy.deepcopy(to_document(trace))
+
+
+def trace_to_json(trace: Trace, path: str | Path | None = None, *, indent: int | None = None) -> str:
+    """`Trace.to_json`: the JSON text, also written to `path` if given."""
+    # the document shares lists with the records: fine here, it is turned into text at once
+    with collector.paused():
+        text = dumps(to_document(trace), indent=indent)
+    if path is not None:
+        # encoded before the file is opened, so a failure leaves no half-written file; a lone surrogate (an
+        # undecodable file name) is written as its JSON escape `\udcff`, which loads back as the same text
+        Path(path).write_bytes(text.encode("utf-8", "backslashreplace"))
+    return text
+
+
+def trace_from_dict(data: Any) -> Trace:
+    """`Trace.from_dict`: the trace keeps no reference to `data`."""
+    with collector.paused():
+        return from_document(copy.deepcopy(data))
+
+
+def load(source: str | Path, *, max_bytes: int | None = DEFAULT_MAX_BYTES) -> Trace:
+    """`Trace.load`: read, check the size limit (DEFAULT_MAX_BYTES means: the environment's, else the default)."""
+    limit = limit_from_environment() if max_bytes == DEFAULT_MAX_BYTES else max_bytes
+    return loads(read_text(source, max_bytes=limit), origin=str(source))
+
+
+def loads(text: str, *, origin: str = "<string>") -> Trace:
+    """`Trace.loads`: ValueError starting with `origin` when the text is not a valid trace."""
+    with collector.paused():
+        data = parse(text, origin)
+        try:
+            return from_document(data)
+        except ValueError as exc:
+            raise ValueError(f"{origin}: {exc}") from None
+
+
+class _Persistence:
+    to_dict = staticmethod(trace_to_dict)
+    to_json = staticmethod(trace_to_json)
+    from_dict = staticmethod(trace_from_dict)
+    load = staticmethod(load)
+    loads = staticmethod(loads)
+
+
+LENT.persistence = _Persistence()

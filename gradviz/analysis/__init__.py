@@ -5,7 +5,7 @@ from __future__ import annotations
 from .. import collector
 from ..model import Trace
 from .collection import Findings
-from .findings import Finding, FindingKind, Severity
+from .findings import EVIDENCE_LIMIT, Finding, FindingKind, Severity
 from .graphs import Dataflow, autograd_graph, dataflow_graph
 from .lifetime import backward_through_freed_graph_findings, graph_kept_alive_findings, kept_alive, lifetimes
 from .updates import manual_update_findings
@@ -55,6 +55,7 @@ def _merge_repeats(findings: list[Finding]) -> list[Finding]:
             merged[key] = finding
             continue
         first.count += 1
+        first.evidence.extend(finding.evidence[: max(EVIDENCE_LIMIT - len(first.evidence), 0)])
         if first.affected_backward is None and finding.affected_backward is not None:
             first.affected_backward = finding.affected_backward
         if finding.measured is not None and (first.measured is None or finding.measured.badness() > first.measured.badness()):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
 from .verify import Measurement
@@ -46,6 +46,91 @@ _SEVERITY = {
 }
 
 
+#: How every medium writes a version nobody recorded (a node made before tracing began, a counter never read).
+UNKNOWN_VERSION = "v?"
+
+
+def version_text(version: int | None) -> str:
+    """`v3`, or UNKNOWN_VERSION: the one spelling of a version in text, labels, the page and SARIF."""
+    return UNKNOWN_VERSION if version is None else f"v{version}"
+
+
+@dataclass(frozen=True)
+class SavedTensorEvidence:
+    """What a saved-tensor finding rests on: which node saved which tensor at which version, and the write (or
+    `.data =` / `detach_()`) that changed it since."""
+
+    node: str  # the autograd node that saved it
+    saved_name: str  # its name on the node (`result`, `self`, `other`...)
+    tensor: str  # the saved tensor
+    saved_version: int | None  # its version when the node saved it
+    version_now: int | None  # its version after the write (unchanged for a write through `.data`)
+    write_event: int | None  # seq of the event that changed it
+    write_line: int | None
+    writer: str | None = None  # the tensor the write went through (the saved tensor itself, a view, an alias)
+    writer_alias: str | None = None  # how the writer came to share memory: `c = out.detach()`; None if it is no alias
+    shared_counter: bool = False  # the writer shares the saved tensor's version counter (autograd will notice)
+
+    type = "saved_tensor"
+
+
+@dataclass(frozen=True)
+class CutEvidence:
+    """What a cut edge rests on: the node that made the value, the alias taken of it, the first use downstream."""
+
+    source_node: str | None  # the autograd node whose output was cut off (None: a leaf)
+    alias: str | None  # the tensor the alias made (`x.detach()`'s result)
+    alias_expression: str  # `x.detach()`, `out.data`, `torch.tensor(...)`
+    use: str | None  # the autograd node of the first op downstream that used the alias; None if none did
+    alias_event: int | None = None  # seq of the event that made the alias
+    line: int | None = None
+
+    type = "cut"
+
+
+@dataclass(frozen=True)
+class LifetimeEvidence:
+    """What a lifetime finding rests on: who holds the graph, and how much it grows each step."""
+
+    holder: str | None  # the tensor that keeps the graph alive, or the new node built on a freed one
+    holder_name: str | None  # how the program names it (`losses`, `total`)
+    node: str | None  # the graph node it holds (kept alive) or that was freed (freed graph)
+    growth_per_step: int | None = None  # bytes the held graphs grow each step
+    steps: int | None = None  # how many steps' graphs it holds
+
+    type = "lifetime"
+
+
+Evidence = SavedTensorEvidence | CutEvidence | LifetimeEvidence
+_EVIDENCE_TYPES: dict[str, Any] = {cls.type: cls for cls in (SavedTensorEvidence, CutEvidence, LifetimeEvidence)}
+
+
+def evidence_to_dict(evidence: Evidence) -> dict[str, Any]:
+    """The evidence as JSON: its fields, `type` first."""
+    return {"type": evidence.type, **{f.name: getattr(evidence, f.name) for f in fields(evidence)}}
+
+
+def evidence_from_dict(data: Any) -> Evidence | None:
+    """Evidence read back from JSON; None for a document without it (older files) or of an unknown type."""
+    if not isinstance(data, dict) or data.get("type") not in _EVIDENCE_TYPES:
+        return None
+    cls = _EVIDENCE_TYPES[data["type"]]
+    known = {f.name: data[f.name] for f in fields(cls) if f.name in data}
+    missing = [f.name for f in fields(cls) if f.name not in known and f.default is MISSING]
+    if missing:
+        return None
+    evidence: Evidence = cls(**known)
+    return evidence
+
+
+#: How many occurrences' evidence a merged finding keeps (a loop repeating one mistake 1,000 times keeps 20).
+EVIDENCE_LIMIT = 20
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
 @dataclass
 class Finding:
     """One diagnosis, pointing at a source line and at the trace records involved."""
@@ -72,6 +157,10 @@ class Finding:
     parameters: list[str] = field(default_factory=list)
     # --verify: how wrong the gradients came out (analysis/verify.py); a write the backward does not read: info
     measured: Measurement | None = None
+    # the facts the message states, as data every medium formats (saved tensors, cuts, lifetimes): one per
+    # occurrence (a loop's repeats add theirs, up to EVIDENCE_LIMIT); empty for the kinds that have none yet and
+    # for findings loaded from files written before evidence was recorded
+    evidence: list[Evidence] = field(default_factory=list)
 
     @property
     def severity(self) -> Severity:
@@ -111,6 +200,8 @@ class Finding:
             out["note"] = True
         if self.measured is not None:
             out["measured"] = self.measured.to_dict()
+        if self.evidence:
+            out["evidence"] = [evidence_to_dict(e) for e in self.evidence]
         return out
 
     @classmethod
@@ -132,4 +223,5 @@ class Finding:
             note=bool(data.get("note", False)),
             parameters=list(data.get("parameters", [])),
             measured=Measurement.from_dict(data["measured"]) if isinstance(data.get("measured"), dict) else None,
+            evidence=[e for e in map(evidence_from_dict, _list(data.get("evidence"))) if e is not None],
         )

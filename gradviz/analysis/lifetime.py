@@ -8,7 +8,7 @@ import functools
 from dataclasses import dataclass, field
 
 from ..model import Event, EventKind, NodeRecord, Trace
-from .findings import Finding, FindingKind
+from .findings import Finding, FindingKind, LifetimeEvidence
 from .graphs import freed_at
 
 END = 1 << 62  # "still alive when the trace ended"
@@ -509,6 +509,15 @@ def graph_kept_alive_findings(trace: Trace, life: Lifetimes, kept: list[KeptAliv
                 # no event of its own: the timeline marks the events at its line (the in-place `+=`), one per step
                 events=[],
                 count=group.steps,
+                evidence=[
+                    LifetimeEvidence(
+                        holder=group.holders[0] if group.holders else None,
+                        holder_name=names[0] if names else None,
+                        node=group.roots[0] if group.roots else None,
+                        growth_per_step=per_step,
+                        steps=group.steps,
+                    )
+                ],
             )
         )
     return findings
@@ -716,6 +725,13 @@ def _freed_finding(
         affected_backward=backward.seq if backward else None,
         predicted=predicted,
         note=predicted and side_branch,
+        evidence=[
+            LifetimeEvidence(
+                holder=carrier.id if carrier else None,
+                holder_name=carrier.label if carrier and (carrier.names or carrier.parameter) else None,
+                node=old,
+            )
+        ],
     )
 
 
@@ -733,8 +749,9 @@ class MemoryProfile:
     live_nodes: list[tuple[int, int]] = field(default_factory=list)  # (seq, autograd nodes alive from then on)
 
 
-def memory_profile(trace: Trace, *, top: int = 5) -> MemoryProfile:
-    life = lifetimes(trace)
+def memory_profile(trace: Trace, *, top: int = 5, life: Lifetimes | None = None) -> MemoryProfile:
+    """`life`: the trace's lifetimes when the caller has them already (the picture model)."""
+    life = lifetimes(trace) if life is None else life
     points = life.held_bytes()
     peak = max(points, key=lambda p: p[1]) if points and max(p[1] for p in points) > 0 else None
     holders: dict[str, int] = {}

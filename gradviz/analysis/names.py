@@ -79,6 +79,10 @@ class Namer:
         made = self._made(tid, depth=0)
         return made if made is not None else self.tensor(tid)
 
+    def made(self, tid: str | None) -> str | None:
+        """The expression that made the tensor (`err_real.add(err_fake)`, `x.detach()`), or None if none did."""
+        return self._made(tid, depth=0) if tid is not None and tid in self.trace.tensors else None
+
     def alias(self, tid: str | None) -> str:
         """`c = out.data` for a named alias, `out.data` for an unnamed one, else the tensor's name."""
         record = self.trace.tensors.get(tid) if tid is not None else None

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 import networkx as nx
 
 from ..model import Event, EventKind, Location, NodeRecord, SavedTensorRecord, TensorRecord, Trace, VersionChange
-from .findings import Finding, FindingKind
+from .evidence import Facts
+from .findings import CutEvidence, Finding, FindingKind, SavedTensorEvidence, version_text
 from .graphs import Dataflow, autograd_graph, freed_at
 from .reach import first_backward_reached, first_source_reached
 from .verify import measurement_of, then_sentence
@@ -29,6 +30,14 @@ class Context:
     freed_at: dict[str, int]  # node id -> seq of the backward that freed its saved tensors
     _backwards_through: dict[str, list[int]] | None = None  # node id -> indexes in `backwards` that ran through it
     _alive_reach: set[str] | None = None  # nodes a tensor alive at the end can still backpropagate through
+    _facts: Facts | None = None
+
+    @property
+    def facts(self) -> Facts:
+        """The indexes evidence is read from (aliases, first uses), built on first use."""
+        if self._facts is None:
+            self._facts = Facts(self.trace)
+        return self._facts
 
     @classmethod
     def of(cls, trace: Trace) -> Context:
@@ -49,6 +58,9 @@ class Context:
                 return f"`{source.label}{made}`"
             return f"a view of {self.name(source.id)}"
         made_at = f" made at line {record.created.line}" if record.created is not None else ""
+        made = self.facts.namer.made(tid)  # the name every view gives it (`err_real.add(err_fake)`)
+        if made is not None:
+            return f"`{made}`{made_at}"
         return f"an unnamed tensor of shape {tuple(record.shape)}{made_at}"  # never our ids: the user has no `t66`
 
     def names(self, tids: list[str]) -> str:
@@ -286,9 +298,33 @@ def cut_edge_findings(ctx: Context, found: list[Cut]) -> list[Finding]:
                 nodes=[node] if node else [],
                 events=[event.seq, cut.backward.seq],
                 affected_backward=cut.backward.seq,
+                evidence=[_cut_evidence(ctx, event, node)],
             )
         )
     return findings
+
+
+def _cut_evidence(ctx: Context, event: Event, node: str | None) -> CutEvidence:
+    """The cut's source node (a leaf's AccumulateGrad when the value is a leaf), its alias, the first use after."""
+    rewrap = event.data.get("rewrap")
+    if rewrap is not None:
+        expression = f"{rewrap}(...)"
+    elif event.kind is EventKind.DETACH_:
+        expression = f"{ctx.facts.namer.tensor(event.tensor)}.detach_()"
+    else:
+        expression = ctx.facts.alias_expression(event)
+    source = node
+    if source is None and event.tensor is not None:
+        source = next((n.id for n in ctx.trace.nodes.values() if n.variable == event.tensor), None)
+    alias = event.result or event.tensor
+    return CutEvidence(
+        source_node=source if source in ctx.trace.nodes else None,
+        alias=alias,
+        alias_expression=expression,
+        use=ctx.facts.consumer(alias, event.seq),
+        alias_event=event.seq,
+        line=event.location.line if event.location else None,
+    )
 
 
 # ------------------------------------------------------------------------------------------ dead parameters
@@ -500,8 +536,8 @@ def _saved_entries(trace: Trace) -> Iterator[tuple[NodeRecord, SavedTensorRecord
 
 
 def _v(saved: SavedTensorRecord) -> str:
-    """The version at save time, or '?' for a node made before tracing began."""
-    return "?" if saved.saved_version is None else str(saved.saved_version)
+    """The version at save time, as `v{_v(saved)}` writes it: UNKNOWN_VERSION for a node made before tracing began."""
+    return version_text(saved.saved_version)[1:]
 
 
 def _overlaps(a: tuple[int, int], b: tuple[int, int] | None) -> bool:
@@ -582,7 +618,7 @@ def _saved_write_finding(
             file,
             line,
             f"{what} at v{_v(saved)}, was written in place at line {line}{by} through {via}, which shares "
-            f"its version counter: now v{now}. {then}",
+            f"its version counter: now {version_text(now)}. {then}",
             "Do not modify a tensor autograd saved: clone first (`x = x.clone()` or `c = out.detach().clone()`), "
             "use the out-of-place op, or do the update after backward (for optimizers: build the next loss after "
             "`step()`).",
@@ -591,6 +627,7 @@ def _saved_write_finding(
             nodes=[node.id],
             events=[write.event.seq] + ([backward.seq] if backward else []),
             affected_backward=backward.seq if backward else None,
+            evidence=[_write_evidence(ctx, write, node, saved, tensor, now, shares)],
         )
     if backward is not None:
         then = f"The backward at {line_of(backward)} used the changed values: its gradients are silently wrong."
@@ -622,6 +659,40 @@ def _saved_write_finding(
         events=[write.event.seq] + ([backward.seq] if backward else []),
         affected_backward=backward.seq if backward else None,
         measured=measured,
+        evidence=[_write_evidence(ctx, write, node, saved, tensor, now, shares)],
+    )
+
+
+def _write_evidence(
+    ctx: Context, write: _Write, node: NodeRecord, saved: SavedTensorRecord, tensor: TensorRecord,
+    now: int | None, shares: bool,
+) -> SavedTensorEvidence:
+    through_alias = write.tensor != tensor.id and write.tensor in ctx.trace.tensors
+    return SavedTensorEvidence(
+        node=node.id,
+        saved_name=saved.name,
+        tensor=tensor.id,
+        saved_version=saved.saved_version,
+        version_now=now if shares else saved.saved_version,  # a write through `.data` leaves the version alone
+        write_event=write.event.seq,
+        write_line=write.event.location.line if write.event.location else None,
+        writer=write.tensor,
+        writer_alias=ctx.facts.writer_alias(write.tensor) if through_alias else None,
+        shared_counter=shares,
+    )
+
+
+def _own_evidence(node: NodeRecord, saved: SavedTensorRecord, tensor: TensorRecord, event: Event) -> SavedTensorEvidence:
+    """A `.data =` or `detach_()` on the saved tensor itself: no version moves."""
+    return SavedTensorEvidence(
+        node=node.id,
+        saved_name=saved.name,
+        tensor=tensor.id,
+        saved_version=saved.saved_version,
+        version_now=saved.saved_version,
+        write_event=event.seq,
+        write_line=event.location.line if event.location else None,
+        writer=tensor.id,
     )
 
 
@@ -670,6 +741,7 @@ def _data_set_findings(ctx: Context, entries: dict[str, list[_Entry]]) -> list[F
                     events=[event.seq] + ([backward.seq] if backward else []),
                     affected_backward=backward.seq if backward else None,
                     measured=measured,
+                    evidence=[_own_evidence(node, saved, tensor, event)],
                 )
             )
     return findings
@@ -682,7 +754,7 @@ def _detach_inplace_findings(ctx: Context, entries: dict[str, list[_Entry]]) -> 
         if event.data.get("error") or event.data.get("source_grad_fn") is None:
             continue  # detaching a tensor that is in no graph changes nothing autograd saved
         file, line, code = ctx.where(event)
-        for node, _saved, tensor, backward in _saved_as_itself(ctx, event, entries, lambda s: not s.is_output):
+        for node, saved, tensor, backward in _saved_as_itself(ctx, event, entries, lambda s: not s.is_output):
             then = (
                 f"The backward at {line_of(backward)} raised \"{message}\"."
                 if backward and backward.data.get("outcome") == "error"
@@ -702,6 +774,7 @@ def _detach_inplace_findings(ctx: Context, entries: dict[str, list[_Entry]]) -> 
                     nodes=[node.id],
                     events=[event.seq] + ([backward.seq] if backward else []),
                     affected_backward=backward.seq if backward else None,
+                    evidence=[_own_evidence(node, saved, tensor, event)],
                 )
             )
     return findings

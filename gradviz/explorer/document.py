@@ -9,16 +9,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import collector
-from ..analysis.hierarchy import module_hierarchy
-from ..analysis.lifetime import END, lifetimes, memory_profile
-from ..analysis.names import Namer
+from ..analysis.evidence import evidence_summary
+from ..analysis.findings import CutEvidence, SavedTensorEvidence
+from ..analysis.lifetime import END
 from ..model import EventKind, Trace
 from ..paths import relative
-from ..render.annotate import annotate
 from ..render.graph_memory import headline
 from ..render.memory import relevant_tensors
+from ..render.picture import Picture
 from ..render.simplify import find_repeats
-from ..render.steps import roll_steps, split_steps
 from ..render.timeline import timeline_rows
 from .hierarchy import Groups, module_of_parameter
 
@@ -36,18 +35,24 @@ LINE_GROUP_MIN = 24  # this many ops of one line in one box: they get a box of t
 _CONTEXT = 3  # lines either side of an implicated line of library code
 
 
-def explorer_document(trace: Trace, findings: Sequence[Finding] = (), *, title: str | None = None) -> dict[str, Any]:
-    """Everything the page shows, as one JSON-ready dict (its shape: gradviz/explorer/README.md)."""
+def explorer_document(
+    trace: Trace, findings: Sequence[Finding] = (), *, title: str | None = None, picture: Picture | None = None
+) -> dict[str, Any]:
+    """Everything the page shows, as one JSON-ready dict (its shape: gradviz/explorer/README.md). `picture`: the
+    picture model of `trace` and `findings` when the caller has one (the other views of the run read the same)."""
     with collector.paused():
-        return _Builder(trace, sorted(findings, key=lambda f: f.sort_key()), title).build()
+        if picture is None or not picture.of(trace, findings):
+            picture = Picture(trace, findings)
+        return _Builder(picture, title).build()
 
 
 class _Builder:
-    def __init__(self, trace: Trace, findings: list[Finding], title: str | None) -> None:
-        self.trace = trace
-        self.findings = findings
+    def __init__(self, picture: Picture, title: str | None) -> None:
+        self.picture = picture
+        self.trace = picture.trace
+        self.findings = picture.findings
         self.title = title
-        self.namer = Namer(trace)
+        self.namer = picture.namer
         self._storage_names: dict[str, str] | None = None
         self.files: list[str] = []
         self.tensor_index: dict[str, int] = {}
@@ -90,14 +95,15 @@ class _Builder:
         trace = self.trace
         if trace.script:
             self.file_index(trace.script)
-        notes = annotate(trace, self.findings)
-        steps = split_steps(trace)
-        rolls, mapping = roll_steps(trace, steps, notes) if len(steps) > 1 else ([], {})
+        picture = self.picture
+        notes = picture.annotations
+        steps = picture.steps
+        rolls, mapping = picture.rolls
         hidden = set(mapping)  # nodes of steps drawn by their representative
-        life = lifetimes(trace)
+        life = picture.lifetimes
         freed = {nid: stop for start, stop, nid in life.intervals if stop < END}
 
-        groups = Groups(module_hierarchy(trace))
+        groups = Groups(picture.hierarchy)
         roll_of: dict[str, str] = {}
         for roll in rolls:
             numbers = roll.numbers
@@ -278,9 +284,13 @@ class _Builder:
         node: dict[str, Any] = {"label": label, "kind": kind, "seq": record.seq}
         if record.module:
             node["module"] = record.module
-        if record.created is not None:
-            node["file"] = self.file_index(record.created.file)
-            node["line"] = record.created.line
+        created = record.created
+        if leaf and record.variable in trace.tensors and trace.tensors[record.variable].created is not None:
+            # a leaf is made where its tensor was (the memory view's "initialised (line N)"), not where first used
+            created = trace.tensors[record.variable].created
+        if created is not None:
+            node["file"] = self.file_index(created.file)
+            node["line"] = created.line
         if record.output is not None:
             node["out"] = self.tensor(record.output)
         if leaf and record.variable is not None:
@@ -313,12 +323,11 @@ class _Builder:
         for nid, record in trace.nodes.items():
             if record.output in tensors or record.variable in tensors:
                 wanted.append(nid)
-        if f.kind.value == "cut_edge":
-            for cut in notes.cuts:
-                if cut.alias in tensors:
-                    wanted += [n for n in (cut.source, cut.target) if n is not None]
-        if f.kind.value in ("poisoned_saved_tensor", "silently_corrupted_saved_tensor", "detach_inplace_saved"):
-            wanted += [nid for (nid, _name) in notes.saved if nid in f.nodes or not f.nodes]
+        for evidence in f.evidence:  # the two ends of each cut, the node that saved the tensor
+            if isinstance(evidence, CutEvidence):
+                wanted += [n for n in (evidence.source_node, evidence.use) if n is not None]
+            elif isinstance(evidence, SavedTensorEvidence):
+                wanted.append(evidence.node)
         targets = sorted({i for n in wanted for i in copies.get(mapping.get(n, n), [])})
         return {
             "kind": f.kind.value, "severity": f.severity.value, "message": f.message, "fix": f.fix,
@@ -326,6 +335,7 @@ class _Builder:
             "parameter": f.parameter, "nodes": targets,
             "tensors": [i for i in (self.tensor(t) for t in f.tensors) if i is not None],
             **({"measured": self._measured(f.measured)} if f.measured is not None else {}),  # --verify (also in message)
+            "evidence": evidence_summary(f.evidence[0], self.namer) if f.evidence else None,
         }
 
     def _measured(self, measured: Any) -> dict[str, Any]:
@@ -336,13 +346,17 @@ class _Builder:
         return out
 
     def _events(self) -> list[dict[str, Any]]:
-        rows = timeline_rows(self.trace, self.findings, max_rows=MAX_EVENTS)
+        rows = timeline_rows(self.trace, self.findings, max_rows=MAX_EVENTS, namer=self.namer)
+        number = {e.seq: i + 1 for i, e in enumerate(self.trace.events)}
         out = []
         for row in rows:
             versions = [[self.tensor(v["tensor"]), v["before"], v["after"]]
                         for v in row["versions"] if v["tensor"] in self.trace.tensors]
+            last = max(row["seqs"]) if row["seqs"] else row["seq"]
             event = {
-                "seq": row["seq"], "last": max(row["seqs"]) if row["seqs"] else row["seq"], "kind": row["kind"],
+                # which of the trace's events (1-based) this row starts at: the scrubber counts the header's events
+                "number": number.get(row["seq"], 0),
+                "seq": row["seq"], "last": last, "kind": row["kind"],
                 "file": self.file_index(row["file"]), "line": row["line"], "code": row["code"],
                 "alias": row["alias"], "versions": versions, "text": row["versions_text"],
                 "outcome": row["error"] or row["outcome"] or "", "count": row["count"],
@@ -389,7 +403,7 @@ class _Builder:
     def _chart(self) -> dict[str, Any] | None:
         if not self.trace.nodes:
             return None
-        profile = memory_profile(self.trace)
+        profile = self.picture.memory_profile
         points = profile.points
         if len(points) > MAX_CHART_POINTS:  # keep the shape: every k-th point and the peak
             k = len(points) // MAX_CHART_POINTS + 1
@@ -398,7 +412,7 @@ class _Builder:
                 keep.add(points.index(profile.peak) if profile.peak in points else 0)
             points = [points[i] for i in sorted(keep)]
         return {
-            "headline": headline(self.trace),
+            "headline": headline(self.trace, self.picture.memory_profile),
             "points": [list(p) for p in points], "end": profile.end,
             "backwards": [s for s, _ in profile.backwards], "peak": list(profile.peak) if profile.peak else None,
             "holders": [list(h) for h in profile.top_holders],

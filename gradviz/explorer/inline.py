@@ -4,23 +4,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..render.escape import html_text
+from ..render.diagram import mime_subset
+from ..render.views import HEIGHT, inline_html
+from .page import explorer_html
 
 if TYPE_CHECKING:
     from ..render.diagram import Diagram
 
-__all__ = ["Explorer", "inline_html"]
-
-#: Height of the frame in a notebook: the page lays itself out in whatever it gets; this is tall enough for the
-#: graph, the scrubber and the memory tables without scrolling the notebook inside the cell.
-HEIGHT = 760
-
-
-def inline_html(page: str, *, height: int = HEIGHT) -> str:
-    """`page` in an iframe: its scripts run in a sandbox of their own (no access to the notebook), its CSS cannot
-    restyle the notebook, and it is as wide as the output area."""
-    return (f'<iframe class="gradviz-explorer" sandbox="allow-scripts" style="width:100%;max-width:100%;'
-            f'height:{int(height)}px;border:1px solid #ddd;box-sizing:border-box" srcdoc="{html_text(page)}"></iframe>')
+__all__ = ["HEIGHT", "Explorer", "inline_html"]
 
 
 class Explorer:
@@ -31,14 +22,10 @@ class Explorer:
         self.diagram = diagram
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        from ..render.report import report_html
-
-        bundle: dict[str, Any] = {"text/html": inline_html(report_html(self.diagram.trace, self.diagram.findings))}
+        bundle: dict[str, Any] = {"text/html": inline_html(explorer_html(self.diagram.trace, self.diagram.findings, picture=self.diagram.picture))}
         static = self.diagram._repr_mimebundle_()
         for key, value in static.items():
             bundle.setdefault(key, value)
-        from ..render.diagram import mime_subset
-
         return mime_subset(bundle, include, exclude)
 
     def __repr__(self) -> str:

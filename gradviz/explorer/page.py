@@ -8,11 +8,13 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from ..render.escape import html_text
+from ..render.palette import css_variables
 from .document import explorer_document
 
 if TYPE_CHECKING:
     from ..analysis.findings import Finding
     from ..model import Trace
+    from ..render.picture import Picture
 
 __all__ = ["embed_json", "explorer_html", "read_document"]
 
@@ -20,9 +22,12 @@ __all__ = ["embed_json", "explorer_html", "read_document"]
 SCRIPTS = ("vendor/dagre.min.js", "explorer.js")
 
 
-def explorer_html(trace: Trace, findings: Sequence[Finding] = (), *, title: str | None = None) -> str:
-    """The explorer for `trace` and its findings as one HTML string: no external scripts, styles, fonts or images."""
-    document = explorer_document(trace, findings, title=title)
+def explorer_html(
+    trace: Trace, findings: Sequence[Finding] = (), *, title: str | None = None, picture: Picture | None = None
+) -> str:
+    """The explorer for `trace` and its findings as one HTML string: no external scripts, styles, fonts or images.
+    `picture`: the picture model the other views of this run were drawn from (render/picture.py)."""
+    document = explorer_document(trace, findings, title=title, picture=picture)
     return page_html(document)
 
 
@@ -34,7 +39,7 @@ def page_html(document: dict[str, Any]) -> str:
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
         '<link rel="icon" href="data:,">\n'  # no favicon request, even from file://
         f"<title>{html_text(document['title'])}</title>\n"
-        f"<style>{_asset('explorer.css')}</style>\n"
+        f"<style>{css_variables()}\n{_asset('explorer.css')}</style>\n"
         "</head><body>\n"
         '<div id="gv-app" class="gv-app"><noscript>This page needs JavaScript to draw the trace.</noscript></div>\n'
         f'<script type="application/json" id="gv-data">{embed_json(document)}</script>\n'

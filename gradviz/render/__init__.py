@@ -3,24 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .diagram import SAVE_FORMATS, Diagram, GraphvizNotFound
+from .picture import Picture
+from .views import VIEWS, page_html
 
 if TYPE_CHECKING:
     from ..analysis.findings import Finding
     from ..model import Trace
 
-__all__ = ["VIEWS", "Diagram", "GraphvizNotFound", "draw", "render"]
-
-#: The views `render` can draw.
-VIEWS: dict[str, str] = {
-    "graph": "the autograd graph with cut edges, dead parameters and poisoned saved tensors marked",
-    "memory": "storages, the tensors in them and their version counters",
-    "timeline": "the events in program order with versions before and after each write",
-    "report": "a self-contained HTML page with the findings, all views and the source",
-    "graph-memory": "a chart of the bytes live autograd graphs hold, step by step, with the peak and who holds it",
-}
+__all__ = ["VIEWS", "Diagram", "GraphvizNotFound", "Picture", "render"]
 
 
 def render(
@@ -36,43 +29,48 @@ def render(
     show_saved: bool = True,
     step: int | None = None,
     show_all: bool = False,
+    picture: Picture | None = None,
 ) -> Diagram:
     """Draw one view of `trace`; with `path`, also save it there (the suffix, or `format`, picks the format).
 
     Graph view: `depth` 0 draws one box per outermost model, 1 its children, ..., "all" every op; the default is the
-    deepest depth that fits about 80 boxes (`diagram.messages` says which). `collapse_modules=True` is depth 1."""
+    deepest depth that fits about 80 boxes (`diagram.messages` says which). `collapse_modules=True` is depth 1.
+
+    `picture`: the picture model of `trace` and `findings` (render/picture.py), to share what one view derived
+    with the next (several outputs of one run); by default one is made here."""
     if view not in VIEWS:
         raise ValueError(f"unknown view {view!r}; choose one of {', '.join(repr(v) for v in VIEWS)}")
     if findings is None:
-        findings = _diagnose(trace)
+        findings = picture.findings if picture is not None and picture.trace is trace else _diagnose(trace)
+    if picture is None or not picture.of(trace, findings):
+        picture = Picture(trace, findings)
     if view == "graph":
         from .graph import graph_view
 
         drawn = graph_view(
             trace, findings, max_nodes=max_nodes, collapse_modules=collapse_modules, depth=depth,
-            show_saved=show_saved, step=step,
+            show_saved=show_saved, step=step, picture=picture,
         )
         diagram = Diagram(view=view, trace=trace, findings=findings, digraph=drawn.digraph, svg=drawn.svg)
         diagram.messages = drawn.messages
     elif view == "memory":
         from .memory import memory_digraph
 
-        diagram = Diagram(view=view, trace=trace, findings=findings, digraph=memory_digraph(trace, findings, show_all=show_all))
+        diagram = Diagram(view=view, trace=trace, findings=findings, digraph=memory_digraph(trace, findings, show_all=show_all, picture=picture))
     elif view == "timeline":
         from .timeline import timeline_digraph
 
-        diagram = Diagram(view=view, trace=trace, findings=findings, digraph=timeline_digraph(trace, findings))
+        diagram = Diagram(view=view, trace=trace, findings=findings, digraph=timeline_digraph(trace, findings, picture=picture))
     elif view == "graph-memory":
         from .graph_memory import graph_memory_image
 
         diagram = Diagram(
             view=view, trace=trace, findings=findings, digraph=None,
-            image=lambda fmt: graph_memory_image(trace, findings, fmt),
+            image=lambda fmt: graph_memory_image(trace, findings, fmt, picture),
         )
     else:
-        from .report import report_html
-
-        diagram = Diagram(view=view, trace=trace, findings=findings, digraph=None, html=report_html(trace, findings))
+        diagram = Diagram(view=view, trace=trace, findings=findings, digraph=None, html=page_html(trace, findings, picture))
+    diagram.picture = picture
 
     if format is not None:
         suffix = "." + format.lower().lstrip(".")
@@ -90,48 +88,6 @@ def render(
     if path is not None:
         diagram.save(path)
     return diagram
-
-
-def draw(tensor: Any, **options: Any) -> Diagram:
-    """The annotated autograd graph of an existing tensor, without tracing (like torchviz's make_dot).
-
-    Accepts a tensor or a tuple of tensors and the keyword options of `render`, plus `params`
-    (a dict of name -> parameter, as in torchviz) to name leaves.
-    """
-    from ..tracer.walk import walk_graph
-
-    params = options.pop("params", None)
-    trace = walk_graph(tensor, params=params)
-    if options.get("findings") is None:
-        options["findings"] = _walk_findings(trace)
-    return render(trace, "graph", **options)
-
-
-def _walk_findings(trace: Trace) -> list[Finding]:
-    """What a walked graph shows without events: saved tensors whose version moved since they were saved."""
-    from ..analysis.findings import Finding, FindingKind
-
-    found = []
-    for node in trace.nodes.values():
-        for saved in node.saved:
-            tensor = trace.tensors.get(saved.tensor) if saved.tensor else None
-            if tensor is None or saved.saved_version is None or tensor.version in (None, saved.saved_version):
-                continue
-            found.append(
-                Finding(
-                    kind=FindingKind.POISONED_SAVED_TENSOR,
-                    file=None,
-                    line=None,
-                    message=(
-                        f"{node.name} saved {saved.name!r} at version {saved.saved_version}; it is now at version "
-                        f"{tensor.version}, so backward will raise"
-                    ),
-                    fix="write to a copy (x.clone()) instead of the saved tensor, or do the in-place write after backward",
-                    tensors=[tensor.id],
-                    nodes=[node.id],
-                )
-            )
-    return found
 
 
 def _diagnose(trace: Trace) -> list[Finding]:

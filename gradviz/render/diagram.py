@@ -14,6 +14,7 @@ import graphviz
 if TYPE_CHECKING:
     from ..analysis.findings import Finding
     from ..model import Trace
+    from .picture import Picture
 
 __all__ = ["Diagram", "GraphvizNotFound", "SAVE_FORMATS"]
 
@@ -71,6 +72,7 @@ class Diagram:
         self._image = image  # a chart drawn without Graphviz (graph-memory): format name -> bytes
         self._svg: str | None = svg  # dot's SVG of `digraph`, when it was already drawn (to measure it)
         self.messages: list[str] = []  # how the view was drawn, for the user (`modules drawn at depth 2 ...`)
+        self.picture: Picture | None = None  # the picture model it was drawn from, for the page made from it
 
     # ------------------------------------------------------------------ content
     @property
@@ -91,9 +93,9 @@ class Diagram:
     def html(self) -> str:
         """The self-contained HTML report of the trace and findings."""
         if self._html is None:
-            from .report import report_html
+            from .views import page_html
 
-            self._html = report_html(self.trace, self.findings)
+            self._html = page_html(self.trace, self.findings, self.picture)
         return self._html
 
     def to_json(self, *, indent: int | None = None) -> str:
@@ -158,7 +160,7 @@ class Diagram:
         if self._image is not None:
             bundle = {"image/svg+xml": self.svg()}
         elif self.digraph is None:
-            from ..explorer.inline import inline_html
+            from .views import inline_html
 
             bundle = {"text/html": inline_html(self.html())}
         else:

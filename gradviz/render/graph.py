@@ -12,11 +12,13 @@ from typing import TYPE_CHECKING, Hashable
 import graphviz
 
 from .. import collector
-from ..analysis.hierarchy import Hierarchy, module_hierarchy
-from .annotate import Annotations, annotate
+from ..analysis.hierarchy import Hierarchy
+from .annotate import Annotations
 from .escape import FONT, html_label_text, quote_id, shorten
+from .palette import PALETTE
 from .simplify import Core, CoreNode, Roll
-from .steps import StepRoll, after_window, only_step, roll_steps, split_steps
+from .picture import Picture
+from .steps import StepRoll, after_window, only_step
 
 if TYPE_CHECKING:
     from ..analysis.findings import Finding
@@ -39,26 +41,7 @@ BIG = 150  # above this many autograd nodes: compact labels, saved tensors only 
 SPLIT_SHARED_ABOVE = 60  # above this many autograd nodes, a parameter used many times gets a node per use
 
 #: Every style the view can use: legend key -> (fill colour, description). The legend lists only those used.
-LEGEND: dict[str, tuple[str, str]] = {
-    "backward": ("lightgrey", "backward node (grad_fn)"),
-    "leaf": ("lightblue", "leaf tensor or parameter: receives .grad"),
-    "output": ("darkolivegreen1", "output: backward starts here"),
-    "saved": ("orange", "tensor saved for backward"),
-    "poisoned": ("#ff6666", "saved tensor changed in place: backward raises"),
-    "detached_saved": ("#ff6666", "saved input detached in place: backward raises"),
-    "corrupted": ("orchid", "saved tensor's bytes changed, version unchanged: gradient silently wrong"),
-    "dead": ("#eeeeee", "parameter that never receives a gradient"),
-    "updated": ("gold", "parameter updated without a gradient"),
-    "unused_alias": ("white", "detached value not used by any op that needs grad"),
-    "group": ("#f5ecd7", "collapsed nn.Module call"),
-    "summary": ("white", "part of the graph not shown (max_nodes)"),
-    "roll": ("#eef4ff", "loop body drawn once for all its iterations"),
-    "step": ("#f3faee", "training step (backward call) drawn once for all steps of the same graph"),
-    "cut": ("red", "gradient path cut by .detach() / .data (dashed)"),
-    "carried": ("blue", "value carried from the previous iteration (dashed)"),
-    "kept": ("#ffd8a8", "value keeping the graphs of many steps alive (graph_kept_alive)"),
-    "freed": ("#ffcccc", "graph an earlier backward freed, built on again (dashed)"),
-}
+LEGEND: dict[str, tuple[str, str]] = {key: (swatch.colour, swatch.legend) for key, swatch in PALETTE.items() if key != "silent"}
 
 # torch.utils.checkpoint(..., use_reentrant=True): the block runs under no_grad, its graph is built again in backward
 _CHECKPOINT = "CheckpointFunctionBackward"
@@ -99,6 +82,7 @@ def graph_view(
     depth: int | str | None = None,
     show_saved: bool = True,
     step: int | None = None,
+    picture: Picture | None = None,
 ) -> GraphView:
     """The annotated autograd graph of every tensor in `trace`, and what to tell the user about how it was drawn.
 
@@ -118,8 +102,9 @@ def graph_view(
     if collapse_modules is not False and depth is None:
         chosen = 1 if collapse_modules is True else max(int(collapse_modules), 0)
     with collector.paused():  # only allocation happens here; collections triggered by 10k+ new objects would dominate
-        notes = annotate(trace, findings)
-        prepared = _prepare(trace, notes, show_saved=show_saved, step=step)
+        picture = Picture(trace, findings) if picture is None else picture
+        notes = picture.annotations
+        prepared = _prepare(trace, notes, show_saved=show_saved, step=step, picture=picture)
 
         def draw(core: Core) -> graphviz.Digraph:
             return _emit(trace, notes, core, prepared.copies, budget=budget, show_saved=show_saved)
@@ -164,10 +149,10 @@ class _Prepared:
         return self.copies.get(cid, cid)
 
 
-def _prepare(trace: Trace, notes: Annotations, *, show_saved: bool, step: int | None) -> _Prepared:
+def _prepare(trace: Trace, notes: Annotations, *, show_saved: bool, step: int | None, picture: Picture) -> _Prepared:
     core = Core()
     nodes = trace.nodes
-    steps = split_steps(trace)
+    steps = picture.steps
     keep = only_step(trace, steps, step) if step is not None else None
     beyond = after_window(trace, steps)  # the forward of step N + 1, recorded before the window closed
     if beyond:
@@ -186,7 +171,7 @@ def _prepare(trace: Trace, notes: Annotations, *, show_saved: bool, step: int | 
 
     # 0. training steps, episodes, closure calls: steps that built the same graph are drawn once
     if step is None and len(steps) > 1:
-        _roll_steps(trace, notes, core, steps)
+        _roll_steps(trace, notes, core, steps, picture.rolls)
 
     # 1. loops: one body per loop, marked with its count
     order = [
@@ -218,7 +203,7 @@ def _prepare(trace: Trace, notes: Annotations, *, show_saved: bool, step: int | 
     # the loss stays its own box, painted as the output, even inside a module (nn.BCEWithLogitsLoss)
     ran_backward = any(e.kind.value == "backward" for e in trace.events)  # else every sink counts as an output
     unfolded = notes.protected | (_outputs(trace, core, core.parents(), copies) if ran_backward else set())
-    return _Prepared(core, copies, module_hierarchy(trace), weight, attach, zone, unfolded)
+    return _Prepared(core, copies, picture.hierarchy, weight, attach, zone, unfolded)
 
 
 def _finish(
@@ -407,9 +392,11 @@ def _box_keys(core: Core, tree: Hierarchy, depth: int) -> dict[str, str | None]:
     return keys
 
 
-def _roll_steps(trace: Trace, notes: Annotations, core: Core, steps: list) -> None:
+def _roll_steps(
+    trace: Trace, notes: Annotations, core: Core, steps: list, rolled: tuple[list[StepRoll], dict[str, str]]
+) -> None:
     """Draw steps of one shape once; findings of every step move onto the representative, saying which step."""
-    rolls, mapping = roll_steps(trace, steps, notes)
+    rolls, mapping = rolled
     step_of: dict[str, tuple[int, int]] = {}
     for g, (roll, members) in enumerate(zip(rolls, _members(rolls, steps))):
         for number, ids in members:

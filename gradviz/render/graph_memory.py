@@ -5,18 +5,19 @@ from __future__ import annotations
 import io
 from typing import TYPE_CHECKING
 
-from ..analysis.lifetime import memory_profile, size_text
+from ..analysis.lifetime import MemoryProfile, memory_profile, size_text
 
 if TYPE_CHECKING:
     from ..analysis.findings import Finding
     from ..model import Trace
+    from .picture import Picture
 
 IMAGE_FORMATS = ("svg", "png", "pdf")
 
 
-def headline(trace: Trace) -> str:
+def headline(trace: Trace, profile: MemoryProfile | None = None) -> str:
     """One line a newcomer reads at a glance: the peak, and what grows by how much per step, held by which line."""
-    profile = memory_profile(trace)
+    profile = memory_profile(trace) if profile is None else profile
     peak = f"peak {size_text(profile.peak[1])}" if profile.peak else "no saved tensors held"
     if profile.kept:
         _seq, line, per_step, nodes = profile.kept[0]
@@ -25,14 +26,14 @@ def headline(trace: Trace) -> str:
     return f"Graph memory: saved tensors {peak}; no graph outlives its step"
 
 
-def graph_memory_image(trace: Trace, findings: list[Finding], fmt: str) -> bytes:
+def graph_memory_image(trace: Trace, findings: list[Finding], fmt: str, picture: Picture | None = None) -> bytes:
     """The chart as `fmt` (svg, png or pdf) bytes. Matplotlib is imported here only, with a non-GUI canvas."""
     if fmt not in IMAGE_FORMATS:
         raise ValueError(f"the graph-memory view draws {', '.join(IMAGE_FORMATS)}, not {fmt!r}")
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    profile = memory_profile(trace)
+    profile = picture.memory_profile if picture is not None else memory_profile(trace)
     figure = Figure(figsize=(9, 4.8), dpi=100)
     FigureCanvasAgg(figure)  # a canvas of our own: never pyplot, never the program's backend
     axes = figure.add_subplot(1, 1, 1)
@@ -82,7 +83,7 @@ def graph_memory_image(trace: Trace, findings: list[Finding], fmt: str) -> bytes
     axes.set_ylim(bottom=0, top=max(max(ys) / scale * 1.7, 1))  # room above the curve for the holders box
     axes.set_xlim(0, max(profile.end, 1))
     axes.set_ylabel(f"saved tensors held by live graphs ({unit})", color="#d62728")
-    axes.set_title(_drawable(headline(trace)), fontsize=10)
+    axes.set_title(_drawable(headline(trace, profile)), fontsize=10)
     axes.grid(axis="y", alpha=0.3)
     figure.tight_layout()
     buffer = io.BytesIO()

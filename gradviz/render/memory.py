@@ -10,15 +10,18 @@ from typing import TYPE_CHECKING
 
 import graphviz
 
+from ..analysis.findings import version_text
 from ..analysis.initialisation import initialisation_writes, setup_events
 from ..analysis.names import Namer
 from ..model import Event, EventKind, OpRecord, Trace, VersionChange
 from .escape import FONT, html_label_text, plain_label, quote_id, shorten
+from .palette import PALETTE
 from .per_step import Repeat, fold_repeats, per_step_repeats, steps_text
 from .steps import Step, split_steps
 
 if TYPE_CHECKING:
     from ..analysis.findings import Finding
+    from .picture import Picture
 
 __all__ = [
     "FINDING_COLOURS",
@@ -31,18 +34,24 @@ __all__ = [
 ]
 
 #: Outline colour of a tensor or storage a finding is about: the graph view's colours for the same findings.
+_FINDING_MARKS = {  # finding kind -> its mark in the palette
+    "poisoned_saved_tensor": "poisoned",  # red: backward raises
+    "detach_inplace_saved": "detached_saved",
+    "silently_corrupted_saved_tensor": "corrupted",  # magenta: backward succeeds with wrong gradients
+    "update_without_gradient": "updated",
+    "dead_parameter": "dead",
+    "cut_edge": "cut",
+}
 FINDING_COLOURS: dict[str, str] = {
-    "poisoned_saved_tensor": "#ff6666",  # red: backward raises
-    "detach_inplace_saved": "#ff6666",
-    "silently_corrupted_saved_tensor": "orchid",  # magenta: backward succeeds with wrong gradients
-    "update_without_gradient": "gold",
-    "dead_parameter": "gray55",
-    "cut_edge": "red",
+    kind: PALETTE[mark].line or PALETTE[mark].colour for kind, mark in _FINDING_MARKS.items()
 }
 #: Light fill behind a tensor drawn in one of the colours above.
-_FINDING_FILLS = {"#ff6666": "#ffe3e3", "orchid": "#f9e3f8", "gold": "#fff6cc", "gray55": "#eeeeee", "red": "#ffe8e8"}
+_FINDING_FILLS = {PALETTE[mark].line or PALETTE[mark].colour: PALETTE[mark].tint or PALETTE[mark].colour
+                  for mark in _FINDING_MARKS.values()}
 SAVED_COLOUR = "#f5a623"  # orange, as the graph view draws saved tensors
 WRITE_COLOUR = "#555555"
+SAVED_TEXT = PALETTE["saved"].line or PALETTE["saved"].colour  # "saved by ..." lines
+SILENT = PALETTE["silent"].colour  # a write the version counter did not notice
 _FONT = FONT
 _MONO = "Courier"
 
@@ -58,6 +67,7 @@ def memory_digraph(
     max_tensors: int | None = 60,
     max_writes: int = 40,
     rankdir: str = "LR",
+    picture: Picture | None = None,
 ) -> graphviz.Digraph:
     """Storages as boxes, tensors pointing at the byte range they use and at their version counter, writes.
 
@@ -70,7 +80,9 @@ def memory_digraph(
     summarised: list[str] = []
     # an alias made at one line in every step (and what it aliases): one drawn for all, titled ×N (steps ...)
     aliases = any(t.origin in ("data", "detach") for t in trace.tensors.values())
-    steps = split_steps(trace) if not show_all and (keep or aliases) else None  # once, for repeats and the table
+    steps = None
+    if not show_all and (keep or aliases):  # once, for repeats and the table
+        steps = picture.steps if picture is not None else split_steps(trace)
     repeats = per_step_repeats(trace, findings, steps) if steps and aliases else []
     folded, marks = fold_repeats(trace, findings, repeats)
     tabled_aliases: list[str] = []
@@ -100,7 +112,7 @@ def memory_digraph(
     shown = set(tensor_ids)
     hot_tensor, hot_event = _finding_colours(findings)
     saved_by = _saved_by(trace, shown)
-    namer = Namer(trace)
+    namer = picture.namer if picture is not None else Namer(trace)
 
     dot = graphviz.Digraph("memory")
     dot.attr("graph", rankdir=rankdir, fontname=_FONT, fontsize="10", nodesep="0.2", ranksep="0.6")
@@ -413,8 +425,8 @@ def _saved_by(trace: Trace, shown: set[str]) -> dict[str, list[str]]:
     for node in trace.nodes.values():
         for saved in node.saved:
             if saved.tensor in shown:
-                version = "?" if saved.saved_version is None else saved.saved_version
-                out.setdefault(saved.tensor, []).append(f"saved by {node.name} ({saved.name}) at v{version}")
+                version = version_text(saved.saved_version)
+                out.setdefault(saved.tensor, []).append(f"saved by {node.name} ({saved.name}) at {version}")
     return out
 
 
@@ -430,11 +442,12 @@ def _bound_writes(writes: list[Event], hot_event: dict[int, str], limit: int) ->
 
 
 _FINDING_WORDS = {
-    "#ff6666": "finding: saved tensor written in place (backward raises)",
-    "orchid": "finding: saved tensor's bytes changed, version did not move (gradients silently wrong)",
-    "gold": "finding: parameter updated without a gradient",
-    "gray55": "finding: parameter that never gets a gradient",
-    "red": "finding: gradient path cut here",
+    FINDING_COLOURS["poisoned_saved_tensor"]: "finding: saved tensor written in place (backward raises)",
+    FINDING_COLOURS["silently_corrupted_saved_tensor"]:
+        "finding: saved tensor's bytes changed, version did not move (gradients silently wrong)",
+    FINDING_COLOURS["update_without_gradient"]: "finding: parameter updated without a gradient",
+    FINDING_COLOURS["dead_parameter"]: "finding: parameter that never gets a gradient",
+    FINDING_COLOURS["cut_edge"]: "finding: gradient path cut here",
 }
 
 
@@ -446,10 +459,10 @@ def _legend(colours: set[str], saved: bool, writes: bool) -> str:
         _legend_row("- - \N{WHITE CIRCLE}", "#444444", "the tensor uses this version counter (shared = same versions)"),
     ]
     if saved:
-        rows.append(_legend_row("saved by \N{HORIZONTAL ELLIPSIS}", "#b36b00", "kept by an autograd node for backward, "
+        rows.append(_legend_row("saved by \N{HORIZONTAL ELLIPSIS}", SAVED_TEXT, "kept by an autograd node for backward, "
                                 "at the version shown"))
     if writes:
-        rows.append(_legend_row("v0 \N{RIGHTWARDS ARROW} v0", "#a0309a",
+        rows.append(_legend_row("v0 \N{RIGHTWARDS ARROW} v0", SILENT,
                                 "in-place write: versions before \N{RIGHTWARDS ARROW} after; "
                                 "(not noticed) = bytes changed, version did not"))
     for colour, words in _FINDING_WORDS.items():
@@ -494,8 +507,8 @@ def change_text(trace: Trace, change: VersionChange, *, write: bool = True, labe
     `write`: the change is one the event wrote bytes for (`Event.written`), not a tensor it merely looked at."""
     if label is None:
         label = Namer(trace).tensor(change.tensor)
-    before = "?" if change.before is None else f"v{change.before}"
-    after = "?" if change.after is None else f"v{change.after}"
+    before = version_text(change.before)
+    after = version_text(change.after)
     text = f"{label}: {before} \N{RIGHTWARDS ARROW} {after}"
     if write and change.before == change.after and change.before is not None:
         text += " (not noticed)"
@@ -577,9 +590,9 @@ def _tensor_label(
     if t.created is not None and t.parameter is None:  # tells apart the `x` of each line and step
         details += f" \N{MIDDLE DOT} line {t.created.line}"
     rows.append(_cell(shorten(details, 60), colour="#555555", size=9))
-    rows.extend(_cell(line, colour="#b36b00", size=9) for line in saved[:3])
+    rows.extend(_cell(line, colour=SAVED_TEXT, size=9) for line in saved[:3])
     if len(saved) > 3:
-        rows.append(_cell(f"saved by {len(saved) - 3} more nodes", colour="#b36b00", size=9))
+        rows.append(_cell(f"saved by {len(saved) - 3} more nodes", colour=SAVED_TEXT, size=9))
     if t.is_inference:
         rows.append(_cell("inference tensor: no version counter", colour="#555555", size=9))
     fill = "#fff6e5" if saved and colour is None else "#eef4fb"
@@ -610,7 +623,7 @@ def _counter_label(
     start = first[0] if first else min((trace.tensors[tid].version or 0 for tid in members), default=0)
     rows = [_cell(shorten(namer.counter(cid), 48), bold=True)]
     if counter.created_by == "data":
-        rows.append(_cell("fresh counter (made by .data)", colour="#a0309a", size=9))
+        rows.append(_cell("fresh counter (made by .data)", colour=SILENT, size=9))
     steps = [f"v{start}"] + [f"v{after} (line {line})" for after, line in history]
     if len(steps) > 5:
         steps = steps[:2] + [f"\N{HORIZONTAL ELLIPSIS} {len(steps) - 4} more"] + steps[-2:]
@@ -620,7 +633,7 @@ def _counter_label(
         if len(unnoticed) > 4:
             lines += ", \N{HORIZONTAL ELLIPSIS}"
         rows.append(_cell(f"not moved by the write{'s' if len(unnoticed) > 1 else ''} at line {lines}",
-                          colour="#a0309a", size=9))
+                          colour=SILENT, size=9))
     return _table(rows, "#7a5aa8", fill="#f4f0fa")
 
 
@@ -676,7 +689,7 @@ def _write_label(
     for v in changes[:6]:
         hidden = v.before == v.after
         text = change_text(trace, v, label=namer.tensor(v.tensor))
-        rows.append(_cell(text, mono=True, size=9, colour="#a0309a" if hidden else None))
+        rows.append(_cell(text, mono=True, size=9, colour=SILENT if hidden else None))
     if len(changes) > 6:
         rows.append(_cell(f"\N{HORIZONTAL ELLIPSIS} {len(changes) - 6} more tensors", size=9))
     return _table(rows, colour, fill="#ffffff", width=2 if colour != WRITE_COLOUR else 1)

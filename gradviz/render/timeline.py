@@ -11,18 +11,21 @@ import graphviz
 
 from ..model import Event, EventKind, Trace
 from .escape import FONT, html_label_text, shorten
+from .palette import PALETTE, SEVERITIES
+from ..analysis.findings import version_text
 from ..analysis.initialisation import setup_events
 from ..analysis.names import Namer
 from .memory import change_text, code_text
 
 if TYPE_CHECKING:
     from ..analysis.findings import Finding
+    from .picture import Picture
 
 __all__ = ["SEVERITY_FILL", "SEVERITY_COLOURS", "timeline_digraph", "timeline_rows", "timeline_table"]
 
 #: Row background and accent colour per finding severity (shared with the HTML report).
-SEVERITY_FILL = {"error": "#fde3e3", "warning": "#fff1cc", "info": "#e3eefc"}
-SEVERITY_COLOURS = {"error": "#c62828", "warning": "#b26a00", "info": "#1f6fbf"}
+SEVERITY_FILL = {name: swatch.tint or swatch.colour for name, swatch in SEVERITIES.items()}
+SEVERITY_COLOURS = {name: swatch.colour for name, swatch in SEVERITIES.items()}
 _SEVERITY_RANK = {"error": 0, "warning": 1, "info": 2}
 _FONT = FONT
 _MONO = "Courier"
@@ -30,7 +33,7 @@ _MAX_PERIOD = 64  # longest repeated block of rows (a loop body) that folding lo
 
 
 def timeline_rows(
-    trace: Trace, findings: Sequence[Finding] = (), *, max_rows: int | None = 300
+    trace: Trace, findings: Sequence[Finding] = (), *, max_rows: int | None = 300, namer: Namer | None = None
 ) -> list[dict[str, Any]]:
     """One dict per event in program order, repeated blocks (loop bodies) folded into one row with `count`.
 
@@ -43,7 +46,7 @@ def timeline_rows(
     Rows beyond `max_rows` are dropped, keeping those with findings, and replaced by rows of kind "omitted".
     """
     causes, affected = _findings_by_event(trace, findings)
-    namer = Namer(trace)
+    namer = Namer(trace) if namer is None else namer
     initial = setup_events(trace) - set(causes)
     file_names: dict[str, str] = {}  # a file's display name, worked out once (not once per event)
     rows = [_row(trace, e, causes.get(e.seq, []), affected.get(e.seq, []), namer, file_names) for e in trace.events]
@@ -57,11 +60,11 @@ def timeline_rows(
 
 
 def timeline_digraph(
-    trace: Trace, findings: Sequence[Finding] = (), *, max_rows: int | None = 300
+    trace: Trace, findings: Sequence[Finding] = (), *, max_rows: int | None = 300, picture: Picture | None = None
 ) -> graphviz.Digraph:
     """The timeline as one table, a row per event (top to bottom): columns line up in every row, rows that caused
     findings framed and filled in their severity's colour, cut texts whole in their cell's tooltip."""
-    rows = timeline_rows(trace, findings, max_rows=max_rows)
+    rows = timeline_rows(trace, findings, max_rows=max_rows, namer=picture.namer if picture is not None else None)
     dot = graphviz.Digraph("timeline")
     dot.attr("graph", fontname=_FONT)
     dot.attr("node", shape="plaintext", fontname=_FONT, fontsize="10", margin="0")
@@ -247,8 +250,8 @@ def _span_text(first: list[dict[str, Any]], last: list[dict[str, Any]]) -> list[
         if (a["before"], a["after"]) == (b["before"], b["after"]):
             parts.append(_each_time(a))
             continue
-        parts.append(f"{a['label']}: v{a['before']} \N{RIGHTWARDS ARROW} v{a['after']} \N{HORIZONTAL ELLIPSIS} "
-                     f"v{b['before']} \N{RIGHTWARDS ARROW} v{b['after']}")
+        parts.append(f"{a['label']}: {version_text(a['before'])} \N{RIGHTWARDS ARROW} {version_text(a['after'])} "
+                     f"\N{HORIZONTAL ELLIPSIS} {version_text(b['before'])} \N{RIGHTWARDS ARROW} {version_text(b['after'])}")
     return parts
 
 
@@ -405,7 +408,7 @@ def _moves(changes: list[dict[str, Any]]) -> str:
     pairs = {(v["before"], v["after"]) for v in changes}
     if len(pairs) == 1:
         before, after = next(iter(pairs))
-        return f"v{before} \N{RIGHTWARDS ARROW} v{after} each"
+        return f"{version_text(before)} \N{RIGHTWARDS ARROW} {version_text(after)} each"
     steps = {None if v["before"] is None or v["after"] is None else v["after"] - v["before"] for v in changes}
     if len(steps) == 1 and None not in steps:
         step = next(iter(steps))
@@ -444,7 +447,7 @@ _COLUMNS = (
     _Column("outcome", 52, 6),
 )
 _RULE = "#e2e2e2"  # the line under each row
-_UNNOTICED = "#a0309a"  # a write that changed bytes and left the version: the memory view's colour for it
+_UNNOTICED = PALETTE["silent"].colour  # a write that changed bytes and left the version: the memory view's colour
 
 
 def timeline_table(rows: Sequence[dict[str, Any]]) -> str:

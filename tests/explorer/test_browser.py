@@ -211,6 +211,9 @@ def test_the_scrubber_moves_versions_in_the_memory_panel(browser: Any, pages: di
         name)
     assert browser.find_element(By.CSS_SELECTOR, "input.gv-scrub").get_attribute("value") == "3"
     assert version("c") == "v1" and version("out") == "v0"
+    # the scrubber counts the events the header counts (issue 26: "75 events" above "event 19 of 19")
+    header = browser.find_element(By.CSS_SELECTOR, ".gv-summary").text
+    assert "3 events" in header and "event 3 of 3" in browser.find_element(By.CSS_SELECTOR, ".gv-event").text
     browser.find_element(By.CSS_SELECTOR, "button[title^='previous event']").click()  # to the write, c.zero_()
     assert "c.zero_()" in browser.find_element(By.CSS_SELECTOR, ".gv-event").text
     assert version("c") == "v1"

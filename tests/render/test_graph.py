@@ -12,7 +12,7 @@ import pytest
 
 import gradviz
 from gradviz.analysis import diagnose
-from gradviz.analysis.findings import Finding, FindingKind
+from gradviz.analysis.findings import Finding, FindingKind, SavedTensorEvidence
 from gradviz.render import render
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -109,13 +109,24 @@ def test_hand_built_findings_without_diagnose(seeds: dict[str, gradviz.Trace]) -
     trace = seeds["plot_02_data_silent"]
     write = next(e for e in trace.events if e.kind.value == "inplace_write")
     out = trace.tensor("out")
+    c = trace.tensor("c")
+    # the graph view draws what the finding's evidence says, without searching the events again
+    evidence = SavedTensorEvidence(
+        node=out.grad_fn, saved_name="result", tensor=out.id, saved_version=0, version_now=None,
+        write_event=write.seq, write_line=24, writer=c.id, writer_alias="c = out.detach()", shared_counter=True,
+    )
     finding = Finding(
-        FindingKind.POISONED_SAVED_TENSOR, None, 24, "m", "f", tensors=[out.id], nodes=[out.grad_fn], events=[write.seq]
+        FindingKind.POISONED_SAVED_TENSOR, None, 24, "m", "f", tensors=[out.id], nodes=[out.grad_fn],
+        events=[write.seq], evidence=[evidence],
     )
     source = render(trace, findings=[finding]).source
     saved = _saved_node(source, "result")
     assert "#ff6666" in saved and "written at line 24 via c" in saved
+    assert "saved v0, now v?," in saved and "(c = out.detach() shares the counter)" in saved
     assert render(trace, findings=[]).source.count("#ff6666") == 0
+    # a finding without evidence (a file written before evidence was kept) marks no saved tensor
+    bare = Finding(FindingKind.POISONED_SAVED_TENSOR, None, 24, "m", "f", tensors=[out.id], nodes=[out.grad_fn])
+    assert "#ff6666" not in _saved_node(render(trace, findings=[bare]).source, "result")
 
 
 def test_show_saved_false_keeps_only_flagged_saved_tensors(seeds: dict[str, gradviz.Trace]) -> None:

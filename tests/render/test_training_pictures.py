@@ -127,7 +127,8 @@ def test_cut_message_names_each_root_once_with_a_count(traces: dict[str, Trace])
     assert "flows on into `loss`, but backward (line 32)" in cut.message
     assert cut.message.count("`loss`") == 1
     (gan_cut,) = gradviz.diagnose(traces["dcgan"])
-    assert "an unnamed tensor of shape () made at line 55" in gan_cut.message
+    # named as the memory view and the page name it: by the expression that made it
+    assert "`err_real.add(err_fake)` made at line 55" in gan_cut.message
     assert not re.search(r"\(t\d+\)", gan_cut.message)  # never our internal ids
 
 

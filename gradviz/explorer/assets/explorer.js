@@ -923,7 +923,7 @@
     if (p === 0) { ui.eventText.appendChild(el("span", "gv-ekind", "before the first event · " + E.length + " events")); }
     else {
       var e = E[p - 1];
-      add(ui.eventText, el("strong", null, "event " + p + " of " + E.length + (e.count > 1 ? " ×" + e.count : "") + " "),
+      add(ui.eventText, el("strong", null, "event " + e.number + " of " + D.facts.events + (e.count > 1 ? " ×" + e.count : "") + " "),
           placeLink(e.file, e.line), el("code", null, " " + cut(e.code, 90) + " "), el("span", "gv-ekind", e.kind.replace(/_/g, " ")));
       if (e.text) { ui.eventText.appendChild(el("div", "gv-versions", e.text)); }
       if (e.outcome && e.outcome !== "ok") { ui.eventText.appendChild(el("div", "gv-outcome", e.outcome)); }

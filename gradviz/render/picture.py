@@ -1,0 +1,66 @@
+"""The picture model: what every view of one (trace, findings) reads, each fact derived once, on first use.
+
+Steps and their rolls, the module hierarchy, graph lifetimes and the memory profile, tensor names (one `Namer`),
+the graph annotations of the findings. `render()` builds one per call, or takes one to share between outputs
+(the CLI's several `-o` files, the page and the static picture in a notebook); no view derives these again."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+from ..analysis.findings import Finding
+from ..analysis.hierarchy import Hierarchy, module_hierarchy
+from ..analysis.lifetime import Lifetimes, MemoryProfile, lifetimes, memory_profile
+from ..analysis.names import Namer
+from .annotate import Annotations, annotate
+from .steps import Step, StepRoll, roll_steps, split_steps
+
+if TYPE_CHECKING:
+    from ..model import Trace
+
+__all__ = ["Picture"]
+
+
+class Picture:
+    """One trace and its findings (in report order), with every derived fact the views share."""
+
+    def __init__(self, trace: Trace, findings: Sequence[Finding] = ()) -> None:
+        self.trace = trace
+        self.findings: list[Finding] = sorted(findings, key=Finding.sort_key)
+
+    def of(self, trace: Trace, findings: Sequence[Finding]) -> bool:
+        """Whether this picture is the one of `trace` and `findings` (a caller passing both checks it can reuse it)."""
+        return trace is self.trace and sorted(findings, key=Finding.sort_key) == self.findings
+
+    @cached_property
+    def namer(self) -> Namer:
+        return Namer(self.trace)
+
+    @cached_property
+    def annotations(self) -> Annotations:
+        return annotate(self.trace, self.findings, self.namer)
+
+    @cached_property
+    def steps(self) -> list[Step]:
+        return split_steps(self.trace)
+
+    @cached_property
+    def rolls(self) -> tuple[list[StepRoll], dict[str, str]]:
+        """Steps of one shape as one roll, and node -> its representative's node ((), {} for a single step)."""
+        if len(self.steps) <= 1:
+            return [], {}
+        return roll_steps(self.trace, self.steps, self.annotations)
+
+    @cached_property
+    def hierarchy(self) -> Hierarchy:
+        return module_hierarchy(self.trace)
+
+    @cached_property
+    def lifetimes(self) -> Lifetimes:
+        return lifetimes(self.trace)
+
+    @cached_property
+    def memory_profile(self) -> MemoryProfile:
+        return memory_profile(self.trace, life=self.lifetimes)
