@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .analysis.findings import Finding, FindingKind
+from .errors import ConfigError
 from .text import clean
 
 if TYPE_CHECKING:
@@ -29,10 +30,6 @@ KEYS = {
     "allow": "finding kinds accepted everywhere, e.g. [\"cut_edge\"]",
     "output-dir": "where `gradviz render` writes when no -o is given (relative to pyproject.toml's folder)",
 }
-
-
-class ConfigError(ValueError):
-    """A `[tool.gradviz]` table with a key or value that means nothing (its file and key named)."""
 
 
 @dataclass(frozen=True)

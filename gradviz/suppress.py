@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .analysis.findings import Finding, FindingKind
-from .config import ConfigError
+from .errors import ConfigError
 from .text import clean
 
 __all__ = ["Suppressed", "check_comments", "comment_kinds", "comments", "split", "suppressed_text"]
