@@ -60,7 +60,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from .analysis.findings import Finding
-    from .model import Trace
+    from .model import Trace, WindowRecord
     from .ranks import Rank
     from .render.picture import Picture
     from .suppress import Suppressed
@@ -362,7 +362,7 @@ def _obtain(
         stop_signal.install()
         watch = on_start
 
-        def on_start(trace: Trace, record: Any) -> None:
+        def on_start(trace: Trace, record: WindowRecord | None) -> None:  # type: ignore[misc]  # (wraps the one above)
             stop_signal.running(trace)
             if watch is not None:
                 watch(trace, record)

@@ -35,6 +35,7 @@ class HookRecording:
     trace: Any
     # the Recorder's state and methods this half uses (recorder.py owns them)
     _live: dict[int, Any]
+    _lock: Any  # threading.RLock: the program's other threads may be recording
     _module_names: dict[int, str]
     _named_roots: set[int]
     _held_models: dict[tuple[str, str], list[Any]]

@@ -375,7 +375,7 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
             except RuntimeError:  # an inference tensor among them: no version counter
                 before = [_version(t) for t in inputs]
             if self._watched:  # --verify: the bytes this call may take from a saved tensor (verify.py)
-                self._check.keep(self, inputs)  # type: ignore[union-attr]
+                self._check.keep(self, inputs)
         # made from a stand-in for the calling frame: warnings raised by the call are the program's (callsite.py)
         if site is None:
             result = func(*args, **kwargs)
@@ -845,7 +845,7 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
                     },
                 )
                 if kept is not None:
-                    self._check.after_data_set(kept, target, event)  # type: ignore[union-attr]
+                    self._check.after_data_set(kept, target, event)
         except Exception as exc:
             self._internal(exc)
         return result

@@ -48,8 +48,8 @@ def install(recorder: ThreadRecording) -> Callable[[], None]:
         finally:
             recorder.leave_thread()
 
-    threading.Thread._bootstrap_inner = traced_bootstrap  # type: ignore[attr-defined]
-    concurrent.futures.thread._WorkItem.run = traced_work_item  # type: ignore[method-assign]
+    threading.Thread._bootstrap_inner = traced_bootstrap  # type: ignore[attr-defined]  # (private: put back by uninstall)
+    concurrent.futures.thread._WorkItem.run = traced_work_item  # type: ignore[method-assign, assignment]  # (put back by uninstall)
 
     def uninstall() -> None:
         # put back only what is still ours (a program that patched these itself meanwhile keeps its own)

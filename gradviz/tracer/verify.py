@@ -494,6 +494,12 @@ class _Call:
     """A backward call's arguments, whichever of the three APIs made it."""
 
     __slots__ = ("batched", "create", "grads", "inputs", "is_grad", "roots")
+    batched: bool
+    create: bool
+    grads: Any
+    inputs: Any
+    is_grad: bool
+    roots: Any
 
 
 def _tensors(value: Any) -> tuple[Any, ...] | None:

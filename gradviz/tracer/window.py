@@ -54,6 +54,8 @@ class WindowRecording:
     _mode_on: bool
     # the Recorder's state and methods this half uses (recorder.py owns them)
     _steps: dict[int, Any]
+    _lock: Any  # threading.RLock: the program's other threads may be recording
+    _check: Any  # --verify's GradientCheck, or None
     _seq: Any
     _paused: int
     _live: dict[int, Any]
