@@ -357,15 +357,17 @@ def _obtain(
     name = _shown(program.target) if program.kind == "script" else program.shown
     progress.note(f"running {name} under the tracer")
     watcher = progress.watch(name, step=step if window else None)
-    on_start = watcher.start if watcher is not None else None
+    on_start: Callable[[Trace, Any], None] | None = watcher.start if watcher is not None else None
     if current_rank() is not None:  # torchrun's SIGTERM when another rank fails must not lose this rank's findings
         stop_signal.install()
         watch = on_start
 
-        def on_start(trace: Trace, record: WindowRecord | None) -> None:  # type: ignore[misc]  # (wraps the one above)
+        def start_noted(trace: Trace, record: WindowRecord | None) -> None:
             stop_signal.running(trace)
             if watch is not None:
                 watch(trace, record)
+
+        on_start = start_noted
 
     def stop_watching(trace: Trace, code: int) -> int:
         if watcher is not None:

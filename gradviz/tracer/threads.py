@@ -29,7 +29,7 @@ def install(recorder: ThreadRecording) -> Callable[[], None]:
     Thread._bootstrap_inner, not run(): a subclass's own run() is covered too; autograd's engine threads and other
     C++ threads never pass through it and are left alone.
     """
-    bootstrap = threading.Thread._bootstrap_inner  # type: ignore[attr-defined]
+    bootstrap = threading.Thread._bootstrap_inner  # type: ignore[attr-defined]  # (private: not in the stubs)
     work_item_run = concurrent.futures.thread._WorkItem.run
 
     def traced_bootstrap(thread: threading.Thread) -> None:
@@ -48,15 +48,16 @@ def install(recorder: ThreadRecording) -> Callable[[], None]:
         finally:
             recorder.leave_thread()
 
-    threading.Thread._bootstrap_inner = traced_bootstrap  # type: ignore[attr-defined]  # (private: put back by uninstall)
-    concurrent.futures.thread._WorkItem.run = traced_work_item  # type: ignore[method-assign, assignment]  # (put back by uninstall)
+    # (private methods the stubs do not declare, or declare generic: ours take any instance)
+    threading.Thread._bootstrap_inner = traced_bootstrap  # type: ignore[attr-defined]  # (see above)
+    concurrent.futures.thread._WorkItem.run = traced_work_item  # type: ignore[method-assign,assignment]  # (see above)
 
     def uninstall() -> None:
         # put back only what is still ours (a program that patched these itself meanwhile keeps its own)
-        if threading.Thread._bootstrap_inner is traced_bootstrap:  # type: ignore[attr-defined]
-            threading.Thread._bootstrap_inner = bootstrap  # type: ignore[attr-defined]
+        if threading.Thread._bootstrap_inner is traced_bootstrap:  # type: ignore[attr-defined]  # (not in the stubs)
+            threading.Thread._bootstrap_inner = bootstrap  # type: ignore[attr-defined]  # (not in the stubs)
         if concurrent.futures.thread._WorkItem.run is traced_work_item:
-            concurrent.futures.thread._WorkItem.run = work_item_run  # type: ignore[method-assign]
+            concurrent.futures.thread._WorkItem.run = work_item_run  # type: ignore[method-assign]  # (put back as found)
 
     return uninstall
 
