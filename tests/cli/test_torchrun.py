@@ -202,3 +202,20 @@ def test_a_slower_rank_stopped_by_torchrun_after_rank_0_failed_still_prints_its_
     # stopped where it was, as the signal stops it (status 128 + 15), not at its end
     assert "[rank 1] ddp_train.py: 1 error, 0 warnings, 0 info; the script raised StoppedByTorchrun at line 13" in lines
     assert "rank 1 done" not in result.stdout
+
+
+def test_a_rank_waiting_in_a_collective_for_a_failed_rank_0_still_prints_its_findings(tmp_path):
+    """The DDP form of the same: rank 1 waits in all_reduce for rank 0, which failed; once rank 0 has ended, the
+    collective fails on rank 1 and torchrun stops it: its findings still reach the output."""
+    waits = RANK_0_FAILS.replace(
+        "time.sleep(60)  # rank 1 is slow: still running when rank 0 ends, and torchrun stops it",
+        "dist.all_reduce(a.grad)  # waits for rank 0, which never comes",
+    )
+    write(tmp_path, "ddp_train.py", waits)
+    result = _torchrun(tmp_path, "check", "ddp_train.py", timeout="3")
+
+    assert result.returncode == 1, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert "gradviz: 1 of 2 ranks reported: rank 0: 0 errors, 0 warnings, 0 info, exited 1; rank 1: no result" in lines
+    at = lines.index("error  ddp_train.py:11  silently_corrupted_saved_tensor  [rank 1]")
+    assert lines[at + 1] == "     11 | out.data.zero_()"
