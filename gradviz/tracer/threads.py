@@ -1,6 +1,6 @@
 """Threads the program runs while tracing: torch's mode stack is per thread, so the recorder is entered in each thread
-that starts while tracing (and in each work item of a thread pool made before), and the threads it cannot enter
-are named in the trace."""
+that starts while tracing, and in each work item of a thread pool made before (threads already running when tracing
+began, and threads started outside `threading`, cannot be entered: README says so)."""
 
 from __future__ import annotations
 
