@@ -16,7 +16,7 @@ import pytest
 import gradviz
 from gradviz.model import Trace
 from gradviz.render import render
-from gradviz.render.graph import BOX_BUDGET
+from gradviz.render.graph import BOX_BUDGET, PAGE_PX, layout
 
 PROGRAMS = Path(__file__).resolve().parents[1] / "programs" / "realistic"
 SCRIPTS = [
@@ -132,18 +132,45 @@ def test_default_view_fits_a_page(traces: dict[str, Trace], name: str, tmp_path:
         assert abs(claimed[0] - width) <= 2 and abs(claimed[1] - height) <= 2, (claimed, width, height)
 
 
-def test_nanogpt_default_depth_is_said_and_draws_the_blocks(traces: dict[str, Trace]) -> None:
-    diagram = render(_trace(traces, "nanogpt"))
-    # the ModuleDict and ModuleList are never called; their children are still boxes named by path
-    assert {"model.transformer.h.0.attn", "model.transformer.h.1.mlp", "model.transformer.wte"} <= _groups(diagram.source)
-    assert len(diagram.messages) == 1
-    assert re.fullmatch(
-        r"graph view: every op would be about \d+ boxes, so modules are drawn at depth 4 \(0-5\) to fit a page: "
-        r"\d+ boxes, [\d,]+ × [\d,]+ px at 96 dpi; --depth N draws another depth, --depth all every op",
-        diagram.messages[0],
-    )
-    assert "modules drawn at depth 4 of 0-5 to fit a page (--depth)" in diagram.source
-    assert not render(_trace(traces, "nanogpt"), depth=4).messages  # asked for: nothing to explain
+DEFAULT_DEPTH = re.compile(
+    r"graph view: every op would be about \d+ boxes, so modules are drawn at depth (\d+) \(0-(\d+)\) to fit a page: "
+    r"(\d+) boxes, ([\d,]+) × ([\d,]+) px at 96 dpi; --depth N draws another depth, --depth all every op"
+)
+
+
+def _depth(source: str) -> int:
+    """How deep the deepest module box drawn is (`model` 0, `model.transformer` 1, ...)."""
+    return max(path.count(".") for path in _groups(source))
+
+
+@pytest.mark.dot
+def test_nanogpt_default_depth_is_the_deepest_that_fits_and_draws_the_blocks(traces: dict[str, Trace]) -> None:
+    """The depth is measured (dot's layout, so fonts and Graphviz's version may move it): what is fixed is the rule,
+    the deepest depth that fits a page, and that the message, the caption and the picture agree on it."""
+    trace = _trace(traces, "nanogpt")
+    diagram = render(trace)
+    (message,) = diagram.messages
+    said = DEFAULT_DEPTH.fullmatch(message)
+    assert said is not None, message
+    depth, top, boxes = int(said.group(1)), int(said.group(2)), int(said.group(3))
+    size = (int(said.group(4).replace(",", "")), int(said.group(5).replace(",", "")))
+    assert top == 5  # the module tree: model > transformer > h > h.N > h.N.attn > its layers
+    assert 3 <= depth < top  # collapsed to fit, deep enough to draw the blocks h.0 and h.1
+    # the ModuleDict and ModuleList are never called; their children are still boxes named by path: each block,
+    # as a box or opened into its attn and mlp boxes
+    groups = _groups(diagram.source)
+    assert "model.transformer.wte" in groups
+    for block in ("model.transformer.h.0", "model.transformer.h.1"):
+        assert block in groups or {f"{block}.attn", f"{block}.mlp"} <= groups, groups
+    assert _depth(diagram.source) == depth
+    assert boxes == len(_boxes(diagram.source)) <= BOX_BUDGET and max(size) <= PAGE_PX
+    assert f"modules drawn at depth {depth} of 0-{top} to fit a page (--depth)" in diagram.source
+    assert not render(trace, depth=depth).messages  # asked for: nothing to explain
+    for deeper in range(depth + 1, top + 1):  # the deepest that fits: every deeper picture does not
+        drawn = render(trace, depth=deeper)
+        laid_out = layout(drawn.digraph)
+        assert laid_out is not None
+        assert len(_boxes(drawn.source)) > BOX_BUDGET or max(laid_out[0]) > PAGE_PX, (deeper, laid_out[0])
 
 
 def test_vae_partial_batch_said_in_words(traces: dict[str, Trace]) -> None:
@@ -198,8 +225,10 @@ def test_cli_says_which_depth_and_takes_depth(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=300,
     )
     assert run.returncode == 0, run.stderr
-    lines = [line for line in run.stdout.splitlines() if line.startswith("graph view:")]
-    assert len(lines) == 1 and "modules are drawn at depth 4 (0-5)" in lines[0] and "--depth N" in lines[0]
+    (line,) = [line for line in run.stdout.splitlines() if line.startswith("graph view:")]
+    said = DEFAULT_DEPTH.fullmatch(line)
+    assert said is not None and said.group(2) == "5", line
+    assert 3 <= int(said.group(1)) < 5 and _depth(out.read_text()) == int(said.group(1))  # what it says it drew
     run = subprocess.run(
         [sys.executable, "-m", "gradviz", "render", str(PROGRAMS / "nanogpt.py"), "--depth", "1", "-o", str(out)],
         capture_output=True, text=True, timeout=300,
