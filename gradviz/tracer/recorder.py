@@ -926,8 +926,11 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
             event.data["outcome"] = "error"
             event.data["error"] = {"type": type_name(exc), "message": safe_str(exc)}  # user code decides __str__
             if check is not None:
-                with _quiet():
-                    check.backward_failed(measuring, event)
+                try:
+                    with _quiet():
+                        check.backward_failed(measuring, event)
+                except Exception as problem:  # never let bookkeeping replace the program's error
+                    self._internal(problem)
             raise
         event.data["outcome"] = "ok"
         try:

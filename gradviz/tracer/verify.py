@@ -38,18 +38,53 @@ def _tripwire(frame: Any, event: str, arg: Any) -> None:
 
 
 class _Token:
-    """Put in a node's metadata: freed with the node, so its finalizer says when the graph is gone."""
+    """Put in a node's metadata: freed with the node, so a weak reference to it says when the graph is gone."""
 
     __slots__ = ("__weakref__",)
 
 
+class _NodeRef(weakref.ref):
+    """A weak reference to a node's token, knowing the node's id."""
+
+    __slots__ = ("nid",)
+    nid: str
+
+
 class _Saved:
-    """A tensor a live node saved for backward: its bytes in a storage, from when (`seq`)."""
+    """A tensor a live node saved for backward: its bytes in a storage, from when (`seq`), its version counter."""
 
-    __slots__ = ("hi", "lo", "nid", "original", "seq", "skey", "tid")
+    __slots__ = ("counter", "hi", "lo", "nid", "original", "seq", "skey", "tid")
 
-    def __init__(self, nid: str, tid: str, skey: int, lo: int, hi: int, seq: int, original: bool) -> None:
+    def __init__(self, nid: str, tid: str, skey: int, lo: int, hi: int, seq: int, original: bool, counter: str | None) -> None:
         self.nid, self.tid, self.skey, self.lo, self.hi, self.seq, self.original = nid, tid, skey, lo, hi, seq, original
+        self.counter = counter
+
+
+class _Group:
+    """The watched saved tensors of one storage (an ordered set), and how many of them have each version counter:
+    a call on a tensor sharing the only counter there (a weight and the `.t()` every step saves of it) writes
+    nothing silently, found without looking at each."""
+
+    __slots__ = ("counters", "entries")
+
+    def __init__(self) -> None:
+        self.entries: dict[_Saved, None] = {}
+        self.counters: dict[str | None, int] = {}
+
+    def add(self, entry: _Saved) -> None:
+        self.entries[entry] = None
+        self.counters[entry.counter] = self.counters.get(entry.counter, 0) + 1
+
+    def remove(self, entry: _Saved) -> None:
+        if self.entries.pop(entry, 0) is None:
+            left = self.counters[entry.counter] - 1
+            if left:
+                self.counters[entry.counter] = left
+            else:
+                del self.counters[entry.counter]
+
+    def __iter__(self) -> Any:
+        return iter(self.entries)
 
 
 class _Kept:
@@ -141,9 +176,9 @@ class GradientCheck:
     measurement at each backward that uses them. Methods take the recorder (no cycle through it)."""
 
     def __init__(self) -> None:
-        self.watched: dict[int, list[_Saved]] = {}  # storage key -> saved tensors of live nodes in it
+        self.watched: dict[int, _Group] = {}  # storage key -> saved tensors of live nodes in it
         self._by_node: dict[str, list[_Saved]] = {}
-        self._finalizers: dict[str, weakref.finalize] = {}
+        self._tokens: dict[str, _NodeRef] = {}  # node id -> its token's reference (dropped: no callback)
         self._kept: dict[int, _Storage] = {}
         self._swaps: dict[str, list[_Swap]] = {}  # tensor id -> its data before each `.data =`
         # (input, storage key, lo, hi, bytes, byte alias): what this call may overwrite, until it is known to have
@@ -155,6 +190,7 @@ class GradientCheck:
         """Watch what `node` (just recorded as `record`) saved, until the node is gone."""
         entries = []
         by_tid = recorder._by_tid
+        tensors = recorder.trace.tensors
         for saved in record.saved:
             # a pack hook's tensors are not measured (unpacking them again may not be safe); a node made before
             # tracing began saved bytes the tracer never saw intact
@@ -170,29 +206,40 @@ class GradientCheck:
                     continue
                 lo, hi = _byte_span(tensor)  # type: ignore[arg-type]
                 del tensor
-            entries.append(_Saved(record.id, saved.tensor, skey, lo, hi, record.seq, saved.original))
+            counter = tensors[saved.tensor].version_counter
+            entries.append(_Saved(record.id, saved.tensor, skey, lo, hi, record.seq, saved.original, counter))
         if not entries:
             return
         try:
             token = node.metadata[_TOKEN] = _Token()
         except Exception:  # noqa: BLE001 - a node without metadata: not watched
             return
-        self._finalizers[record.id] = weakref.finalize(token, self._node_gone, record.id)
+        ref = self._tokens[record.id] = _NodeRef(token, self._token_gone)
+        ref.nid = record.id
         self._by_node[record.id] = entries
         for entry in entries:
-            self.watched.setdefault(entry.skey, []).append(entry)
+            group = self.watched.get(entry.skey)
+            if group is None:
+                group = self.watched[entry.skey] = _Group()
+            group.add(entry)
+
+    def _token_gone(self, ref: _NodeRef) -> None:
+        if self._tokens.get(ref.nid) is ref:
+            self._node_gone(ref.nid)
 
     def _node_gone(self, nid: str) -> None:
-        self._finalizers.pop(nid, None)
+        self._tokens.pop(nid, None)
         entries = self._by_node.pop(nid, None)
         if not entries:
             return
         for entry in entries:
-            others = self.watched.get(entry.skey)
-            if others is not None:
-                others[:] = [e for e in others if e is not entry]
-                if not others:
+            group = self.watched.get(entry.skey)
+            if group is not None:
+                group.remove(entry)
+                if not group.entries:
                     del self.watched[entry.skey]
+        if not self.watched:
+            self._tentative = None  # keep() runs no more: what it took before the last call must not be taken later
         self._prune({e.skey for e in entries}, {e.tid for e in entries})
 
     def _prune(self, skeys: set[int], tids: set[str]) -> None:
@@ -201,8 +248,7 @@ class GradientCheck:
             store = self._kept.get(skey)
             if store is None:
                 continue
-            entries = self.watched.get(skey, [])
-            oldest = min((e.seq for e in entries), default=None)
+            oldest = min((e.seq for e in self.watched.get(skey, ())), default=None)
             store.items = [item for item in store.items if oldest is not None and item.seq > oldest]
             if not store.items:
                 del self._kept[skey]
@@ -217,9 +263,7 @@ class GradientCheck:
 
     def close(self) -> None:
         """Tracing stopped: let go of everything (nodes that die later call nothing)."""
-        for finalizer in self._finalizers.values():
-            finalizer.detach()
-        self._finalizers.clear()
+        self._tokens.clear()
         self._by_node.clear()
         self.watched.clear()
         self._kept.clear()
@@ -231,6 +275,13 @@ class GradientCheck:
     def keep(self, recorder: Any, inputs: list[torch.Tensor]) -> None:
         """Before a call: copy the bytes of saved tensors it could overwrite through an alias with its own counter."""
         self._tentative = None
+        try:
+            self._keep(recorder, inputs)
+        except Exception as exc:  # noqa: BLE001 - never let bookkeeping break the program
+            self._tentative = None
+            recorder._internal(exc, "verify")
+
+    def _keep(self, recorder: Any, inputs: list[torch.Tensor]) -> None:
         watched = self.watched
         live_of = recorder._live.get
         tensors = recorder.trace.tensors
@@ -241,11 +292,12 @@ class GradientCheck:
             else:  # not tracked yet: its counter is unknown, so it may be anyone's
                 skey, span, counter = _storage_key(t), None, None
             saved = watched.get(skey) if skey is not None else None
-            if not saved:
-                continue
+            if saved is None or (counter is not None and len(saved.counters) == 1 and counter in saved.counters):
+                continue  # nothing saved here, or only what a write through this tensor makes PyTorch raise on
             lo, hi = span if span is not None else _byte_span(t)
             start = stop = None
-            for e in saved:
+            for e in tuple(saved.entries):  # (a node freed meanwhile, in another thread, leaves its group)
+                # (the record's counter: two counters found to be one since the save are merged there)
                 if e.lo < hi and lo < e.hi and (counter is None or tensors[e.tid].version_counter != counter):
                     a, b = max(lo, e.lo), min(hi, e.hi)
                     start = a if start is None else min(start, a)
@@ -483,10 +535,9 @@ class GradientCheck:
 
     def _release(self, event: Any) -> None:
         """The graph's backward ran and freed its saved tensors: the bytes kept for them go."""
+        tokens = self._tokens
         for nid in event.data.get("reached_nodes", ()):
-            finalizer = self._finalizers.get(nid)
-            if finalizer is not None:
-                finalizer.detach()
+            if nid in tokens:
                 self._node_gone(nid)
 
 
