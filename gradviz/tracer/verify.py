@@ -8,9 +8,11 @@ version counter of its own) and no hook of its own run twice (the measurement is
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import os
 import sys
+import warnings
 import weakref
 from typing import Any
 
@@ -22,6 +24,7 @@ from .tensors import _byte_span, _storage_key
 
 _quiet = torch._C.DisableTorchFunction
 _OWN = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # gradviz's own code (weakref callbacks)
+_TORCH = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
 _TOKEN = "gradviz.verify"  # the key, in a node's metadata, of the object whose death says the node is gone
 _SIGNATURES: dict[Any, inspect.Signature] = {}
 
@@ -468,8 +471,10 @@ class GradientCheck:
                 pending.written = _engine(call.roots, tuple(grads), tuple(inputs[i] for i in pending.rerun), None)
         except HookWouldRun as hook:
             name, file, line = hook.args
-            place = f"{os.path.basename(file)}:{line}"
-            record["skipped"] = f"a hook (`{name}` at {place}) would run a second time"
+            if os.path.abspath(file).startswith(_TORCH):  # torch's wrapper around a hook of the program's
+                record["skipped"] = f"a backward hook (run through torch's `{name}`) would run a second time"
+            else:
+                record["skipped"] = f"a hook (`{name}` at {os.path.basename(file)}:{line}) would run a second time"
             pending.intact = None
         except Exception as exc:  # noqa: BLE001 - the program's own backward will say what is wrong
             record["skipped"] = f"the measuring backward raised {type(exc).__name__}"
@@ -619,12 +624,18 @@ def _engine(roots: tuple[Any, ...], grads: tuple[Any, ...], inputs: tuple[Any, .
                 if t is not None:
                     swapped.append((t, _alias(t)))
                     t.data = swap.old
+        # warnings this extra backward raises are not the program's: ignored, by a filter put in place directly
+        # (catch_warnings would reset the registries behind "once per place", and the program's would show again)
+        quiet = ("ignore", None, Warning, None, 0)
+        warnings.filters.insert(0, quiet)
         previous = sys.getprofile()
         sys.setprofile(_tripwire)
         try:
             return Variable._execution_engine.run_backward(roots, grads, True, False, inputs, True, False)
         finally:
             sys.setprofile(previous)
+            with contextlib.suppress(ValueError):
+                warnings.filters.remove(quiet)
     finally:
         for target, data in reversed(now):
             target.copy_(data)

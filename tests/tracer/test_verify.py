@@ -39,7 +39,7 @@ WRONG = [
     DATA / "relu_unmasked.py",
 ]
 IDENTICAL = [DATA / "relu_masked.py", DATA / "zeros_over_zeros.py"]
-HOOKED = [DATA / "hooked.py", DATA / "node_hooked.py"]
+HOOKED = [DATA / "hooked.py", DATA / "node_hooked.py", DATA / "module_hooked.py", DATA / "old_module_hooked.py"]
 # the measured backward adds onto an earlier one's .grad: the programs' gradients differ by the measured backward's
 # error, but relative error and cosine are against that backward's own gradient, not the sum
 ACCUMULATED = {"accumulate.py"}
@@ -250,6 +250,17 @@ def test_program_unchanged_by_verify(program: Path) -> None:
     [
         ("hooked.py", "hook saw", "a hook (`register_hook` at line 6) would run a second time"),
         ("node_hooked.py", "prehook ran", "a hook (`<lambda>` at node_hooked.py:6) would run a second time"),
+        (
+            "module_hooked.py",
+            "module hook ran",
+            "BackwardHookFunctionBackward (a custom autograd.Function or a module's backward hook) would run a second "
+            "time",
+        ),
+        (
+            "old_module_hooked.py",
+            "old hook ran",
+            "a backward hook (run through torch's `_WrappedHook.__call__`) would run a second time",
+        ),
     ],
 )
 def test_hooks_run_once_and_the_measurement_says_why_not(program: str, printed: str, reason: str) -> None:
