@@ -460,11 +460,15 @@ class GradientCheck:
                 given = torch.ones_like(root, memory_format=torch.preserve_format)
             grads.append(given)
         # the gradient the program gets: what its backward leaves in .grad where .grad was empty; elsewhere (a
-        # gradient accumulated onto, a non-leaf input) the same engine run with the bytes as the program has them
+        # gradient accumulated onto, a non-leaf input, a .grad a post-accumulate hook may change or take) the same
+        # engine run with the bytes as the program has them
         if call.is_grad:
             pending.rerun = []
         else:
-            pending.rerun = [i for i, t in enumerate(inputs) if not t.is_leaf or t.grad is not None]
+            pending.rerun = [
+                i for i, t in enumerate(inputs)
+                if not t.is_leaf or t.grad is not None or getattr(t, "_post_accumulate_grad_hooks", None)
+            ]  # fmt: skip
         try:
             pending.intact = _engine(call.roots, tuple(grads), inputs, plan)
             if pending.rerun:

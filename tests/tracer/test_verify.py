@@ -37,14 +37,16 @@ WRONG = [
     DATA / "accumulate.py",
     DATA / "autograd_grad.py",
     DATA / "relu_unmasked.py",
+    DATA / "post_accumulate.py",
 ]
 IDENTICAL = [DATA / "relu_masked.py", DATA / "zeros_over_zeros.py"]
 HOOKED = [DATA / "hooked.py", DATA / "node_hooked.py", DATA / "module_hooked.py", DATA / "old_module_hooked.py"]
 # the measured backward adds onto an earlier one's .grad: the programs' gradients differ by the measured backward's
 # error, but relative error and cosine are against that backward's own gradient, not the sum
 ACCUMULATED = {"accumulate.py"}
-# autograd.grad returns its gradients: where the program keeps them (input -> variable)
-RETURNED = {"autograd_grad.py": {"x": "gx", "w": "gw"}}
+# gradients a program keeps elsewhere than in .grad (autograd.grad returns them; a hook stepping in backward clears
+# .grad after taking a copy): input -> the variable holding its gradient
+RETURNED = {"autograd_grad.py": {"x": "gx", "w": "gw"}, "post_accumulate.py": {"w": "grad"}}
 
 
 # ---------------------------------------------------------------------------------------------- running a program
