@@ -14,7 +14,7 @@ import os
 import sys
 import warnings
 import weakref
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch.autograd import Variable
@@ -556,10 +556,10 @@ class _Call:
     __slots__ = ("batched", "create", "grads", "inputs", "is_grad", "roots")
     batched: bool
     create: bool
-    grads: Any
-    inputs: Any
-    is_grad: bool
-    roots: Any
+    grads: tuple[Any, ...]  # one per root, None where none was given
+    inputs: tuple[Any, ...] | None
+    is_grad: bool  # autograd.grad: the gradients are returned, nothing accumulates
+    roots: tuple[Any, ...]
 
 
 def _tensors(value: Any) -> tuple[Any, ...] | None:
@@ -631,7 +631,8 @@ def _engine(roots: tuple[Any, ...], grads: tuple[Any, ...], inputs: tuple[Any, .
         # warnings this extra backward raises are not the program's: ignored, by a filter put in place directly
         # (catch_warnings would reset the registries behind "once per place", and the program's would show again)
         quiet = ("ignore", None, Warning, None, 0)
-        warnings.filters.insert(0, quiet)
+        filters = cast("list[Any]", warnings.filters)  # (a list: typeshed says Sequence)
+        filters.insert(0, quiet)
         previous = sys.getprofile()
         sys.setprofile(_tripwire)
         try:
@@ -639,7 +640,7 @@ def _engine(roots: tuple[Any, ...], grads: tuple[Any, ...], inputs: tuple[Any, .
         finally:
             sys.setprofile(previous)
             with contextlib.suppress(ValueError):
-                warnings.filters.remove(quiet)
+                filters.remove(quiet)
     finally:
         for target, data in reversed(now):
             target.copy_(data)
