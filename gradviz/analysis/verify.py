@@ -170,7 +170,7 @@ def measurement_of(trace: Trace, write: Event, backward: Event | None, name: Cal
 def then_sentence(measured: Measurement | None, backward_line: str, default: str) -> str:
     """The sentence after "had its bytes changed ...": `default` (the backward used them: gradients silently
     wrong), or what --verify measured."""
-    if measured is None:
+    if measured is None or measured.backward is None:  # (no backward yet: the default sentence says so)
         return default
     if measured.measured and measured.identical and measured.backward is not None:
         return f"The backward at {backward_line} ran through it. {measured.sentence()}"
