@@ -184,8 +184,9 @@ class GradientCheck:
         self._tokens: dict[str, _NodeRef] = {}  # node id -> its token's reference (dropped: no callback)
         self._kept: dict[int, _Storage] = {}
         self._swaps: dict[str, list[_Swap]] = {}  # tensor id -> its data before each `.data =`
-        # (input, storage key, lo, hi, bytes, byte alias): what this call may overwrite, until it is known to have
-        self._tentative: list[tuple[torch.Tensor, int, int, int, torch.Tensor, torch.Tensor]] | None = None
+        # (id of the input, its counter, storage key, lo, hi, bytes, byte alias): what this call may overwrite, until
+        # it is known to have (the input by id: the call's arguments hold it meanwhile, nothing here keeps it after)
+        self._tentative: list[tuple[int, str | None, int, int, int, torch.Tensor, torch.Tensor]] | None = None
         self._hooked: dict[str, str] = {}  # node or leaf id -> the hook registration the mode saw (`line 12`)
 
     # ------------------------------------------------------------------ what live graphs saved
@@ -311,27 +312,28 @@ class GradientCheck:
             raw = store.raw if store is not None else _raw_bytes(t)
             if self._tentative is None:
                 self._tentative = []
-            self._tentative.append((t, skey, start, stop, raw[start:stop].clone(), raw))
+            self._tentative.append((id(t), counter, skey, start, stop, raw[start:stop].clone(), raw))
 
     def written(self, t: torch.Tensor, event: Any) -> None:
         """After the call: `t` was written (event `event`); keep the bytes taken before it that no copy holds yet."""
         pending = self._tentative
         if not pending:
             return
+        key = id(t)
         for item in pending:
-            if item[0] is t:
+            if item[0] == key:
                 self._commit(item, event)
                 return
 
     def _commit(self, item: tuple[Any, ...], event: Any) -> None:
-        _, skey, start, stop, data, raw = item
+        _, counter, skey, start, stop, data, raw = item
         seq = event.seq
         store = self._kept.get(skey)
         items = store.items if store is not None else []
         wanted: list[tuple[int, int]] = []
         for e in self.watched.get(skey, ()):
             lo, hi = max(start, e.lo), min(stop, e.hi)
-            if lo >= hi:
+            if lo >= hi or (counter is not None and e.counter == counter):  # (that write PyTorch sees: it raises)
                 continue
             gaps = [(lo, hi)]
             for kept in items:
