@@ -97,10 +97,10 @@ class Facts:
                 for event in self.trace.events:
                     if event.result is not None and event.kind in (EventKind.DATA_GET, EventKind.DETACH):
                         self._made_by.setdefault(event.result, event)
-            made_by = self._made_by.get(tid)
+            maker = self._made_by.get(tid)
             alias = None
-            if made_by is not None:
-                made = self.alias_expression(made_by)
+            if maker is not None:
+                made = self.alias_expression(maker)
                 own = self.namer.variable(tid)
                 alias = made if own is None or own == made else f"{own} = {made}"
             self._aliases[tid] = alias

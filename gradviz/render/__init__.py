@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .diagram import SAVE_FORMATS, Diagram, GraphvizNotFound
-from .picture import Picture
 from .views import VIEWS, page_html
 
 if TYPE_CHECKING:
     from ..analysis.findings import Finding
     from ..model import Trace
+    from .picture import Picture
 
 __all__ = ["VIEWS", "Diagram", "GraphvizNotFound", "Picture", "render"]
 
@@ -43,6 +43,8 @@ def render(
     if findings is None:
         findings = picture.findings if picture is not None and picture.trace is trace else _diagnose(trace)
     if picture is None or not picture.of(trace, findings):
+        from .picture import Picture  # with it the analysis (networkx): `import gradviz` stays light
+
         picture = Picture(trace, findings)
     if view == "graph":
         from .graph import graph_view
@@ -96,3 +98,11 @@ def _diagnose(trace: Trace) -> list[Finding]:
     except ImportError:  # the analysis passes are optional for drawing
         return []
     return list(diagnose(trace))
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Picture":  # imported on first use, as render() does
+        from .picture import Picture
+
+        return Picture
+    raise AttributeError(f"module 'gradviz.render' has no attribute {name!r}")

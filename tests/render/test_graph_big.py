@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gradviz.analysis.findings import Finding, FindingKind
+from gradviz.analysis.findings import Finding, FindingKind, SavedTensorEvidence
 from gradviz.model import Location, NodeRecord, SavedTensorRecord, TensorRecord, Trace
 from gradviz.render import render
 from gradviz.render.simplify import Core, CoreNode, find_repeats
@@ -63,7 +63,10 @@ def test_max_nodes_keeps_the_neighbourhood_of_a_deep_finding() -> None:
     trace.tensors["t0"] = _tensor("t0", names=["h"])
     trace.nodes["n4000"].saved = [SavedTensorRecord("self", "t0", 0)]
     trace.tensors["t0"].version = 2
-    finding = Finding(FindingKind.POISONED_SAVED_TENSOR, None, 7, "m", "f", tensors=["t0"], nodes=["n4000"])
+    evidence = SavedTensorEvidence(node="n4000", saved_name="self", tensor="t0", saved_version=0, version_now=2,
+                                   write_event=None, write_line=7, shared_counter=True)
+    finding = Finding(FindingKind.POISONED_SAVED_TENSOR, None, 7, "m", "f", tensors=["t0"], nodes=["n4000"],
+                      evidence=[evidence])
     source = render(trace, findings=[finding], max_nodes=100).source
     drawn = _drawn_nodes(source)
     assert {"n0", "n3999", "n4000", "n4001", "n4000_s_self"} <= set(drawn)
