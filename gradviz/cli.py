@@ -455,6 +455,7 @@ def _finish_render(
     prepare_streams()
     _check_step(trace, program, options)
     findings, analysis_error = _diagnose(trace, progress)
+    life = getattr(findings, "lifetimes", None)  # computed by the analysis, reused by the pictures
     findings, suppressed = _accept(findings, options)
     _warn_if_empty(trace, program)
     written: list[Path] = []
@@ -462,7 +463,7 @@ def _finish_render(
     said: set[str] = set()  # several outputs of one view make the same choice: say it once
     from .render.picture import Picture
 
-    picture = Picture(trace, findings)  # what every output of this run is drawn from, derived once
+    picture = Picture(trace, findings, life=life)  # what every output of this run is drawn from, derived once
     for out in outs:
         try:
             written.append(_write_diagram(trace, findings, out, options, progress, said, picture))
@@ -1013,7 +1014,7 @@ def _diagnose(trace: Trace, progress: Progress) -> tuple[list[Finding], Exceptio
 
     with progress.spinner("analysing the trace"):
         try:
-            return list(diagnose(trace)), None
+            return diagnose(trace), None  # a list that carries the lifetimes it computed
         except Exception as exc:
             return [], exc
 

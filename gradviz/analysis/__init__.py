@@ -7,7 +7,13 @@ from ..model import Trace
 from .collection import Findings
 from .findings import EVIDENCE_LIMIT, Finding, FindingKind, Severity
 from .graphs import Dataflow, autograd_graph, dataflow_graph
-from .lifetime import backward_through_freed_graph_findings, graph_kept_alive_findings, kept_alive, lifetimes
+from .lifetime import (
+    Lifetimes,
+    backward_through_freed_graph_findings,
+    graph_kept_alive_findings,
+    kept_alive,
+    lifetimes,
+)
 from .updates import manual_update_findings
 from .passes import (
     Context,
@@ -25,10 +31,13 @@ def diagnose(trace: Trace) -> Findings:
     """All findings for `trace`, one per kind, line and parameter, ordered by severity, then file and line (a list
     that displays itself as a table in a notebook)."""
     with collector.paused():  # the passes only build indexes and findings: no full collections over the trace
-        return Findings(_diagnose(trace), file_labels=trace.file_labels)
+        life = lifetimes(trace)
+        found = Findings(_diagnose(trace, life), file_labels=trace.file_labels)
+        found.lifetimes = life  # the views' picture model reuses them (render/picture.py)
+        return found
 
 
-def _diagnose(trace: Trace) -> list[Finding]:
+def _diagnose(trace: Trace, life: Lifetimes | None = None) -> list[Finding]:
     ctx = Context.of(trace)
     found = list(cuts(ctx))
     dead = dead_parameter_findings(ctx, found)
@@ -38,7 +47,7 @@ def _diagnose(trace: Trace) -> list[Finding]:
         + saved_tensor_findings(ctx)
         + update_without_gradient_findings(ctx)
     )
-    life = lifetimes(trace)
+    life = lifetimes(trace) if life is None else life
     kept = kept_alive(trace, life)
     findings += graph_kept_alive_findings(trace, life, kept) + backward_through_freed_graph_findings(trace, life)
     findings += manual_update_findings(trace, {tid for finding in dead for tid in finding.tensors})

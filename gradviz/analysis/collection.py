@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..model import LENT
 from .findings import Finding
+
+if TYPE_CHECKING:
+    from .lifetime import Lifetimes
 
 
 class Findings(list[Finding]):
@@ -18,6 +21,7 @@ class Findings(list[Finding]):
     def __init__(self, items: Iterable[Finding] = (), *, file_labels: dict[str, str] | None = None) -> None:
         super().__init__(items)
         self.file_labels: dict[str, str] = dict(file_labels or {})
+        self.lifetimes: Lifetimes | None = None  # what diagnose() computed of the graphs' lifetimes, for the views
 
     def _repr_html_(self) -> str | None:
         return LENT.findings_html(self, self.file_labels) if LENT.findings_html is not None else None

@@ -74,6 +74,16 @@ class Facts:
     _users: dict[str, list[int]] | None = None
     _made_by: dict[str, Event] | None = None  # alias tensor -> the `.data` / `.detach()` event that made it
     _aliases: dict[str, str | None] = field(default_factory=dict)
+    _accumulator: dict[str, str] | None = None  # leaf tensor -> its first AccumulateGrad node
+
+    def accumulator(self, tid: str | None) -> str | None:
+        """The AccumulateGrad node of a leaf tensor (what a cut of a leaf's value is drawn from)."""
+        if self._accumulator is None:
+            self._accumulator = {}
+            for node in self.trace.nodes.values():
+                if node.variable is not None:
+                    self._accumulator.setdefault(node.variable, node.id)
+        return self._accumulator.get(tid) if tid is not None else None
 
     @property
     def namer(self) -> Namer:

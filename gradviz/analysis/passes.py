@@ -313,9 +313,7 @@ def _cut_evidence(ctx: Context, event: Event, node: str | None) -> CutEvidence:
         expression = f"{ctx.facts.namer.tensor(event.tensor)}.detach_()"
     else:
         expression = ctx.facts.alias_expression(event)
-    source = node
-    if source is None and event.tensor is not None:
-        source = next((n.id for n in ctx.trace.nodes.values() if n.variable == event.tensor), None)
+    source = node if node is not None else ctx.facts.accumulator(event.tensor)
     alias = event.result or event.tensor
     return CutEvidence(
         source_node=source if source in ctx.trace.nodes else None,

@@ -45,7 +45,7 @@ def render(
     if picture is None or not picture.of(trace, findings):
         from .picture import Picture  # with it the analysis (networkx): `import gradviz` stays light
 
-        picture = Picture(trace, findings)
+        picture = Picture(trace, findings, life=getattr(findings, "lifetimes", None))
     if view == "graph":
         from .graph import graph_view
 
@@ -97,7 +97,7 @@ def _diagnose(trace: Trace) -> list[Finding]:
         from ..analysis import diagnose
     except ImportError:  # the analysis passes are optional for drawing
         return []
-    return list(diagnose(trace))
+    return diagnose(trace)  # a list that also carries the lifetimes it computed, for the picture model
 
 
 def __getattr__(name: str) -> Any:

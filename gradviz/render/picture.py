@@ -26,9 +26,13 @@ __all__ = ["Picture"]
 class Picture:
     """One trace and its findings (in report order), with every derived fact the views share."""
 
-    def __init__(self, trace: Trace, findings: Sequence[Finding] = ()) -> None:
+    def __init__(self, trace: Trace, findings: Sequence[Finding] = (), *, life: Lifetimes | None = None) -> None:
+        """`life`: the trace's lifetimes when the caller has them (`diagnose()`'s result carries them)."""
         self.trace = trace
         self.findings: list[Finding] = sorted(findings, key=Finding.sort_key)
+        life = life if life is not None else getattr(findings, "lifetimes", None)
+        if life is not None:
+            self.__dict__["lifetimes"] = life  # the cached property's value, computed once by the analysis
 
     def of(self, trace: Trace, findings: Sequence[Finding]) -> bool:
         """Whether this picture is the one of `trace` and `findings` (a caller passing both checks it can reuse it)."""
