@@ -39,7 +39,7 @@ class Context:
         if tid is None:
             return "a tensor"
         record = self.trace.tensors[tid]
-        if record.parameter or record.names:
+        if record.parameter or record.buffer or record.names:
             return f"`{record.label}`"
         if record.source is not None:
             source = self.trace.tensors[record.source]
@@ -527,11 +527,20 @@ def saved_tensor_findings(ctx: Context) -> list[Finding]:
             continue
         still = [entry for entry in alive[write.storage] if ctx.freed_at.get(entry[0].id, never) >= seq]
         alive[write.storage] = still
+        # batch norm's update of its running statistics moves no version: only the nodes that read them matter
+        readers = write.event.data.get("readers") if write.event.data.get("unversioned") else None
         for node, saved, tensor in still:
             if not _overlaps(write.byte_range, tensor.byte_range):
                 continue
+            if readers is not None and node.id not in readers:
+                continue  # (a train-mode batch norm's node holds them too, but its backward does not read them)
             # under a pack hook autograd compares no versions: even a shared counter lets the write through silently
-            shares = write.counter is not None and write.counter == tensor.version_counter and not saved.packed
+            shares = (
+                write.counter is not None
+                and write.counter == tensor.version_counter
+                and not saved.packed
+                and readers is None
+            )
             finding = _saved_write_finding(ctx, write, node, saved, tensor, shares)
             if finding is not None:
                 findings.append(finding)
@@ -563,6 +572,9 @@ def _saved_write_finding(
     via = f"the optimizer step `{code}`" if by_step else f"{ctx.alias(write.tensor)}"
     if write.tensor == tensor.id and not by_step:
         via = f"{ctx.name(tensor.id)} itself"
+    unversioned = bool(write.event.data.get("unversioned"))
+    if unversioned:
+        via = "the running-statistics update of a batch norm in train mode"
     call = write.event.data.get("module_call")
     # the write happened inside a module: name it as the program built it (`nn.ReLU(inplace=True)`)
     # (where, not who: a write in a model's own forward is the model's code at that line, not "by `Model()`")
@@ -595,7 +607,13 @@ def _saved_write_finding(
         then = f"The backward at {line_of(backward)} used the changed values: its gradients are silently wrong."
     else:
         then = "No backward has run through it yet: when it does, its gradients will be silently wrong."
-    if saved.packed:
+    if unversioned:
+        why = f", which moves no version (a known PyTorch issue), so autograd did not notice (still v{_v(saved)})"
+        fix = (
+            "Run backward through the eval-mode graph before the next train-mode forward of this module (or make that "
+            "forward in eval mode too), so that the running statistics it saved are still the ones it used."
+        )
+    elif saved.packed:
         why = (
             "; it was saved through a saved_tensors_hooks pack hook (save_on_cpu or offloading keep CPU tensors "
             "themselves, not copies), under which autograd checks no versions, so it did not notice"
