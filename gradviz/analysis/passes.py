@@ -719,6 +719,35 @@ def _detach_inplace_findings(ctx: Context, entries: dict[str, list[_Entry]]) -> 
 
 
 # ------------------------------------------------------------------------------------------ optimizer updates
+def _given_in_step_finding(
+    ctx: Context, event: Event, tid: str, latest: Event | None, file: str | None, line: int | None, code: str
+) -> Finding:
+    """The parameter had no `.grad`; the optimizer's own step() gave it one (`p.grad = torch.zeros_like(p)`) and then
+    moved it: the line to change is that one, not the program's call of step()."""
+    name = ctx.name(tid)
+    optimizer = event.data.get("optimizer", "The optimizer")
+    at = event.data.get("grad_given_at")
+    where = f" at line {at[1]} (`{at[2]}`)" if at else ""
+    if at:
+        file, line, code = at[0], at[1], at[2]
+    label = ctx.trace.tensors[tid].label
+    return Finding(
+        FindingKind.UPDATE_WITHOUT_GRADIENT,
+        file,
+        line,
+        f"{name} had no `.grad` when {optimizer}.step() was called at line {ctx.where(event)[1]}: no backward "
+        f"reached it. The step gave it a gradient itself{where}, then its update (momentum, weight decay) moved it "
+        "all the same, so a parameter meant to stay put changed.",
+        f"In step(), skip a parameter whose `.grad` is None (`if p.grad is None: continue`, as torch's optimizers "
+        f"do) instead of giving it a gradient{where}; or leave `{label}` out of the optimizer.",
+        parameter=label,
+        code=code,
+        tensors=[tid],
+        events=[event.seq] + ([latest.seq] if latest else []),
+        affected_backward=latest.seq if latest else None,
+    )
+
+
 def update_without_gradient_findings(ctx: Context) -> list[Finding]:
     trace = ctx.trace
     findings = []
@@ -737,6 +766,9 @@ def update_without_gradient_findings(ctx: Context) -> list[Finding]:
                 continue  # (a gradient the program wrote into `.grad` itself is a gradient too)
             file, line, code = ctx.where(event)
             grad = event.data.get("grads", {}).get(tid)
+            if tid in event.data.get("grad_given", ()):
+                findings.append(_given_in_step_finding(ctx, event, tid, latest, file, line, code))
+                continue
             held = {
                 "zero": "its `.grad` held only zeros (left by `zero_grad(set_to_none=False)`)",
                 "nonzero": "its `.grad` still held a gradient from an earlier backward",
