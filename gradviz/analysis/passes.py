@@ -530,8 +530,6 @@ def saved_tensor_findings(ctx: Context) -> list[Finding]:
         # batch norm's update of its running statistics moves no version: only the nodes that read them matter
         readers = write.event.data.get("readers") if write.event.data.get("unversioned") else None
         for node, saved, tensor in still:
-            if not _overlaps(write.byte_range, tensor.byte_range):
-                continue
             if readers is not None and node.id not in readers:
                 continue  # (a train-mode batch norm's node holds them too, but its backward does not read them)
             # under a pack hook autograd compares no versions: even a shared counter lets the write through silently
@@ -541,7 +539,11 @@ def saved_tensor_findings(ctx: Context) -> list[Finding]:
                 and not saved.packed
                 and readers is None
             )
-            finding = _saved_write_finding(ctx, write, node, saved, tensor, shares)
+            # autograd compares versions, not bytes: a write to another row of the saved row's base moves its version
+            if not shares and not _overlaps(write.byte_range, tensor.byte_range):
+                continue
+            touched = _overlaps(write.byte_range, tensor.byte_range)
+            finding = _saved_write_finding(ctx, write, node, saved, tensor, shares, touched=touched)
             if finding is not None:
                 findings.append(finding)
     # by saved tensor: each .data set or detach_() looks up its own tensor's entries, not all of them
@@ -559,7 +561,14 @@ def _consequence(ctx: Context, seq: int, node: NodeRecord) -> tuple[Event | None
 
 
 def _saved_write_finding(
-    ctx: Context, write: _Write, node: NodeRecord, saved: SavedTensorRecord, tensor: TensorRecord, shares: bool
+    ctx: Context,
+    write: _Write,
+    node: NodeRecord,
+    saved: SavedTensorRecord,
+    tensor: TensorRecord,
+    shares: bool,
+    *,
+    touched: bool = True,
 ) -> Finding | None:
     backward, relevant = _consequence(ctx, write.event.seq, node)
     if not relevant:
@@ -592,8 +601,13 @@ def _saved_write_finding(
             FindingKind.POISONED_SAVED_TENSOR,
             file,
             line,
-            f"{what} at v{_v(saved)}, was written in place at line {line}{by} through {via}, which shares "
-            f"its version counter: now v{now}. {then}",
+            (
+                f"{what} at v{_v(saved)}, was written in place at line {line}{by} through {via}, which shares "
+                f"its version counter: now v{now}. {then}"
+                if touched
+                else f"{what} at v{_v(saved)}, shares its version counter with {via}, written in place at line "
+                f"{line}{by}: other bytes than its own, but autograd counts versions, not bytes: now v{now}. {then}"
+            ),
             "Do not modify a tensor autograd saved: clone first (`x = x.clone()` or `c = out.detach().clone()`), "
             "use the out-of-place op, or do the update after backward (for optimizers: build the next loss after "
             "`step()`).",
