@@ -304,7 +304,7 @@ class HookRecording:
                 if live is not None:
                     live.version = after
             file, line = step.where
-            data = {
+            data: dict[str, Any] = {
                 "optimizer": step.name,
                 "optimizer_id": self._optimizer_ids.setdefault(key, f"o{len(self._optimizer_ids)}"),
                 "changed": changed,
@@ -336,7 +336,7 @@ RECORD_FUNCTION_OPS = (_RECORD_ENTER, _RECORD_EXIT)
 
 
 @functools.lru_cache(maxsize=64)
-def _grad_assignment(optimizer_type: type) -> tuple[str, int, str] | None:
+def _grad_assignment(optimizer_type: type[Any]) -> tuple[str, int, str] | None:
     """(file, line, code) of the first `<x>.grad = <not None>` in `optimizer_type.step`, if its source is readable."""
     try:
         step = inspect.unwrap(optimizer_type.step)
@@ -374,7 +374,7 @@ class _OpenStep:
     __slots__ = ("inner", "kind", "name", "record", "state", "where")
 
     def __init__(
-        self, kind: type, where: tuple[str | None, int | None], state: list[list[Any]], record: Any
+        self, kind: type[Any], where: tuple[str | None, int | None], state: list[list[Any]], record: Any
     ) -> None:
         self.kind = kind  # the optimizer's class
         self.name = kind.__name__

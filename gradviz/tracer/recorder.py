@@ -354,9 +354,8 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
                 before: list[int | None] = [t._version for t in inputs]
             except RuntimeError:  # an inference tensor among them: no version counter
                 before = [_version(t) for t in inputs]
-        norm = _BATCH_NORMS.get(func)
-        if norm is not None:
-            norm = _batch_norm_stats(args, kwargs, *norm)
+        positions = _BATCH_NORMS.get(func)
+        norm = _batch_norm_stats(args, kwargs, *positions) if positions is not None else None
         # made from a stand-in for the calling frame: warnings raised by the call are the program's (callsite.py)
         if site is None:
             result = func(*args, **kwargs)

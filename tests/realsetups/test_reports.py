@@ -322,3 +322,13 @@ def test_optimizer_that_skips_frozen_parameters_is_clean(tmp_path: Path) -> None
     assert _findings(script) == []
     code, out = _check(script, "--strict")
     assert code == 0, out
+
+
+def test_two_train_mode_forwards_before_one_backward_are_clean(tmp_path: Path) -> None:
+    """A train-mode node holds the running statistics too, but its backward never reads them: the next train-mode
+    forward's update (a discriminator on real, then on fake data, one backward) changes no gradient."""
+    order = "noisy = model(x_u + 0.1 * torch.randn_like(x_u))\n        logits = model(x_l)\n        clean = model(x_u)"
+    script = _write(tmp_path, "bn_train_only", BATCH_NORM.replace("ORDER", order))
+    plain, true = pytorch.run(script), pytorch.run(script, clone_saved=True)
+    assert plain.error is None and not pytorch.silently_wrong(plain, true)
+    assert _findings(script) == []
