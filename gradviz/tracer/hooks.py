@@ -376,7 +376,7 @@ class _OpenStep:
     def __init__(
         self, kind: type[Any], where: tuple[str | None, int | None], state: list[list[Any]], record: Any
     ) -> None:
-        self.kind = kind  # the optimizer's class
+        self.kind: Any = kind  # the optimizer's class
         self.name = kind.__name__
         self.where = where  # the program's file and line calling step()
         self.state = state  # [parameter, version before, gradient state, copy of values or None] per parameter
