@@ -25,7 +25,10 @@ ROOT = Path(__file__).resolve().parents[2]
 # A cross-entropy written like the fused kernels: loss and d(loss)/d(logits) in one pass, row by row, the gradient
 # written over the logits' own memory through `.data`. The rows of the logits were divided by a per-example
 # temperature in place first and saved by the z-loss's logsumexp: the kernel's writes change what that backward
-# reads, through an alias with a counter of its own (PyTorch raises nothing; the gradient is silently wrong).
+# reads, through an alias with a counter of its own (PyTorch raises nothing; the gradient is silently wrong). With 6
+# rows, the kernel's first write to row 1 brings the `.data` counter to 6, the number the rows' shared counter had
+# reached while row 1's own record still said 2 (the other rows' writes miss its bytes): gradviz took that for the two
+# counters moving together, called them one, and reported poisoned_saved_tensor ("backward will raise").
 KERNEL_CE = """
     import torch, torch.nn as nn
     torch.manual_seed(0)
