@@ -86,8 +86,8 @@ def lifetimes(trace: Trace) -> Lifetimes:
     nodes = trace.nodes
     backwards = trace.events_of(EventKind.BACKWARD)
     freed_by_backward = freed_at(backwards)
-    # what holds a node: a tensor whose grad_fn it is, from when the tensor got it until the tensor died or an
-    # in-place op gave it a new grad_fn
+    # what holds a node: a tensor whose grad_fn it is, from when the tensor got it until the tensor died, an in-place
+    # op gave it a new grad_fn or `detach_()` took it away
     death: dict[str, int] = {}
     current: dict[str, tuple[str, int]] = {}  # tensor -> (its grad_fn now, since when)
 
@@ -103,6 +103,8 @@ def lifetimes(trace: Trace) -> Lifetimes:
         if event.kind is EventKind.INPLACE_WRITE and event.tensor and event.data.get("grad_fn"):
             release(event.tensor, event.seq)
             current[event.tensor] = (event.data["grad_fn"], event.seq)
+        elif event.kind is EventKind.DETACH_ and event.tensor and not event.data.get("error"):
+            release(event.tensor, event.seq)  # `state.detach_()`: the tensor lives on, holding no graph
     # what was freed after the program ended went with its variables: alive at its end
     ended = trace.ended if trace.ended is not None else END
     holders_at_end = []

@@ -49,7 +49,7 @@ class Context:
         if tid is None:
             return "a tensor"
         record = self.trace.tensors[tid]
-        if record.parameter or record.names:
+        if record.parameter or record.buffer or record.names:
             return f"`{record.label}`"
         if record.source is not None:
             source = self.trace.tensors[record.source]
@@ -562,12 +562,23 @@ def saved_tensor_findings(ctx: Context) -> list[Finding]:
             continue
         still = [entry for entry in alive[write.storage] if ctx.freed_at.get(entry[0].id, never) >= seq]
         alive[write.storage] = still
+        # batch norm's update of its running statistics moves no version: only the nodes that read them matter
+        readers = write.event.data.get("readers") if write.event.data.get("unversioned") else None
         for node, saved, tensor in still:
-            if not _overlaps(write.byte_range, tensor.byte_range):
-                continue
+            if readers is not None and node.id not in readers:
+                continue  # (a train-mode batch norm's node holds them too, but its backward does not read them)
             # under a pack hook autograd compares no versions: even a shared counter lets the write through silently
-            shares = write.counter is not None and write.counter == tensor.version_counter and not saved.packed
-            finding = _saved_write_finding(ctx, write, node, saved, tensor, shares)
+            shares = (
+                write.counter is not None
+                and write.counter == tensor.version_counter
+                and not saved.packed
+                and readers is None
+            )
+            # autograd compares versions, not bytes: a write to another row of the saved row's base moves its version
+            if not shares and not _overlaps(write.byte_range, tensor.byte_range):
+                continue
+            touched = _overlaps(write.byte_range, tensor.byte_range)
+            finding = _saved_write_finding(ctx, write, node, saved, tensor, shares, touched=touched)
             if finding is not None:
                 findings.append(finding)
     # by saved tensor: each .data set or detach_() looks up its own tensor's entries, not all of them
@@ -585,7 +596,14 @@ def _consequence(ctx: Context, seq: int, node: NodeRecord) -> tuple[Event | None
 
 
 def _saved_write_finding(
-    ctx: Context, write: _Write, node: NodeRecord, saved: SavedTensorRecord, tensor: TensorRecord, shares: bool
+    ctx: Context,
+    write: _Write,
+    node: NodeRecord,
+    saved: SavedTensorRecord,
+    tensor: TensorRecord,
+    shares: bool,
+    *,
+    touched: bool = True,
 ) -> Finding | None:
     backward, relevant = _consequence(ctx, write.event.seq, node)
     if not relevant:
@@ -598,6 +616,9 @@ def _saved_write_finding(
     via = f"the optimizer step `{code}`" if by_step else f"{ctx.alias(write.tensor)}"
     if write.tensor == tensor.id and not by_step:
         via = f"{ctx.name(tensor.id)} itself"
+    unversioned = bool(write.event.data.get("unversioned"))
+    if unversioned:
+        via = "the running-statistics update of a batch norm in train mode"
     call = write.event.data.get("module_call")
     # the write happened inside a module: name it as the program built it (`nn.ReLU(inplace=True)`)
     # (where, not who: a write in a model's own forward is the model's code at that line, not "by `Model()`")
@@ -615,8 +636,14 @@ def _saved_write_finding(
             FindingKind.POISONED_SAVED_TENSOR,
             file,
             line,
-            f"{what} at v{_v(saved)}, was written in place at line {line}{by} through {via}, which shares "
-            f"its version counter: now {version_text(now)}. {then}",
+            (
+                f"{what} at v{_v(saved)}, was written in place at line {line}{by} through {via}, which shares "
+                f"its version counter: now {version_text(now)}. {then}"
+                if touched
+                else f"{what} at v{_v(saved)}, shares its version counter with {via}, written in place at line "
+                f"{line}{by}: other bytes than its own, but autograd counts versions, not bytes: now "
+                f"{version_text(now)}. {then}"
+            ),
             "Do not modify a tensor autograd saved: clone first (`x = x.clone()` or `c = out.detach().clone()`), "
             "use the out-of-place op, or do the update after backward (for optimizers: build the next loss after "
             "`step()`).",
@@ -633,7 +660,13 @@ def _saved_write_finding(
         then = "No backward has run through it yet: when it does, its gradients will be silently wrong."
     measured = measurement_of(ctx.trace, write.event, backward, ctx.name)
     then = then_sentence(measured, line_of(backward), then)
-    if saved.packed:
+    if unversioned:
+        why = f", which moves no version (a known PyTorch issue), so autograd did not notice (still v{_v(saved)})"
+        fix = (
+            "Run backward through the eval-mode graph before the next train-mode forward of this module (or make that "
+            "forward in eval mode too), so that the running statistics it saved are still the ones it used."
+        )
+    elif saved.packed:
         why = (
             "; it was saved through a saved_tensors_hooks pack hook (save_on_cpu or offloading keep CPU tensors "
             "themselves, not copies), under which autograd checks no versions, so it did not notice"
@@ -779,6 +812,35 @@ def _detach_inplace_findings(ctx: Context, entries: dict[str, list[_Entry]]) -> 
 
 
 # ------------------------------------------------------------------------------------------ optimizer updates
+def _given_in_step_finding(
+    ctx: Context, event: Event, tid: str, latest: Event | None, file: str | None, line: int | None, code: str
+) -> Finding:
+    """The parameter had no `.grad`; the optimizer's own step() gave it one (`p.grad = torch.zeros_like(p)`) and then
+    moved it: the line to change is that one, not the program's call of step()."""
+    name = ctx.name(tid)
+    optimizer = event.data.get("optimizer", "The optimizer")
+    at = event.data.get("grad_given_at")
+    where = f" at line {at[1]} (`{at[2]}`)" if at else ""
+    if at:
+        file, line, code = at[0], at[1], at[2]
+    label = ctx.trace.tensors[tid].label
+    return Finding(
+        FindingKind.UPDATE_WITHOUT_GRADIENT,
+        file,
+        line,
+        f"{name} had no `.grad` when {optimizer}.step() was called at line {ctx.where(event)[1]}: no backward "
+        f"reached it. The step gave it a gradient itself{where}, then its update (momentum, weight decay) moved it "
+        "all the same, so a parameter meant to stay put changed.",
+        f"In step(), skip a parameter whose `.grad` is None (`if p.grad is None: continue`, as torch's optimizers "
+        f"do) instead of giving it a gradient{where}; or leave `{label}` out of the optimizer.",
+        parameter=label,
+        code=code,
+        tensors=[tid],
+        events=[event.seq] + ([latest.seq] if latest else []),
+        affected_backward=latest.seq if latest else None,
+    )
+
+
 def update_without_gradient_findings(ctx: Context) -> list[Finding]:
     trace = ctx.trace
     findings = []
@@ -797,6 +859,9 @@ def update_without_gradient_findings(ctx: Context) -> list[Finding]:
                 continue  # (a gradient the program wrote into `.grad` itself is a gradient too)
             file, line, code = ctx.where(event)
             grad = event.data.get("grads", {}).get(tid)
+            if tid in event.data.get("grad_given", ()):
+                findings.append(_given_in_step_finding(ctx, event, tid, latest, file, line, code))
+                continue
             held = {
                 "zero": "its `.grad` held only zeros (left by `zero_grad(set_to_none=False)`)",
                 "nonzero": "its `.grad` still held a gradient from an earlier backward",

@@ -3,9 +3,11 @@ module paths, optimizer steps."""
 
 from __future__ import annotations
 
+import ast
 import functools
 import inspect
 import sys
+import textwrap
 import threading
 import types
 import weakref
@@ -190,17 +192,20 @@ class HookRecording:
 
     def _before_step(self, optimizer: Any, where: tuple[str | None, int | None], record: Any) -> None:
         state = []
+        # torch's optimizers skip a parameter without .grad; a custom step() may give it one (`p.grad = zeros`) and
+        # update it all the same, its values moved or not
+        custom = not type(optimizer).__module__.startswith("torch.")
         try:
             for group in optimizer.param_groups:
                 for p in group["params"]:
                     grad = self._grad_state(p)
                     # a zero gradient moves the version but maybe not the values (momentum and weight decay can
                     # still move them, or not): keep a copy to compare
-                    copy = _local_copy(p) if grad == "zero" else None
+                    copy = _local_copy(p) if grad == "zero" or (custom and grad == "none") else None
                     state.append([p, _version(p), grad, copy])
         except Exception as exc:
             self._internal(exc)
-        self._steps[id(optimizer)] = _OpenStep(type(optimizer).__name__, where, state, record)
+        self._steps[id(optimizer)] = _OpenStep(type(optimizer), where, state, record)
 
     def _grad_state(self, p: torch.Tensor) -> str:
         g = p.grad
@@ -301,7 +306,7 @@ class HookRecording:
 
     def _record_step(self, key: int, step: _OpenStep, outcome: str) -> None:
         try:
-            changed, grads, versions = [], {}, []
+            changed, grads, versions, given = [], {}, [], []
             for p, before, grad, copy in step.state:
                 tid = self._tid(p)
                 after = _version(p)
@@ -310,6 +315,8 @@ class HookRecording:
                     changed.append(tid)
                 grads[tid] = grad
                 g = p.grad
+                if grad == "none" and g is not None:
+                    given.append(tid)  # step() itself gave it a gradient
                 if g is not None:
                     self._stepped_grads[tid] = _grad_key(g)
                 versions.append(VersionChange(tid, before, after))
@@ -317,7 +324,7 @@ class HookRecording:
                 if live is not None:
                     live.version = after
             file, line = step.where
-            data = {
+            data: dict[str, Any] = {
                 "optimizer": step.name,
                 "optimizer_id": self._optimizer_ids.setdefault(key, f"o{len(self._optimizer_ids)}"),
                 "changed": changed,
@@ -325,6 +332,11 @@ class HookRecording:
             }
             if outcome != "ok":
                 data["outcome"] = outcome  # raised inside step(); what it changed before that is still listed
+            if given:
+                data["grad_given"] = given
+                at = _grad_assignment(step.kind)
+                if at is not None:
+                    data["grad_given_at"] = list(at)
             self._event(EventKind.OPTIMIZER_STEP, file, line, op=f"{step.name}.step", versions=versions, data=data)
         except Exception as exc:
             self._internal(exc)
@@ -343,6 +355,28 @@ _RECORD_EXIT = torch.ops.profiler._record_function_exit._RecordFunction
 RECORD_FUNCTION_OPS = (_RECORD_ENTER, _RECORD_EXIT)
 
 
+@functools.lru_cache(maxsize=64)
+def _grad_assignment(optimizer_type: type[Any]) -> tuple[str, int, str] | None:
+    """(file, line, code) of the first `<x>.grad = <not None>` in `optimizer_type.step`, if its source is readable."""
+    try:
+        step = inspect.unwrap(optimizer_type.step)
+        lines, first = inspect.getsourcelines(step)
+        tree = ast.parse(textwrap.dedent("".join(lines)))
+        file = inspect.getsourcefile(step)
+    except (OSError, TypeError, SyntaxError):
+        return None
+    found = [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign)
+        and not (isinstance(node.value, ast.Constant) and node.value.value is None)
+        and any(isinstance(target, ast.Attribute) and target.attr == "grad" for target in node.targets)
+    ]
+    if not found or not file:
+        return None
+    return file, first + min(found) - 1, lines[min(found) - 1].strip()
+
+
 @functools.lru_cache(maxsize=256)
 def _takes_closure_first(optimizer_type: type[Any]) -> bool:
     """Whether `optimizer_type.step`'s first argument after self is its closure (every torch optimizer's is)."""
@@ -357,10 +391,13 @@ def _takes_closure_first(optimizer_type: type[Any]) -> bool:
 class _OpenStep:
     """An optimizer step between its pre- and post-hook: the parameters' state before it, and where it runs."""
 
-    __slots__ = ("inner", "name", "record", "state", "where")
+    __slots__ = ("inner", "kind", "name", "record", "state", "where")
 
-    def __init__(self, name: str, where: tuple[str | None, int | None], state: list[list[Any]], record: Any):
-        self.name = name  # the optimizer's class name
+    def __init__(
+        self, kind: type[Any], where: tuple[str | None, int | None], state: list[list[Any]], record: Any
+    ) -> None:
+        self.kind: Any = kind  # the optimizer's class
+        self.name = kind.__name__
         self.where = where  # the program's file and line calling step()
         self.state = state  # [parameter, version before, gradient state, copy of values or None] per parameter
         self.record = record  # the handle of torch's record_function mark around the step, if seen

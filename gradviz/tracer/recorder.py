@@ -97,6 +97,24 @@ _QUERIES = frozenset(
 )
 
 
+
+def _batch_norm_stats(args: Any, kwargs: Any, mean: int, var: int, training: int) -> tuple[list[Any], bool]:
+    """A batch norm call's running statistics (the tensors among them) and its `training` flag."""
+    def arg(i: int, name: str, default: Any) -> Any:
+        return args[i] if len(args) > i else kwargs.get(name, default)
+
+    stats = [t for t in (arg(mean, "running_mean", None), arg(var, "running_var", None)) if isinstance(t, _Tensor)]
+    return stats, bool(arg(training, "training", False))
+
+
+# Batch norm in train mode updates its running statistics in place without moving their version counters (a known
+# PyTorch issue): a graph that saved them in eval mode reads the new values at backward, unnoticed. The calls that do
+# it, as the mode sees them: function -> positions of running_mean, running_var, training
+_BATCH_NORMS = {
+    torch.nn.functional.batch_norm: (1, 2, 5),
+    torch.batch_norm: (3, 4, 5),
+}
+
 class _Live(weakref.ref):
     """What the recorder keeps about a tensor while it is alive: a weak reference to it (call it to get the
     tensor, or None once freed), never the tensor itself, with the facts that may change while it lives."""
@@ -149,6 +167,12 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
         self._storage_ids: dict[int, str] = {}
         self._layout: dict[tuple[Any, ...], str] = {}
         self._layouts_of: dict[int, list[tuple[Any, ...]]] = {}  # storage key -> its layouts in _layout
+        # counter -> its version after the latest write seen through any tensor on it: a view whose bytes that write
+        # missed moved too, though its own recorded version did not (see _record_write)
+        self._counter_versions: dict[str, int] = {}
+        # running statistics (tensor id) -> the nodes an eval-mode batch norm made since their last update, which saved
+        # them and read them at backward; the train-mode batch norm that next updates them names these in its write
+        self._stat_readers: dict[str, list[str]] = {}
         self._node_count = 0
         self._saved_names = _SAVED_NAMES
         self._type_names = _TYPE_NAMES
@@ -376,6 +400,8 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
                 before = [_version(t) for t in inputs]
             if self._watched:  # --verify: the bytes this call may take from a saved tensor (verify.py)
                 self._check.keep(self, inputs)
+        positions = _BATCH_NORMS.get(func)
+        norm = _batch_norm_stats(args, kwargs, *positions) if positions is not None else None
         # made from a stand-in for the calling frame: warnings raised by the call are the program's (callsite.py)
         if site is None:
             result = func(*args, **kwargs)
@@ -395,14 +421,21 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
             try:
                 with self._lock:
                     if self._paused < _CLOSED:  # (tracing may have ended while this thread made the call)
-                        self._after_call(func, inputs, before, result, caller, site)
+                        self._after_call(func, inputs, before, result, caller, site, norm)
             except Exception as exc:  # never let bookkeeping break the user's program
                 self._module_now = None
                 self._internal(exc, _func_name(func))
         return result
 
     def _after_call(
-        self, func: Any, inputs: list[torch.Tensor], before: list[int | None], result: Any, caller: Any, site: Any
+        self,
+        func: Any,
+        inputs: list[torch.Tensor],
+        before: list[int | None],
+        result: Any,
+        caller: Any,
+        site: Any,
+        norm: tuple[list[Any], bool] | None = None,
     ) -> None:
         written = None
         for t, v in zip(inputs, before):
@@ -456,7 +489,33 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
             entry = live.get(id(t))
             out_ids.append(entry.tid if entry is not None else track(t, "op", seq, name, file, line))
         self.trace.ops.append(OpRecord(seq, name, in_ids, out_ids, line, file))
+        if norm is not None:
+            self._running_stats(norm, written, out_ids, name, file, line)
         self._module_now = None  # (read afresh by whatever records next)
+
+    def _running_stats(
+        self, norm: tuple[list[Any], bool], written: Any, out_ids: list[str], op: str, file: str | None, line: int | None
+    ) -> None:
+        """A batch norm call: in eval mode, the node it made reads the running statistics at backward; in train mode
+        it changed their bytes, with their versions left as they were (a write no version check will see)."""
+        stats, training = norm
+        module_name, module = self._module_now or self._running_module()
+        if module is not None:  # buffers first seen here, after the model was named: named now, as hooks.py would
+            for name, buffer in module.named_buffers(recurse=False):
+                live = self._live.get(id(buffer))
+                if live is not None and live.record.buffer is None and any(t is buffer for t in stats):
+                    live.record.buffer = f"{module_name}.{name}" if module_name else name
+        if not training:
+            node = self.trace.tensors[out_ids[0]].grad_fn if out_ids else None
+            if node is not None:
+                for t in stats:
+                    self._stat_readers.setdefault(self._tid(t), []).append(node)
+            return
+        moved = {id(t) for t, _ in written or ()}
+        for t in stats:
+            if id(t) not in moved:  # (a version that did move is an ordinary write, recorded as one already)
+                tid = self._tid(t)
+                self._record_write(t, _version(t), op, file, line, readers=self._stat_readers.pop(tid, []))
 
     def _internal(self, exc: BaseException, op: str | None = None) -> None:
         """Our bookkeeping failed on a call: counted (the summary says so: never a silent "no problems"), kept."""
@@ -649,13 +708,27 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
         counters[gone].tensors = []
 
     # ------------------------------------------------------------------ writes
-    def _record_write(self, t: torch.Tensor, before: int | None, op: str, file: str | None, line: int | None) -> Event:
+    def _record_write(
+        self,
+        t: torch.Tensor,
+        before: int | None,
+        op: str,
+        file: str | None,
+        line: int | None,
+        *,
+        readers: list[str] | None = None,
+    ) -> Event:
+        """`readers`: the write moved no version (batch norm's running statistics); the nodes that read what it
+        changed."""
         live = self._live[id(t)]
         tid = live.tid
         after = _version(t)
         changes = [VersionChange(tid, before, after)]
         counter = self._counter_of(tid)
         live.version = after
+        counter_versions = self._counter_versions
+        if counter is not None and after is not None:
+            counter_versions[counter] = after
         start, stop = live.byte_range or (0, 0)
         members = self._by_storage.get(live.storage, ())  # type: ignore[arg-type]  # (None: no storage)
         for key in sorted(members, key=lambda k: int(self._live[k].tid[1:])):
@@ -671,8 +744,15 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
             now = _version(alias)
             changes.append(VersionChange(other.tid, other.version, now))
             other_counter = self._counter_of(other.tid)
+            # moved where no write seen on its own counter explains it (a write to another row of its base moves a
+            # row view's version too): then, and only then, it moved with this write
+            known = other.version
+            if other_counter is not None:
+                latest = counter_versions.get(other_counter)
+                if latest is not None and (known is None or latest > known):
+                    known = latest
             if (
-                now != other.version
+                now != known
                 and now == after
                 and counter is not None
                 and other_counter is not None
@@ -685,6 +765,9 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
             "byte_range": [start, stop],
             "counter": counter,
         }
+        if readers is not None:
+            data["unversioned"] = True
+            data["readers"] = readers
         module_name, module = self._module_now or self._running_module()
         if module is not None:
             data["module"] = module_name

@@ -204,6 +204,20 @@ REGRESSIONS = {
         "t0 = a.tanh()\nt1 = t0.t()\nt0.detach_()\nt0.mul_(2)\nloss = t1.sum()\nloss.backward()",
         {"a"},
     ),
+    # the counter a writing alias has, however it was made: `.data`'s own through a view of it, its `.detach()`, or
+    # its own `.data`; the saved tensor's through a `.detach()` then viewed
+    "write_view_of_data": ("t0 = a.tanh()\nt1 = t0.data.view(4)\nt1.add_(0.5)\nloss = t0.sum()\nloss.backward()", {"a"}),
+    "write_detach_of_data": ("t0 = a.tanh()\nt1 = t0.data.detach()\nt1.add_(0.5)\nloss = t0.sum()\nloss.backward()", {"a"}),
+    "write_data_of_data": ("t0 = a.tanh()\nt1 = t0.data\nt2 = t1.data\nt2.add_(0.5)\nloss = t0.sum()\nloss.backward()", {"a"}),
+    "write_view_of_detach": ("t0 = a.tanh()\nt1 = t0.detach().t()\nt1.add_(0.5)\nloss = t0.sum()\nloss.backward()", {"a"}),
+    # a write to another row of t0 moves the saved row t1's version too, though not its bytes: a later write through
+    # `.data` that brings its own (other) counter to the same number is no evidence that the two share one
+    "stale_row_version_data_write": (
+        "t0 = a * 2\nt1 = t0[0]\nt0[1].mul_(0.5)\nt2 = t1.sin()\nt3 = t0.data\nt3[0].add_(1.0)\nloss = t2.sum()\nloss.backward()",
+        {"a"},
+    ),
+    # autograd compares versions, not bytes: writing another row of a saved row's base makes backward raise
+    "write_other_row_of_saved": ("t0 = a * 2\nt1 = t0[0]\nt2 = t1.sin()\nt0[1].mul_(0.5)\nloss = t2.sum()\nloss.backward()", {"a"}),
     "no_grad_path": ("with torch.no_grad():\n    t0 = a.exp()\nt1 = t0 * b\nloss = t1.sum()\nloss.backward()", {"a", "b"}),
 }
 

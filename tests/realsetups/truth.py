@@ -3,6 +3,7 @@ changed; whether the program raised; how many autograd nodes its live values kee
 
 from __future__ import annotations
 
+import contextlib
 import runpy
 import sys
 from collections.abc import Iterator
@@ -19,6 +20,7 @@ from gradviz.analysis import Finding, FindingKind, Severity
 class Step:
     with_grad: set[str]  # parameters whose .grad was non-zero before the step
     changed: set[str]  # parameters whose values the step changed
+    grads: dict[str, torch.Tensor] = field(default_factory=dict)  # a copy of each .grad before the step
 
 
 @dataclass
@@ -76,9 +78,13 @@ def _nodes(values: Iterator[object]) -> int:
     return count
 
 
-def run(script: Path) -> Truth:
-    """Run `script` as `python script` would (in this process), watching every optimizer step."""
+def run(script: Path, *, clone_saved: bool = False) -> Truth:
+    """Run `script` as `python script` would (in this process), watching every optimizer step.
+
+    `clone_saved`: every tensor autograd saves is cloned at save time, so backward sees the values the forward
+    used, whatever the program writes afterwards: the gradients the program should have had."""
     truth = Truth()
+    grads: list[dict[int, torch.Tensor]] = []
     state: dict[int, dict[int, torch.Tensor]] = {}
 
     def pre(optimizer: torch.optim.Optimizer, args: object, kwargs: object) -> None:
@@ -86,6 +92,7 @@ def run(script: Path) -> Truth:
             params = [p for group in optimizer.param_groups for p in group["params"]]
             state[id(optimizer)] = {id(p): _local(p).detach().clone() for p in params}
             with_grad = {id(p) for p in params if p.grad is not None and bool(_local(p.grad).any())}
+            grads.append({id(p): _local(p.grad).clone() for p in params if p.grad is not None})
         truth.steps.append(Step(with_grad, set()))  # type: ignore[arg-type]
 
     def post(optimizer: torch.optim.Optimizer, args: object, kwargs: object) -> None:
@@ -98,8 +105,14 @@ def run(script: Path) -> Truth:
     argv = sys.argv
     sys.argv = [str(script)]
     namespace: dict[str, object] = {}
+    frozen = (
+        torch.autograd.graph.saved_tensors_hooks(lambda t: t.detach().clone(), lambda t: t)
+        if clone_saved
+        else contextlib.nullcontext()
+    )
     try:
-        namespace = runpy.run_path(str(script), run_name="__main__")
+        with frozen:
+            namespace = runpy.run_path(str(script), run_name="__main__")
     except Exception as exc:  # noqa: BLE001 - the program's own error is part of the truth
         truth.error = f"{type(exc).__name__}: {exc}"
     finally:
@@ -110,8 +123,22 @@ def run(script: Path) -> Truth:
     for step in truth.steps:  # ids to names, now that the modules are known
         step.with_grad = {truth.names.get(i, str(i)) for i in step.with_grad}  # type: ignore[misc]
         step.changed = {truth.names.get(i, str(i)) for i in step.changed}  # type: ignore[misc]
+    for step, before in zip(truth.steps, grads):
+        step.grads = {truth.names.get(i, str(i)): g for i, g in before.items()}
     truth.live_nodes = _nodes(iter(v for k, v in namespace.items() if not k.startswith("__")))
     return truth
+
+
+def silently_wrong(plain: Truth, true: Truth) -> bool:
+    """Whether a run that raised nothing had other gradients at some step than the run with saved tensors cloned
+    at save time (`run(script, clone_saved=True)`): what backward used was changed after the forward saved it."""
+    assert plain.error is None and true.error is None, (plain.error, true.error)
+    assert len(plain.steps) == len(true.steps) > 0
+    for got, want in zip(plain.steps, true.steps):
+        assert got.grads.keys() == want.grads.keys()
+        if any(not torch.allclose(got.grads[name], want.grads[name], rtol=1e-4, atol=1e-6) for name in got.grads):
+            return True
+    return False
 
 
 def _is(name: str, parameter: str | None) -> bool:

@@ -294,9 +294,9 @@ def test_buffers_and_state_dict_aliases_are_summed_up(trace_of) -> None:  # type
     source = html.unescape(memory_digraph(trace, gradviz.diagnose(trace)).source)
     # running_mean, running_var, num_batches_tracked: one note line, not a box (and counter, storage) each
     assert "buffers: 3 tensors without gradients filled as the modules were built" in source
-    # three forwards in training mode: batch_norm writes running_mean and running_var in one call, then
-    # num_batches_tracked += 1
-    assert "written 6 times in all" in source
+    # built: running_mean.zero_(), running_var.fill_(1), num_batches_tracked.zero_(); then three forwards in
+    # training mode: batch_norm updates running_mean and running_var (moving no version), num_batches_tracked += 1
+    assert "written 12 times in all" in source
     assert not re.search(r"<B>(zeros|ones|tensor)\(\)", source)
     assert "`.detach()` at line 10: 6 aliases of 6 parameters, not used again, no finding involved" in source
     assert "parameters by module: 6 in 3 modules" in source

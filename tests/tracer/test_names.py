@@ -384,5 +384,8 @@ def test_buffers_are_named_like_parameters_not_by_their_factory(trace_of, line_o
     counter = trace.tensor("model.batchnorm.num_batches_tracked")
     assert counter.parameter is None and counter.origin != "parameter"  # a buffer is not a parameter
     assert namer.tensor(counter.id) == counter.label == "model.batchnorm.num_batches_tracked"
-    steps = [e for e in trace.events_of(EventKind.INPLACE_WRITE) if e.location.line == line_of(text, "return self.batchnorm")]
-    assert len(steps) == 2  # num_batches_tracked += 1, once a step
+    writes = [e for e in trace.events_of(EventKind.INPLACE_WRITE) if e.location.line == line_of(text, "return self.batchnorm")]
+    assert [e.tensor for e in writes if not e.data.get("unversioned")] == [counter.id] * 2  # `+= 1`, once a step
+    # and the running statistics, updated in train mode without a version change: a write each, once a step
+    stats = sorted(trace.tensors[e.tensor].buffer for e in writes if e.data.get("unversioned"))
+    assert stats == [f"model.batchnorm.{b}" for b in ("running_mean", "running_mean", "running_var", "running_var")]
