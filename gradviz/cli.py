@@ -481,6 +481,8 @@ def _finish_render(
             console.print(f"{rank_prefix()}gradviz: wrote {_shown(path)}", highlight=False, markup=False)
         if trace.window is not None and trace.window.closed:
             console.print(f"{rank_prefix()}gradviz: {trace.window.describe()}", highlight=False, markup=False)
+            for line in trace.window.describe_rearmed():
+                console.print(f"{rank_prefix()}gradviz: {line}", highlight=False, markup=False)
     if rank is None:  # the same text as `gradviz check`, never hidden by -q; under torchrun rank 0 prints all ranks
         print_findings(console, findings)
         _print_suppressed(console, suppressed, options, count=True)
@@ -669,6 +671,9 @@ def _print_report(
     console = _stdout_console(color=color)
     print_findings(console, findings, labels=ranks)
     if not quiet and ranks is None:
+        if trace.window is not None:  # steps the sentinel traced again after the window
+            for line in trace.window.describe_rearmed():
+                console.print(f"{rank_prefix()}gradviz: {line}", highlight=False, markup=False)
         console.print(_tally_line(findings, program, trace, suppressed=suppressed), highlight=False, markup=False)
 
 

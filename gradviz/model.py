@@ -174,6 +174,23 @@ class Event:
 
 
 @dataclass(slots=True)
+class RearmedStep:
+    """A step after the window traced again (in full, as one inside it) because the sentinel saw something new."""
+
+    step: int  # steps (or backward calls) done when the new thing happened: recording began again after step `step`
+    reason: str  # what was new: "new code", "requires_grad turned on", "a new optimizer", ...
+    kind: str  # what the step is, for labels: "validation", "unfreezing", "new code", ...
+    file: str | None = None  # where the new thing happened
+    line: int | None = None
+    start: int = 0  # seq at which recording began again
+    end: int | None = None  # seq at which it stopped (None: recording went on to the end of the run)
+
+    def label(self) -> str:
+        """`validation after step 1,500`."""
+        return f"{self.kind} after step {self.step:,}"
+
+
+@dataclass(slots=True)
 class WindowRecord:
     """The step window (`--steps N`): which part of the run was traced, and how long the run went on."""
 
@@ -185,6 +202,17 @@ class WindowRecord:
     total: int | None = None  # steps in the whole run (window included), when counted; None when unknown
     at_least: int | None = None  # a lower bound on the whole run's count, when `total` is unknown
     stopped: bool = False  # the program was ended at the window's end (`--stop-after`)
+    # steps traced again after the window because they ran something the window never saw (the sentinel), in order
+    rearmed: list[RearmedStep] = field(default_factory=list)
+
+    def describe_rearmed(self) -> list[str]:
+        """`traced again after step 1,500: new code at line 88 (validation)`, one line per re-armed step."""
+        unit = "step" if self.unit == "step" else "backward call"
+        lines = []
+        for entry in self.rearmed:
+            where = f" at line {entry.line}" if entry.line is not None else ""
+            lines.append(f"traced again after {unit} {entry.step:,}: {entry.reason}{where} ({entry.kind})")
+        return lines
 
     def describe(self) -> str:
         """`steps 1-10 of 6,000 traced`, `backward calls 1-10 of 11+ traced`, `all 4 steps traced`."""

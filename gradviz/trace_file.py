@@ -123,7 +123,8 @@ def to_document(trace: Trace) -> dict[str, Any]:
 def _plain_out(value: Any, hint: Any) -> Any:
     """A top-level field added later: a small record (the step window) as an object of its fields, else a copy."""
     if value is not None and _is_record(_strip_optional(hint)):
-        return {name: copy.deepcopy(getattr(value, name)) for name, _ in _field_hints(type(value))}
+        # (its own small records, a window's re-armed steps, as rows of values like the tables' nested records)
+        return {name: copy.deepcopy(_encode_column([getattr(value, name)], h, {})[0]) for name, h in _field_hints(type(value))}
     return copy.deepcopy(value)
 
 

@@ -1,4 +1,5 @@
-"""The step-window options shared by `gradviz render`, `gradviz check` and `%%gradviz`: --steps, --stop-after."""
+"""The step-window options shared by `gradviz render`, `gradviz check` and `%%gradviz`: --steps, --stop-after,
+--no-sentinel."""
 
 from __future__ import annotations
 
@@ -31,6 +32,14 @@ def add_window_options(parser: argparse.ArgumentParser, *, default: int | None =
         default=None,
         help="like --steps N, then end the program there: a quick check (exit status as if it had ended normally)",
     )
+    parser.add_argument(
+        "--no-sentinel",
+        dest="no_sentinel",
+        action="store_true",
+        help="after the window, stop recording for good; by default gradviz keeps watching at the cost of a "
+        "pass-through mode and traces again, whole, any later step that runs code the window never saw "
+        "(a validation pass, unfreezing layers)",
+    )
     parser.set_defaults(default_steps=default)
 
 
@@ -45,7 +54,9 @@ def window_kwargs(options: argparse.Namespace) -> dict[str, Any]:
         return {"steps": stop, "stop_after": True}
     if options.steps is None:
         steps = getattr(options, "default_steps", None)
-    return {"steps": steps, "stop_after": False} if steps is not None else {}
+    if steps is None:
+        return {}
+    return {"steps": steps, "stop_after": False, **({"sentinel": False} if getattr(options, "no_sentinel", False) else {})}
 
 
 def _count(text: Any, option: str, *, allow_all: bool) -> int | None:

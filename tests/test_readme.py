@@ -31,6 +31,7 @@ EXPECTED = {
     "gradviz render gallery/plot_02_data_silent.py -o data.svg -o data-report.html -o data-trace.json": (0, "data-report.html"),
     "gradviz check gallery/plot_16_wgan_clip_between.py --verify": (1, None),
     "gradviz check gallery/plot_19_clean_training_loop.py --steps 2": (0, None),
+    "gradviz check gallery/plot_19_clean_training_loop.py --steps 2 --no-sentinel": (0, None),
     "gradviz check gallery/plot_11_tbptt.py --stop-after 2": (0, None),
     "gradviz check gallery/plot_19_clean_training_loop.py --steps all": (0, None),
     "gradviz render gallery/plot_11_tbptt.py --steps 2 -o first-steps.svg": (0, "first-steps.svg"),
@@ -38,6 +39,7 @@ EXPECTED = {
 # what the step-window commands print about the window
 WINDOW = {
     "gradviz check gallery/plot_19_clean_training_loop.py --steps 2": "no problems found (steps 1-2 of 5 traced)",
+    "gradviz check gallery/plot_19_clean_training_loop.py --steps 2 --no-sentinel": "no problems found (steps 1-2 of 5 traced)",
     "gradviz check gallery/plot_11_tbptt.py --stop-after 2": "(steps 1-2 traced, then the program was stopped there",
     "gradviz check gallery/plot_19_clean_training_loop.py --steps all": "plot_19_clean_training_loop.py: no problems found\n",
     "gradviz render gallery/plot_11_tbptt.py --steps 2 -o first-steps.svg": "gradviz: steps 1-2 of 3 traced",

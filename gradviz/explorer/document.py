@@ -112,6 +112,8 @@ class _Builder:
                 else f"steps {', '.join(map(str, numbers[:6]))}{', ...' if len(numbers) > 6 else ''}")
             label = (f"\N{CLOCKWISE OPEN CIRCLE ARROW} step \N{MULTIPLICATION SIGN}{len(numbers)} ({span})"
                      if len(numbers) > 1 else f"step {numbers[0]}")
+            if roll.kind:  # traced again after the window: `step 105: validation after step 500`
+                label += f": {roll.kind}"
             backward = f"backward at line {roll.line}" if roll.line else "backward"
             groups.add_step(roll.id, label, backward, numbers)
             for nid in roll.nodes:

@@ -13,7 +13,9 @@ if TYPE_CHECKING:
     from ..model import NodeRecord, Trace
     from .annotate import Annotations
 
-__all__ = ["Step", "StepRoll", "after_window", "only_step", "optimizer_steps", "roll_steps", "split_steps"]
+__all__ = [
+    "Step", "StepRoll", "after_window", "only_step", "optimizer_steps", "rearmed_kind", "roll_steps", "split_steps",
+]
 
 
 @dataclass
@@ -24,6 +26,7 @@ class Step:
     seq: int  # the backward event
     line: int | None
     nodes: list[str]  # in creation order
+    kind: str | None = None  # a step the sentinel traced again after the window: `validation after step 500`
 
 
 @dataclass
@@ -42,6 +45,7 @@ class StepRoll:
     spread: dict[str, tuple[int, int]] = field(default_factory=dict)
     # with gradient accumulation: the optimizer steps its members belong to (what `--steps N` counts), else None
     optimizer_steps: list[int] | None = None
+    kind: str | None = None  # steps traced again after the window (Step.kind), rolled only with their own kind
 
     @property
     def count(self) -> int:
@@ -98,7 +102,17 @@ def split_steps(trace: Trace) -> list[Step]:
             owner[nid] = at
     for step in steps:
         step.nodes.sort(key=lambda n: (nodes[n].seq, n))
+        step.kind = rearmed_kind(trace, step.seq)
     return steps
+
+
+def rearmed_kind(trace: Trace, seq: int) -> str | None:
+    """`validation after step 500` for what the sentinel recorded again after the window at `seq`; else None."""
+    window = trace.window
+    for entry in window.rearmed if window is not None else ():
+        if entry.start <= seq and (entry.end is None or seq <= entry.end):
+            return entry.label()
+    return None
 
 
 class _Labels:
@@ -200,7 +214,7 @@ def roll_steps(trace: Trace, steps: list[Step], notes: Annotations) -> tuple[lis
     groups: dict[tuple[Hashable, ...], list[Step]] = {}
     for step in steps:
         labels[step.number] = dict(labelling.of(step))
-        signature = tuple(sorted(Counter(labels[step.number].values()).items()))
+        signature = (step.kind, *sorted(Counter(labels[step.number].values()).items()))
         groups.setdefault(signature, []).append(step)
     grouped = _merge_loop_counts(trace, labelling, sorted(groups.values(), key=lambda g: g[0].number), labels)
     rolls: list[StepRoll] = []
@@ -248,6 +262,9 @@ def roll_steps(trace: Trace, steps: list[Step], notes: Annotations) -> tuple[lis
             roll.marks = {}  # in every step: nothing to single out
         data = {s.number: _data_rows(trace, s) for s in members}
         roll.notes = _shape_notes(shapes, shapes[rep.number], [s.number for s in members], data)
+        roll.kind = rep.kind
+        if roll.kind is not None:  # (the pictures' step titles end with the notes)
+            roll.notes.insert(0, roll.kind)
         rolls.append(roll)
     _name_differences(trace, rolls, notes)
     accumulated = optimizer_steps(trace, steps)
@@ -291,7 +308,7 @@ def _merge_loop_counts(
     for members in groups:
         first = members[0]
         loose[first.number] = labelling.loose(first)
-        by_key.setdefault((first.line, frozenset(loose[first.number].values())), []).append(members)
+        by_key.setdefault((first.kind, first.line, frozenset(loose[first.number].values())), []).append(members)
     out: list[list[Step]] = []
     for joined in by_key.values():
         if len(joined) == 1:

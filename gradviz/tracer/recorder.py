@@ -41,6 +41,7 @@ from .lifetime import mark_end
 from .hooks import RECORD_FUNCTION_OPS, HookRecording
 from .holders import shown_path as _shown_path, unwrapped
 from .nodes import _SAVED_NAMES, _TYPE_NAMES, GraphRecording
+from .sentinel import SentinelRecording
 from .window import _CLOSED, StepWindow, WindowRecording, _warning_filters
 from .verify import GradientCheck
 from .tensors import (
@@ -57,6 +58,7 @@ from .tensors import (
 )
 
 _is_compiling = torch.compiler.is_compiling
+_getframe = sys._getframe
 _jit_tracing = torch._C._get_tracing_state  # None unless torch.jit.trace is recording
 _DEBUG = bool(os.environ.get("GRADVIZ_DEBUG"))  # raise gradviz's own errors instead of recording them
 _OUR_WARNINGS = (
@@ -129,7 +131,7 @@ class _Live(weakref.ref):
     record: TensorRecord
 
 
-class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode):
+class Recorder(GraphRecording, HookRecording, SentinelRecording, WindowRecording, TorchFunctionMode):
     """Records every torch call made while active. Build a Trace with :meth:`finish`.
 
     With `window`, recording stops for good once the window's steps are done (see window.py). With `verify`, the
@@ -144,6 +146,19 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
         self._watched = self._check.watched if self._check is not None else {}
         self._window = window
         self._mode_on = False
+        # the sentinel (sentinel.py): after the window, calls from sites seen while recording pass straight through
+        self._sentinel = False
+        self._seen_sites: set[tuple[int, int]] = set()
+        self._seen_flips: set[tuple[int, int]] = set()
+        self._seen_codes: dict[int, types.CodeType] = {}
+        self._seen_roots: set[tuple[int, int, str]] = set()
+        self._optimizer_groups: dict[int, int] = {}
+        self._module_flags: list[tuple[Any, bool]] = []
+        self._queries = _QUERIES
+        self._rearm_left = 0
+        self._survivors = False
+        self._off_for: int | None = None
+        self._sentinel_hook: Any = None
         self._step_counter: Any = None  # the optimizer post-hook, which outlives the window (window.py)
         self._node_ids: dict[Any, str] = {}  # node identity (see _node_key) -> node id
         self._heights: dict[str, int] = {}
@@ -255,6 +270,7 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
             self._stop()
 
     def _stop(self) -> None:
+        self._sentinel = False
         if self._check is not None:
             self._check.close()
         for key in list(self._steps):  # the program's error escaped through an optimizer step: that step raised
@@ -277,6 +293,9 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
         if self._step_counter is not None:
             self._step_counter.remove()
             self._step_counter = None
+        if self._sentinel_hook is not None:
+            self._sentinel_hook.remove()
+            self._sentinel_hook = None
         self.trace.window = self._window_record()
 
     def finish(self) -> Trace:
@@ -293,6 +312,10 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
         # (gradviz check: at exit, 0.8 s for a 600-batch LSTM run)
         self._special = {}
         self._on_dead_callback = None  # type: ignore[assignment]  # (no tensor is tracked after stop: never called)
+        self._seen_sites.clear()
+        self._seen_flips.clear()
+        self._seen_codes.clear()
+        self._module_flags = []
         self._live.clear()
         self._by_tid.clear()
         self._fresh_grads.clear()
@@ -352,6 +375,12 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
     # Every call the program makes passes through here: the common paths are written for speed (locals, positional
     # record construction, no helper calls where a line does); issue 2 sets the budget (benchmarks/bench_trace.py).
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        if self._sentinel:
+            # after the window (sentinel.py): a call from a site seen while recording goes straight through
+            frame = _getframe(1)
+            if (id(frame.f_code), frame.f_lasti) in self._seen_sites or self._sentinel_miss(func, args, kwargs, frame):
+                return func(*args, **kwargs) if kwargs else func(*args)
+            del frame  # something new: recording began again with this call
         if func in _QUERIES and _jit_tracing() is None:
             # a read of metadata (x.dim(), x.shape): writes nothing, makes no tensor, warns nothing; nothing to record
             return func(*args, **kwargs) if kwargs else func(*args)
@@ -369,14 +398,18 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
             # (another thread's calls are recorded while the tracing thread is inside an optimizer step)
             if func in self._step_marks:  # the end of an optimizer step may show here: see hooks.py
                 return self._on_record_function(func, args, kwargs)
-            return _call(_caller(2, func), func, args, kwargs)
+            caller = _caller(2, func)
+            self._see(caller)  # (inside an optimizer step: its sites are the sentinel's to know too)
+            return _call(caller, func, args, kwargs)
         special = self._special.get(func)
         if special is not None:
             if func in _RUNS_PROGRAM_CODE:  # backward runs the program's hooks: it holds the lock only to record
+                self._see(_caller(2, func), func)
                 return special(func, args, kwargs)
             with self._lock:
                 if self._paused >= _CLOSED:  # tracing ended while this thread was on its way here
                     return func(*args, **kwargs)
+                self._see(_caller(2, func), func)
                 return special(func, args, kwargs)
         caller = _caller(2, func)
         site = None
@@ -385,6 +418,7 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
             site = _sites.get((id(code), caller.f_lasti))
             if site is None or site[0] is not code or site[2] is None:
                 site = _site(caller)
+                self._see(caller)  # once per site and trace (the stand-in is new): known to the sentinel
             if site[3] is not False and _in_compiled_code(caller, site):
                 # the code torch.compile made runs (aot_eager's and inductor's aten ops under no_grad, inside one
                 # autograd Function): the compiled call is recorded not at all, as for every backend; its outputs are
@@ -657,15 +691,16 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
     def _on_dead(self, live: _Live) -> None:
         """A tracked tensor was freed: forget it (its record stays) and retire its storage if it was the last."""
         with self._lock:
-            self._forget(live)
+            if self._finished or self._live.get(live.key) is not live:
+                return
+            live.record.freed = next(self._seq)
+            self._forget_tensor(live)
 
-    def _forget(self, live: _Live) -> None:
+    def _forget_tensor(self, live: _Live) -> None:
+        """Stop watching a tensor (freed, or let go of where recording stops); retire its storage if it was the last."""
         key = live.key
-        if self._finished or self._live.get(key) is not live:
-            return
         del self._live[key]
         self._by_tid.pop(live.tid, None)
-        live.record.freed = next(self._seq)
         skey = live.storage
         if skey is not None:
             members = self._by_storage.get(skey)
@@ -997,6 +1032,7 @@ class Recorder(GraphRecording, HookRecording, WindowRecording, TorchFunctionMode
                 if create:  # a higher-order gradient: part of computing a loss, not a training step's backward
                     data["create_graph"] = True
                 event = self._event(EventKind.BACKWARD, file, line, tensor=root_ids[0] if root_ids else None, op=data["api"], data=data)
+                self._see_root(_caller(3, func), roots)
                 nested = self._nested_watch(reached_nodes) if not is_grad else None
                 check = self._check
                 measuring = check.before_backward(self, func, args, kwargs, event) if check is not None else None

@@ -34,15 +34,19 @@ class trace:  # noqa: N801 - used as `with gradviz.trace() as t`, like a functio
 
     With ``steps=N`` only the first N optimizer steps (or N backward() calls where no optimizer steps) are
     recorded; the rest of the block runs untraced at full speed, and ``t.window`` says what was traced. With
-    ``stop_after=True`` the block ends there too (execution goes on after the `with` statement).
+    ``stop_after=True`` the block ends there too (execution goes on after the `with` statement). After the window
+    the recorder stays on as a sentinel (``sentinel=False``: off): a later step that runs code the window never saw
+    is recorded again, whole, and listed in ``t.window.rearmed``.
 
     With ``verify=True`` a silent write to a saved tensor (through `.data`) has its effect measured at the graph's
     backward: the backward event's ``data["verify"]`` holds, per tensor given a gradient, how far the program's
     gradient is from the one the intact saved values give (tracer/verify.py).
     """
 
-    def __init__(self, *, steps: int | None = None, stop_after: bool = False, verify: bool = False) -> None:
-        self._recorder = Recorder(_window(steps, stop_after), verify=verify)
+    def __init__(
+        self, *, steps: int | None = None, stop_after: bool = False, sentinel: bool = True, verify: bool = False
+    ) -> None:
+        self._recorder = Recorder(_window(steps, stop_after, sentinel), verify=verify)
         self.trace: Trace = self._recorder.trace
 
     def __enter__(self) -> Trace:
@@ -63,12 +67,12 @@ class trace:  # noqa: N801 - used as `with gradviz.trace() as t`, like a functio
         return stopped
 
 
-def _window(steps: int | None, stop_after: bool) -> StepWindow | None:
+def _window(steps: int | None, stop_after: bool, sentinel: bool = True) -> StepWindow | None:
     if steps is None:
         if stop_after:
             raise ValueError("stop_after needs steps=N: the number of steps to trace before stopping")
         return None
-    return StepWindow(steps, stop_after=stop_after)
+    return StepWindow(steps, stop_after=stop_after, sentinel=sentinel)
 
 
 @dataclass
@@ -96,16 +100,17 @@ def trace_script(
     *,
     steps: int | None = None,
     stop_after: bool = False,
+    sentinel: bool = True,
     verify: bool = False,
 ) -> Trace:
     """Run a script as `python path argv...` would and return its trace.
 
     The script's exception (including SystemExit) is not raised here: it is recorded, as data, in
     ``trace.exception``; ``trace.reraise()`` raises it again, rebuilt from that record.
-    ``steps``/``stop_after``: the step window, as for :class:`trace`; a script stopped there ends without error.
-    ``verify``: measure the gradient error of silent writes to saved tensors, as for :class:`trace`.
+    ``steps``/``stop_after``/``sentinel``: the step window, as for :class:`trace`; a script stopped there ends
+    without error. ``verify``: measure the gradient error of silent writes to saved tensors, as for :class:`trace`.
     """
-    return run_script(path, argv, steps=steps, stop_after=stop_after, verify=verify).trace
+    return run_script(path, argv, steps=steps, stop_after=stop_after, sentinel=sentinel, verify=verify).trace
 
 
 def trace_module(
@@ -114,10 +119,11 @@ def trace_module(
     *,
     steps: int | None = None,
     stop_after: bool = False,
+    sentinel: bool = True,
     verify: bool = False,
 ) -> Trace:
     """Run a module as `python -m module argv...` would and return its trace (see trace_script)."""
-    return run_module(module, argv, steps=steps, stop_after=stop_after, verify=verify).trace
+    return run_module(module, argv, steps=steps, stop_after=stop_after, sentinel=sentinel, verify=verify).trace
 
 
 def run_script(
@@ -128,6 +134,7 @@ def run_script(
     on_start: StartHandler | None = None,
     steps: int | None = None,
     stop_after: bool = False,
+    sentinel: bool = True,
     verify: bool = False,
 ) -> ProgramRun:
     """trace_script, for front ends: also returns the live exception for a program-installed excepthook."""
@@ -143,7 +150,7 @@ def run_script(
         argv=argv,
         on_hard_exit=on_hard_exit,
         on_start=on_start,
-        window=_window(steps, stop_after),
+        window=_window(steps, stop_after, sentinel),
         verify=verify,
     )
 
@@ -156,6 +163,7 @@ def run_module(
     on_start: StartHandler | None = None,
     steps: int | None = None,
     stop_after: bool = False,
+    sentinel: bool = True,
     verify: bool = False,
 ) -> ProgramRun:
     """trace_module, for front ends. `python -m` puts the current folder first on sys.path, sets sys.argv[0] to the
@@ -178,7 +186,7 @@ def run_module(
         argv=argv,
         on_hard_exit=on_hard_exit,
         on_start=on_start,
-        window=_window(steps, stop_after),
+        window=_window(steps, stop_after, sentinel),
         verify=verify,
     )
 

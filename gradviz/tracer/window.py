@@ -1,4 +1,5 @@
-"""The step window: trace the first N optimizer steps (or backward calls), then stop recording for good."""
+"""The step window: trace the first N optimizer steps (or backward calls), then stop recording (or, with the
+sentinel, watch for steps that run something new: sentinel.py)."""
 
 from __future__ import annotations
 
@@ -31,14 +32,16 @@ class WindowStop(BaseException):
 class StepWindow:
     """What the window counts while it is open, and after it closed (steps of the first optimizer only)."""
 
-    def __init__(self, limit: int, *, stop_after: bool = False) -> None:
+    def __init__(self, limit: int, *, stop_after: bool = False, sentinel: bool = True) -> None:
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise ValueError(f"steps must be a whole number of at least 1, got {limit!r}")
         self.limit = limit
         self.stop_after = stop_after
+        self.sentinel = sentinel and not stop_after  # after the window: watch for new code (sentinel.py)
         self.steps: dict[int, int] = {}  # id(optimizer) -> steps completed, in order of first step
         self.backwards = 0  # backward() calls started inside the window
         self.after = 0  # steps of the first optimizer after the window closed
+        self.backwards_after = 0  # backward() calls the sentinel saw after the window closed
         self.record = WindowRecord(unit="step", limit=limit, traced=0)
 
     @property
@@ -72,6 +75,13 @@ class WindowRecording:
     _internal: Callable[..., None]
     name_locals: Callable[..., None]
     __exit__: Callable[..., Any]
+    # the sentinel's (sentinel.py)
+    _sentinel: bool
+    _rearm_left: int
+    _optimizer_groups: dict[int, int]
+    _to_sentinel: Callable[[], None]
+    _sentinel_step: Callable[[Any], None]
+    _rearmed_step_done: Callable[[], None]
 
     def _window_step_post(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         """The global optimizer post-hook: the recorder's own while the window is open, a counter afterwards.
@@ -81,9 +91,16 @@ class WindowRecording:
         """
         window = self._window
         if window is not None and window.record.closed:
-            if id(optimizer) == window.first_optimizer:
+            first = id(optimizer) == window.first_optimizer
+            if first:
                 window.after += 1
-            if self._mode_on:
+            if self._sentinel:
+                self._sentinel_step(optimizer)
+            elif self._rearm_left:
+                self._step_post(optimizer, args, kwargs)
+                if first and id(optimizer) not in self._steps:
+                    self._rearmed_step_done()
+            elif self._mode_on and not window.sentinel:
                 self._pop_mode()
             return
         key = id(optimizer)
@@ -91,6 +108,7 @@ class WindowRecording:
         self._step_post(optimizer, args, kwargs)
         if window is None or not was_open or key in self._steps:  # not the end of an outermost step of ours
             return
+        self._optimizer_groups[key] = len(optimizer.param_groups)
         window.steps[key] = window.steps.get(key, 0) + 1
         # with several optimizers (a GAN's D and G) the window ends once each has made N steps
         if min(window.steps.values()) >= window.limit:
@@ -104,6 +122,14 @@ class WindowRecording:
         """
         window = self._window
         if window is None:
+            return False
+        if window.record.closed:  # a re-armed recording (sentinel.py): it counts backward calls where no optimizer steps
+            window.backwards_after += 1
+            if window.first_optimizer is None and not self._sentinel:
+                if self._rearm_left <= 0:
+                    self._to_sentinel()  # (the step after the last one recorded)
+                    return True
+                self._rearm_left -= 1
             return False
         if not window.steps and not self._steps and window.backwards >= window.limit:
             window.backwards += 1  # the call that closes it: the run has at least this many
@@ -127,6 +153,12 @@ class WindowRecording:
         record.traced = window.steps[first] if unit == "step" and first is not None else window.limit
         record.closed = True
         record.closed_at = next(self._seq)
+        if window.sentinel:
+            # the recorder stays on, passing calls through, and records again a step that runs something new
+            with self._lock:  # (the program's other threads may be recording)
+                self._gc.release()
+                self._to_sentinel()
+            return
         with self._lock:  # (the program's other threads may be recording)
             self._paused += _CLOSED
             if self._check is not None:

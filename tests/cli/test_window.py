@@ -50,7 +50,9 @@ def test_check_steps_traces_the_window_and_says_so_with_the_same_output(python_m
     result = python_m_gradviz("check", train, "--steps", "5", "--", "40")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert lines[:-1] == plain.splitlines()  # the script's own output, unchanged, then our summary
+    assert lines[:-2] == plain.splitlines()  # the script's own output, unchanged, then our summary
+    # the final print after the loop is code the window never ran: the sentinel traced it again, and says so
+    assert lines[-2] == "gradviz: traced again after step 40: new code at line 14 (new code)"
     assert lines[-1] == "train.py: no problems found (steps 1-5 of 40 traced)"
 
 
@@ -175,12 +177,19 @@ def test_steps_all_traces_past_the_default_window_of_100_steps(python_m_gradviz,
     write(tmp_path, "late.py", LATE_BUG)
 
     default = python_m_gradviz("check", "late.py", "--json")
+    window_only = python_m_gradviz("check", "late.py", "--json", "--no-sentinel")
     whole = python_m_gradviz("check", "late.py", "--json", "--steps", "all")
 
-    assert default.returncode == 0, default.stderr
-    windowed = json.loads(default.stdout)
+    assert window_only.returncode == 0, window_only.stderr
+    windowed = json.loads(window_only.stdout)
     assert windowed["findings"] == []  # the default window ends at step 100, before the bug
     assert windowed["window"]["description"] == "steps 1-100 of 130 traced"
+    # by default the sentinel sees the new line run in step 120 and traces that step again: the bug is found
+    assert default.returncode == 1, default.stderr
+    watched = json.loads(default.stdout)
+    assert [(f["kind"], f["line"]) for f in watched["findings"]] == [("silently_corrupted_saved_tensor", 7)]
+    assert watched["window"]["description"] == "steps 1-100 of 130 traced"
+    assert [(r["step"], r["reason"], r["line"]) for r in watched["window"]["rearmed"]] == [(119, "new code", 7)]
     assert whole.returncode == 1, whole.stderr
     document = json.loads(whole.stdout)
     assert "window" not in document  # nothing left untraced

@@ -99,17 +99,28 @@ def test_window_of_optimizer_steps_records_only_them_and_counts_the_rest(tmp_pat
     assert window.describe() == "steps 1-3 of 40 traced"
     assert len(trace.events_of(EventKind.OPTIMIZER_STEP)) == 3
     assert len(trace.events_of(EventKind.BACKWARD)) == 3
-    assert max(op.seq for op in trace.ops) < window.closed_at  # nothing recorded after the window
+    # after the window only the final print's new code (line 16, after the loop) is recorded again: the sentinel
+    assert [(r.line, r.reason, r.step) for r in window.rearmed] == [(16, "new code", 40)]
+    assert max(op.seq for op in trace.ops if op.seq < window.rearmed[0].start) < window.closed_at
+    assert {op.line for op in trace.ops if op.seq > window.closed_at} == {16}
     assert trace.exception is None and not trace.internal_errors
+    untraced, _ = _traced(path, capsys, "40", steps=3, sentinel=False)
+    assert max(op.seq for op in untraced.ops) < untraced.window.closed_at  # nothing recorded after the window
+    assert untraced.window.rearmed == []
 
 
 def test_after_the_window_the_program_runs_unchanged_with_no_mode_hooks_or_gc_changes(tmp_path, capsys):
     path = _script(tmp_path, TRAIN)
     plain = _untraced(path, capsys, "30")
-    _, out = _traced(path, capsys, "30", steps=2)
+    _, out = _traced(path, capsys, "30", steps=2, sentinel=False)
     # same values to the last bit, and (seen from inside the program) no mode, hook or GC setting of ours left
     assert out == plain
     assert "modes 0 " in out and "gc 700 False" in out
+    # with the sentinel (the default) the same values; its mode stays on, GC settings are the program's own
+    # (the final lines are new code: recorded again, with the recorder's optimizer pre-hook beside the sentinel's)
+    _, watched = _traced(path, capsys, "30", steps=2)
+    assert watched.replace("modes 1 ", "modes 0 ").replace("hooks 0 0 2", "hooks 0 0 0") == plain
+    assert "modes 1 " in watched and "gc 700 False" in watched and "hooks 0 0 2" in watched
     _, full = _traced(path, capsys, "30")
     assert "modes 1 " in full  # without a window the recorder is still on at the end: the check above means it
 
@@ -117,7 +128,7 @@ def test_after_the_window_the_program_runs_unchanged_with_no_mode_hooks_or_gc_ch
 def test_window_without_an_optimizer_counts_backward_calls(tmp_path, capsys):
     path = _script(tmp_path, NO_OPTIMIZER)
     plain = _untraced(path, capsys)
-    trace, out = _traced(path, capsys, steps=4)
+    trace, out = _traced(path, capsys, steps=4, sentinel=False)
     assert out == plain
     window = trace.window
     assert (window.unit, window.traced, window.closed, window.total, window.at_least) == ("backward", 4, True, None, 5)

@@ -1,0 +1,298 @@
+"""The sentinel: after the step window the recorder stays on, passing calls through, until a step runs new code.
+
+Per torch call it asks one thing: has this call site (the calling frame's code object and instruction offset) been
+seen? Sites seen while recording are passed straight through, at about the cost of a pass-through
+TorchFunctionMode. A site never seen, a parameter's `requires_grad` flipped, a new optimizer or parameter group, a
+model's training flag changed, a backward from a root never seen: recording starts again at that call (that call
+included) and runs to the end of the step it is in and through the next step, whole, as a step inside the window is
+recorded; then the sentinel takes over again. What is new is known only when it runs, mid-step: what came before it
+in that step ran untraced, so the next step is recorded from its start too (its forward, backward and update).
+"""
+
+from __future__ import annotations
+
+import threading
+import types
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from ..model import RearmedStep
+from . import callsite, chains, source
+from .tensors import _version
+from .window import _CLOSED, _on_top
+
+_quiet = torch._C.DisableTorchFunction
+_is_compiling = torch.compiler.is_compiling
+_jit_tracing = torch._C._get_tracing_state
+_OVERRIDES = torch.overrides.__file__
+_REQUIRES_GRAD = (torch.Tensor.requires_grad_, torch.Tensor.requires_grad.__set__)  # type: ignore[attr-defined]  # (a getset descriptor, typed as a bool)
+_BACKWARDS = (torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad)
+#: Re-armed steps at most: a program that makes new code objects every step (code generated at run time) would
+#: otherwise be traced whole; after this many, new sites are only noted (a trace's size stays bounded).
+MAX_REARMED = 50
+#: Steps traced per re-arming: the rest of the step the new thing happened in, and the next one whole.
+_STEPS_PER_REARM = 2
+
+
+class SentinelRecording:
+    """The sentinel half of the Recorder (mixed into it): what it has seen, and re-arming the window for a step."""
+
+    trace: Any
+    _window: Any
+    _sentinel: bool  # in sentinel mode now: calls at seen sites pass straight through
+    _seen_sites: set[tuple[int, int]]  # (id(code), instruction offset) of every call site seen while recording
+    _seen_flips: set[tuple[int, int]]  # the sites of those calls setting requires_grad (never passed at once)
+    _seen_codes: dict[int, types.CodeType]  # their code objects, kept so that an id is never reused for other code
+    _seen_roots: set[tuple[int, int, str]]  # (call site, root's node type) of every backward seen
+    _optimizer_groups: dict[int, int]  # id(optimizer) -> number of parameter groups, as last seen
+    _module_flags: list[tuple[Any, bool]]  # (weakref of a module of a named model, its training flag)
+    _queries: frozenset[Any]  # the recorder's reads of metadata (recorder._QUERIES)
+    _rearm_left: int  # steps the re-armed recording still covers (0: not re-armed)
+    _survivors: bool  # tensors alive where recording stopped are still watched, until the next step ends
+    _off_for: int | None  # id of the optimizer whose step runs with the mode off the stack (see _sentinel_step_pre)
+    _sentinel_hook: Any  # the handle of that optimizer pre-hook
+    _check: Any  # --verify's GradientCheck (verify.py), or None
+    # the Recorder's state and methods this half uses (recorder.py owns them)
+    _mode_on: bool
+    _thread: int
+    _seq: Any
+    _paused: int
+    _handles: list[Any]
+    _live: dict[int, Any]
+    _fresh_grads: dict[str, tuple[int, int | None]]
+    _held_models: dict[tuple[str, str], list[Any]]
+    _first_sequence_nr: int
+    _step_pre: Callable[..., Any]
+    _forget_tensor: Callable[[Any], None]
+    _name_stack_variables: Callable[[], None]
+    _internal: Callable[..., None]
+    __enter__: Callable[[], Any]
+    __exit__: Callable[..., Any]
+
+    # ------------------------------------------------------------------ what was seen
+    def _see(self, frame: types.FrameType | None, func: Any = None) -> None:
+        """Note the site `frame` is calling from as seen (called once per site while recording). A site setting
+        `requires_grad` is noted apart: each of its calls is looked at, for a flip (a helper that froze layers
+        at the start and unfreezes them at step 800, from one line)."""
+        if frame is not None:
+            code = frame.f_code
+            seen = self._seen_flips if func in _REQUIRES_GRAD else self._seen_sites
+            seen.add((id(code), frame.f_lasti))
+            self._seen_codes[id(code)] = code
+
+    def _see_root(self, frame: types.FrameType | None, roots: list[Any]) -> None:
+        """Note a backward's call site and the kind of its root (the node type of the first root's grad_fn)."""
+        if frame is not None:
+            self._see(frame)
+            self._seen_roots.add((id(frame.f_code), frame.f_lasti, _root_kind(roots)))
+
+    def _snapshot_flags(self) -> None:
+        """The training flags of every model the recorder named, and the optimizers' parameter groups, as now."""
+        flags: dict[int, tuple[Any, bool]] = {}
+        for refs in self._held_models.values():
+            for ref in refs:
+                model = ref()
+                if model is not None:
+                    for module in model.modules():
+                        flags[id(module)] = (weakref.ref(module), module.training)
+                del model
+        self._module_flags = list(flags.values())  # (a named model first, then its modules)
+
+    def _flags_changed(self) -> bool:
+        for ref, flag in self._module_flags:
+            module = ref()
+            if module is not None and module.training != flag:
+                return True
+        return False
+
+    def _in_eval_mode(self) -> bool:
+        """Whether a module that was training when recording stopped is in eval mode now (a validation pass)."""
+        for ref, flag in self._module_flags:
+            module = ref()
+            if module is not None and flag and not module.training:
+                return True
+        return False
+
+    # ------------------------------------------------------------------ sentinel mode
+    def _sentinel_miss(self, func: Any, args: Any, kwargs: Any, frame: types.FrameType) -> bool:
+        """A call from a site not seen at once (`frame`: its immediate caller). True: pass it through; False: the
+        window was re-armed at it, and the caller records it in full."""
+        if _is_compiling() or _jit_tracing() is not None or threading.get_ident() != self._thread:
+            return True  # (another thread's calls, where the recorder's mode is entered there too: its own to record)
+        if func in self._queries:  # reads of metadata are never recorded: their sites are noted on first sight
+            self._see(frame)
+            return True
+        immediate = frame
+        if frame.f_code.co_filename == _OVERRIDES:
+            # a torch function written in Python (F.relu, Tensor.backward) reaches the mode through torch's own
+            # dispatch helper, one frame for all of them: the program's call site is further out (never cached)
+            outer = callsite.caller(3, func)
+            if outer is None:
+                return True
+            frame = outer
+        code = frame.f_code
+        key = (id(code), frame.f_lasti)
+        seen = key in self._seen_sites or key in self._seen_flips
+        if func in _REQUIRES_GRAD:
+            flag = args[1] if len(args) > 1 else (kwargs or {}).get("requires_grad", True)
+            with _quiet():
+                flips = isinstance(args[0], torch.Tensor) and bool(flag) != args[0].requires_grad
+            if flips:
+                return not self._rearm(
+                    f"requires_grad turned {'on' if flag else 'off'}", "unfreezing" if flag else "freezing", frame
+                )
+        elif func in _BACKWARDS:
+            return self._sentinel_backward(func, args, kwargs, frame, seen)
+        if seen:
+            return True
+        if immediate is frame:
+            self._see(frame, func)  # (a site under torch's dispatch helper is never cached: the helper is shared)
+        return not self._rearm("new code", None, frame)
+
+    def _sentinel_backward(self, func: Any, args: Any, kwargs: Any, frame: types.FrameType, seen: bool) -> bool:
+        if self._window.first_optimizer is None:  # (with an optimizer, its step's end is where flags are read)
+            if self._survivors:
+                self._keep_only_parameters()
+            if self._flags_changed():
+                return not self._rearm("a model's training flag changed", "training flag", frame)
+        roots_arg = args[0] if args else (kwargs or {}).get("tensors", (kwargs or {}).get("outputs"))
+        roots = list(roots_arg) if isinstance(roots_arg, (list, tuple)) else [roots_arg]
+        with _quiet():
+            kind = _root_kind(roots)
+        if (id(frame.f_code), frame.f_lasti, kind) not in self._seen_roots or not seen:
+            return not self._rearm("a backward from a new root" if seen else "new code", None, frame)
+        self._window.backwards_after += 1  # (a recorded one is counted as the window counts)
+        return True
+
+    def _sentinel_step_pre(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        """An optimizer step in sentinel mode runs with the mode off torch's stack, put back by its post-hook: its
+        per-parameter calls (most of a small model's calls) cost nothing then. The optimizer's code is the
+        library's; a new optimizer or parameter group is seen by the post-hook (_sentinel_step)."""
+        if (
+            self._sentinel
+            and self._mode_on
+            and self._off_for is None
+            and threading.get_ident() == self._thread
+            and not _is_compiling()
+            and _on_top(self)
+        ):
+            self.__exit__(None, None, None)
+            self._mode_on = False
+            self._off_for = id(optimizer)
+
+    def _sentinel_step(self, optimizer: Any) -> None:
+        """At the end of an optimizer step in sentinel mode: a new optimizer, parameter group or training flag?
+        (Found at a step's end: the next step is recorded.)"""
+        if self._off_for == id(optimizer):  # the mode back on the stack (see _sentinel_step_pre)
+            self.__enter__()
+            self._mode_on = True
+            self._off_for = None
+        if self._survivors and id(optimizer) == self._window.first_optimizer:
+            self._keep_only_parameters()
+        groups = self._optimizer_groups.get(id(optimizer))
+        now = len(optimizer.param_groups)
+        if groups is None or groups != now:
+            self._optimizer_groups[id(optimizer)] = now
+            what = "a new optimizer" if groups is None else "a new parameter group"
+            self._rearm(f"{what} ({type(optimizer).__name__})", what.removeprefix("a "), None, at_step_end=True)
+        elif id(optimizer) == self._window.first_optimizer and self._flags_changed():
+            self._rearm("a model's training flag changed", "training flag", None, at_step_end=True)
+
+    # ------------------------------------------------------------------ re-arming
+    def _rearm(self, reason: str, kind: str | None, frame: types.FrameType | None, *, at_step_end: bool = False) -> bool:
+        """Record again from here: the rest of this step and the next one. False when no more steps may be."""
+        window = self._window
+        record = window.record
+        if len(record.rearmed) >= MAX_REARMED:
+            return False
+        user = source.user_frame_from(frame) if frame is not None else None
+        file, line = (user.f_code.co_filename, user.f_lineno) if user is not None else (None, None)
+        if kind is None:
+            if self._in_eval_mode():
+                kind = "validation"
+            elif not torch.is_grad_enabled():
+                kind = "no_grad code"
+            elif user is not None and user.f_code.co_name not in ("<module>", "<lambda>"):
+                kind = f"{user.f_code.co_name}()"
+            else:
+                kind = "new code"
+        del user, frame
+        first = window.first_optimizer
+        if first is not None:
+            done = window.steps[first] + window.after
+        else:
+            done = window.backwards + window.backwards_after
+        entry = RearmedStep(done, reason, kind, file, line, next(self._seq))
+        record.rearmed.append(entry)
+        self._sentinel = False
+        self._paused -= _CLOSED
+        self._rearm_left = _STEPS_PER_REARM - (1 if at_step_end else 0)
+        self._first_sequence_nr = torch._C._autograd._get_sequence_nr()  # nodes made since: what they saved is unknown
+        from torch.optim.optimizer import register_optimizer_step_pre_hook
+
+        self._handles.append(register_optimizer_step_pre_hook(self._step_pre))
+        with _quiet():
+            for live in list(self._live.values()):
+                tensor = live()
+                if tensor is not None:  # the parameters kept: written untraced meanwhile (the optimizer's updates)
+                    live.version = _version(tensor)
+                del tensor
+        return True
+
+    def _rearmed_step_done(self) -> None:
+        """One step of a re-armed recording ended; after the last, the sentinel takes over again."""
+        self._rearm_left -= 1
+        if self._rearm_left <= 0:
+            self._to_sentinel()
+
+    def _to_sentinel(self) -> None:
+        """Stop recording and watch: where the window closes, and where a re-armed recording ends."""
+        window = self._window
+        if window.record.rearmed and window.record.rearmed[-1].end is None and self._rearm_left <= 0:
+            window.record.rearmed[-1].end = next(self._seq)
+        self._rearm_left = 0
+        self._paused += _CLOSED
+        if self._check is not None:
+            self._check.close()  # --verify: the kept bytes go when recording stops (a re-armed step keeps its own)
+        try:
+            with _quiet():
+                self._name_stack_variables()
+        except Exception as exc:  # noqa: BLE001 - naming is a courtesy; never break the program for it
+            self._internal(exc)
+        # what recording left alive is watched one step more: the loop's variables, rebound by the next step, are freed
+        # then (as after a traced step); what outlives it (a validation's `val_loss`, a list of losses) is let go of
+        # at that step's end, alive at the end of what was recorded, as at a window's end without the sentinel
+        self._survivors = True
+        self._fresh_grads.clear()
+        chains.sweep()
+        callsite.forget()
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+        with _quiet():
+            self._snapshot_flags()
+        if self._sentinel_hook is None:
+            from torch.optim.optimizer import register_optimizer_step_pre_hook
+
+            self._sentinel_hook = register_optimizer_step_pre_hook(self._sentinel_step_pre)
+        self._sentinel = True
+
+    def _keep_only_parameters(self) -> None:
+        """Let go of every tensor but the parameters, buffers and leaves that require grad: what a later re-armed
+        step must know as the same tensors (their names, their optimizer). The rest are alive at the end of what
+        was recorded, as at a window's end (a graph a validation pass leaves held stays held in the trace)."""
+        self._survivors = False
+        forget = self._forget_tensor
+        for live in list(self._live.values()):
+            record = live.record
+            if record.parameter is None and record.buffer is None and not (record.is_leaf and record.requires_grad):
+                forget(live)
+
+
+def _root_kind(roots: list[Any]) -> str:
+    """The node type of the first root's grad_fn (`MseLossBackward0`); `NoneType` where no root has one."""
+    fn = next((t.grad_fn for t in roots if isinstance(t, torch.Tensor) and t.grad_fn is not None), None)
+    return type(fn).__name__
