@@ -246,6 +246,27 @@ def test_rearmed_steps_survive_json_in_a_with_block():
     assert torch._C._len_torch_function_stack() == 0
 
 
+def test_a_one_step_window_sees_zero_grad_run_its_loop_at_step_2():
+    """Step 1's zero_grad() found no gradient to clear; step 2's clears them, code the window never ran: step 2 is
+    traced again at the zero_grad() line (what is new is in torch.optim, named at the program's line)."""
+    model = torch.nn.Linear(2, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    line = None
+    with gradviz.trace(steps=1) as t:
+        for _ in range(4):
+            line = sys._getframe().f_lineno + 1
+            opt.zero_grad(set_to_none=False)
+            model(torch.ones(3, 2)).sum().backward()
+            opt.step()
+    assert [(r.step, r.reason, r.line) for r in t.window.rearmed] == [(1, "new code", line)]
+    with gradviz.trace(steps=2) as t:  # a window of two steps has seen it
+        for _ in range(4):
+            opt.zero_grad(set_to_none=False)
+            model(torch.ones(3, 2)).sum().backward()
+            opt.step()
+    assert t.window.rearmed == []
+
+
 def test_old_traces_without_rearmed_steps_still_load():
     document = json.loads(
         gradviz.Trace(torch_version="2.13.0").to_json()
