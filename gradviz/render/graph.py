@@ -129,12 +129,17 @@ def graph_view(
             core, digraph, svg = _fit_page(trace, notes, prepared, budget=budget, draw=draw)
         else:
             note = None
+            asked = chosen
             if chosen is None and len(prepared.tree):
                 chosen, note, message = _fit_boxes(trace, notes, prepared, budget=budget)
             core = _finish(trace, notes, prepared, chosen, budget=budget, note=note)
             if note is not None:
                 core.messages.append(message)
             digraph = draw(core)
+            if asked is not None and max_nodes is None:
+                # a depth asked for is drawn as asked; laid out once to say when it is larger than a page, as the
+                # default view says its size (the SVG of that layout is the one saved)
+                svg = _say_size(core, digraph, f"--depth {asked}")
         if core.hidden and not core.messages:
             core.messages.append(
                 f"graph view: {core.hidden} node{'s' if core.hidden != 1 else ''} summarised to fit max_nodes={budget}"
@@ -322,7 +327,8 @@ def _fit_page(
 
     # every op, when that is few enough boxes to lay out
     whole = _finish(trace, notes, prepared, "all", budget=budget)
-    whole_said = f"about {_box_total(whole, prepared)} boxes"
+    # every op, counted before the max_nodes cut that the default depth never needs
+    whole_said = f"about {_box_total(prepared.core, prepared):,} boxes"
     if _box_total(whole, prepared) <= BOX_BUDGET:
         digraph = draw(whole)
         size = size_of(digraph)
@@ -357,6 +363,23 @@ def _fit_page(
         verdict = f"larger than a page ({PAGE_PX:,} px either way)" if size is not None else "it may not fit a page"
         core.messages.append(f"graph view: {said(core, size)} even at depth 0 ({shallowest}), {verdict}; {advice}")
     return core, digraph, svg
+
+
+def _say_size(core: Core, digraph: graphviz.Digraph, asked: str) -> str | None:
+    """Lay out a picture drawn at the depth the user asked for; larger than a page, a message in `core` says its
+    measured size and what draws less. Returns the SVG of the layout (None without dot)."""
+    laid_out = layout(digraph)
+    if laid_out is None:
+        return None
+    (width, height), svg = laid_out
+    if max(width, height) > PAGE_PX:
+        hidden = f" ({core.hidden:,} nodes summarised to fit max_nodes)" if core.hidden else ""
+        core.messages.insert(0, (
+            f"graph view: {asked}: {_drawn_boxes(digraph):,} boxes{hidden}, {width:,} \N{MULTIPLICATION SIGN} "
+            f"{height:,} px at 96 dpi, larger than a page ({PAGE_PX:,} px either way); without --depth the view "
+            "picks the deepest depth that fits, --max-nodes N summarises beyond N boxes"
+        ))
+    return svg
 
 
 def _estimate(core: Core, prepared: _Prepared) -> tuple[int, int, int]:

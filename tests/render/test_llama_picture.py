@@ -7,6 +7,7 @@ import importlib.util
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -71,3 +72,39 @@ def test_the_explorer_has_no_box_for_the_rotary_function(llama: tuple[int, Trace
     assert "Func" not in {g["label"] for g in groups}
     assert [g["path"] for g in modules if re.fullmatch(r"model\.model\.layers\.\d+", g["path"])] == [
         f"model.model.layers.{i}" for i in range(layers)]
+
+
+def _boxes(source: str) -> int:
+    return sum(1 for name in re.findall(r"^\s*(\w+) \[label=", source, re.M) if name != "legend")
+
+
+def test_every_op_is_counted_before_the_300_node_cut(llama: tuple[int, Trace]) -> None:
+    """The default view's line says how many boxes every op would be: what `--depth all` draws uncut, not the 300 it
+    draws after the max_nodes cut."""
+    layers, trace = llama
+    (message,) = render(trace).messages
+    said = int(re.search(r"every op would be about ([\d,]+) boxes", message).group(1).replace(",", ""))  # type: ignore[union-attr]
+    every = _boxes(render(trace, depth="all", max_nodes=10**6).source)
+    assert abs(said - every) <= every * 0.02, (said, every)
+    if layers == 12:
+        assert every > 1000 and said > 1000  # was "about 307": the count after the cut
+
+
+@pytest.mark.dot
+@pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz's dot is not installed")
+def test_depth_all_beyond_a_page_says_its_measured_size(tmp_path: Path) -> None:
+    svg = tmp_path / "all.svg"
+    run = subprocess.run([sys.executable, "-m", "gradviz", "render", str(PROGRAM), "--depth", "all", "-o", str(svg),
+                          "--", "12"], capture_output=True, text=True, timeout=500)
+    assert run.returncode == 0, run.stderr
+    (line,) = [line for line in run.stdout.splitlines() if line.startswith("graph view:")]
+    claim = re.fullmatch(r"graph view: --depth all: ([\d,]+) boxes \(([\d,]+) nodes summarised to fit max_nodes\), "
+                         r"([\d,]+) × ([\d,]+) px at 96 dpi, larger than a page \(2,500 px either way\); .*", line)
+    assert claim is not None, line
+    # the size claimed is the size of the SVG written (dot's points at 96 dpi)
+    box = re.search(r'viewBox="[\d.]+ [\d.]+ ([\d.]+) ([\d.]+)"', svg.read_text())
+    assert box is not None
+    drawn = (round(float(box.group(1)) * 96 / 72), round(float(box.group(2)) * 96 / 72))
+    claimed = (int(claim.group(3).replace(",", "")), int(claim.group(4).replace(",", "")))
+    assert abs(claimed[0] - drawn[0]) <= 2 and abs(claimed[1] - drawn[1]) <= 2, (claimed, drawn)
+    assert max(claimed) > 2500
