@@ -13,6 +13,7 @@ import graphviz
 
 from .. import collector
 from ..analysis.hierarchy import Hierarchy, module_hierarchy
+from ..analysis.names import statement
 from .annotate import Annotations, annotate
 from .escape import FONT, html_label_text, quote_id, shorten
 from .simplify import Core, CoreNode, Roll
@@ -753,7 +754,7 @@ def _emit_autograd_node(
     if record.module and not _is_leaf_node(record):
         detail = f"{record.module}  {detail}".strip()
     if record.created is not None and record.created.code and not big and not _is_leaf_node(record):
-        code = shorten(record.created.code.split("  #")[0], 40)  # the statement, not its inline comment
+        code = shorten(statement(record.created.code), 40)  # the statement, not its inline comment
         detail = f"{detail}: {code}" if detail else code
     if detail:
         rows.append(f'<FONT POINT-SIZE="8" COLOR="gray30">{html_label_text(detail)}</FONT>')
