@@ -137,9 +137,10 @@ def graph_view(
             if note is not None:
                 core.messages.append(message)
             digraph = draw(core)
-            if asked is not None and max_nodes is None:
-                # a depth asked for is drawn as asked; laid out once to say when it is larger than a page, as the
-                # default view says its size (the SVG of that layout is the one saved)
+            boxes, deep, wide = _estimate(core, prepared)
+            if asked is not None and max_nodes is None and (boxes > BOX_BUDGET or deep > RANK_BUDGET or wide > WIDE_BUDGET):
+                # a depth asked for is drawn as asked; one that may not fit a page is laid out once to say when it is
+                # larger, as the default view says its size (the SVG of that layout is the one saved)
                 svg = _say_size(core, digraph, f"--depth {asked}")
         if core.hidden and not core.messages:
             core.messages.append(
