@@ -16,7 +16,7 @@ import gradviz
 from gradviz.notebook import _FindingsBelow, findings_table
 
 webdriver = pytest.importorskip("selenium.webdriver")
-from selenium.webdriver.chrome.service import Service  # noqa: E402
+from selenium.webdriver.chrome.service import Service
 
 DRIVER = "/usr/bin/chromedriver"
 pytestmark = [

@@ -36,6 +36,6 @@ def test_weights_only_boxes_use_are_counted_in_each_box(dcgan: Trace) -> None:
                                                                            "7 ops, 4 params"]
     assert ("netG", "7 ops, 7 params") in boxes
     # no edge from a weight that is not drawn
-    drawn = set(re.findall(r"^\s*(\w+) \[", source, re.M))
-    edges = re.findall(r"^\s*(\w+) -> (\w+)", source, re.M)
+    drawn = set(re.findall(r"^\s*(\w+) \[", source, re.MULTILINE))
+    edges = re.findall(r"^\s*(\w+) -> (\w+)", source, re.MULTILINE)
     assert all(src in drawn and dst in drawn for src, dst in edges)
