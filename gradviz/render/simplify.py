@@ -232,8 +232,8 @@ class Core:
         for nid in self.nodes:
             if nid in member_of:
                 by_group[member_of[nid]].append(nid)
-            for gid in sorted(shared.get(nid, ())):
-                by_group[gid].append(nid)
+            for owner in sorted(shared.get(nid, ())):
+                by_group[owner].append(nid)
         new_nodes: dict[str, CoreNode] = {}
         for nid, node in self.nodes.items():  # keep drawing order: a group sits where its first member was
             gid = member_of.get(nid)
