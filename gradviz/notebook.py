@@ -154,6 +154,15 @@ def _render(trace: Trace, findings: list[Finding], options: Any) -> Diagram:
 
 # ---------------------------------------------------------------------------------------------- findings displays
 _SEVERITY_COLOUR = {"error": "#c62828", "warning": "#b26a00", "info": "#00838f"}
+# lines break between words, a word longer than the line only where it must (Jupyter's own CSS breaks `pre` and
+# table text anywhere: `word-break: break-all`, mid-word)
+_WRAP = "word-break:normal;overflow-wrap:break-word"
+_CODE_SPAN = re.compile(r"`([^`\n]+)`")
+
+
+def _html_text(text: str, *, code: str = "<code>") -> str:
+    """A message's text as HTML: escaped, its Markdown code spans (`out.data`) as <code>, without the backticks."""
+    return _CODE_SPAN.sub(lambda match: f"{code}{match.group(1)}</code>", html.escape(text))
 
 
 def count_phrase(findings: Sequence[Finding]) -> str:
@@ -190,11 +199,12 @@ def findings_table(findings: Sequence[Finding], *, file_labels: dict[str, str] |
         where = html.escape(f"{finding.file}:{finding.line}" if finding.file and finding.line else finding.file or "?")
         code = f"<br><code>{html.escape(finding.code.strip())}</code>" if finding.code.strip() else ""
         kind = html.escape(finding.kind.value) + (f"<br>({html.escape(finding.parameter)})" if finding.parameter else "")
+        cell = f"text-align:left;{_WRAP}"
         rows.append(
-            f'<tr><td style="color:{_SEVERITY_COLOUR[severity]};font-weight:bold">{severity}</td>'
-            f'<td style="text-align:left">{where}{code}</td><td style="text-align:left"><code>{kind}</code></td>'
-            f'<td style="text-align:left">{html.escape(finding.message)}</td>'
-            f'<td style="text-align:left">{html.escape(finding.fix)}</td></tr>'
+            f'<tr><td style="color:{_SEVERITY_COLOUR[severity]};font-weight:bold;{_WRAP}">{severity}</td>'
+            f'<td style="{cell}">{where}{code}</td><td style="{cell}"><code>{kind}</code></td>'
+            f'<td style="{cell}">{_html_text(finding.message)}</td>'
+            f'<td style="{cell}">{_html_text(finding.fix)}</td></tr>'
         )
     head = "".join(f'<th style="text-align:left">{h}</th>' for h in ("severity", "where", "kind", "what happened", "fix"))
     return (
@@ -220,8 +230,11 @@ class _FindingsBelow:
         summary = f"<b>gradviz</b>: {count_phrase(self.findings)}: {html.escape(where)} <code>{first.kind.value}</code>"
         if len(self.findings) > 1:
             summary += ", ..."
-        text = html.escape(findings_text(_labelled(self.findings, self.file_labels)).rstrip())
-        return f'<details class="gradviz-findings"{opened}><summary>{summary}</summary><pre>{text}</pre></details>'
+        # in monospaced text a code span stands out by a shade, as Jupyter draws inline code
+        shaded = '<code style="background:rgba(127,127,127,0.15);border-radius:2px">'
+        text = _html_text(findings_text(_labelled(self.findings, self.file_labels)).rstrip(), code=shaded)
+        pre = f'<pre style="white-space:pre-wrap;{_WRAP}">{text}</pre>'
+        return f'<details class="gradviz-findings"{opened}><summary>{summary}</summary>{pre}</details>'
 
     def __repr__(self) -> str:
         return findings_plain_text(self.findings, file_labels=self.file_labels)

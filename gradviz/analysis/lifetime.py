@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from ..model import Event, EventKind, NodeRecord, Trace
 from .findings import Finding, FindingKind, LifetimeEvidence
 from .graphs import freed_at
+from .names import statement
 
 END = 1 << 62  # "still alive when the trace ended"
 _ITEMSIZE = {
@@ -498,7 +499,7 @@ def graph_kept_alive_findings(trace: Trace, life: Lifetimes, kept: list[KeptAliv
                 FindingKind.GRAPH_KEPT_ALIVE,
                 group.file,
                 group.line,
-                f"`{code}` at line {group.line} stores {what} with its autograd history, so the graphs of "
+                f"`{statement(code)}` at line {group.line} stores {what} with its autograd history, so the graphs of "
                 f"{group.steps} {unit}s stay alive at the end: "
                 f"{len(group.nodes)} autograd nodes holding {held}{peak_text}; {growth} until the run runs out "
                 "of memory.",
@@ -533,6 +534,37 @@ def _code(trace: Trace, file: str | None, line: int | None) -> str:
 
 
 # ------------------------------------------------------------------------------------------ freed graphs
+def _held_as(trace: Trace, tid: str) -> str | None:
+    """How the program's code names a tensor: its variable or parameter, else the one target of the assignment whose
+    value it is (`self.mem` in `self.mem = torch.tanh(self.fc(x) + self.mem)`: state kept in an attribute, which the
+    tracer does not see as a variable); None when the code gives it no name."""
+    record = trace.tensors[tid]
+    if record.names or record.parameter:
+        return record.label
+    where = record.created
+    if where is None or not where.code:
+        return None
+    try:
+        body = ast.parse(statement(where.code)).body
+    except SyntaxError:
+        return None
+    stmt = body[0] if len(body) == 1 else None
+    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+        target: ast.expr = stmt.targets[0]
+    elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
+        target = stmt.target
+    else:
+        return None
+    if not isinstance(target, (ast.Name, ast.Attribute, ast.Subscript)):
+        return None  # `h, c = lstm(x)`: which one is this?
+    # the statement's value: made by the last call of the statement (`tanh` after `fc` and `+`)
+    ops = trace.ops
+    made = next((i for i, op in enumerate(ops) if tid in op.outputs and tid not in op.inputs), None)
+    if made is None or (made + 1 < len(ops) and (ops[made + 1].file, ops[made + 1].line) == (where.file, where.line)):
+        return None
+    return ast.unparse(target)
+
+
 def _freed_with_saved(trace: Trace, life: Lifetimes, nid: str, at: int) -> bool:
     freed = life.freed_at.get(nid)
     return freed is not None and freed < at and any(s.tensor is not None for s in trace.nodes[nid].saved)
@@ -668,7 +700,8 @@ def _freed_finding(
     freeing = by_seq.get(life.freed_at.get(old, -1)) or _freeing_below(trace, life, old, by_seq)
     freeing_line = freeing.location.line if freeing and freeing.location else None
     carrier = trace.tensors[carriers[old]] if old in carriers else None
-    value = f"`{carrier.label}`" if carrier and (carrier.names or carrier.parameter) else "a value"
+    held_as = _held_as(trace, carrier.id) if carrier is not None else None
+    value = f"`{held_as}`" if held_as else "a value"
     # built before the freeing, on a branch that backward passed by: the program reaches for it only by a backward
     # of its own (a state carried into a new graph after the freeing is what its next step backpropagates)
     side_branch = False
@@ -682,13 +715,13 @@ def _freed_finding(
             # built before the freeing, on a branch that backward did not run through (a stored loss whose hidden
             # state the next step's backward freed)
             how = (
-                f"`{code}` at line {line} built a graph on {value} (output of {nodes[old].name}), and the backward "
+                f"`{statement(code)}` at line {line} built a graph on {value} (output of {nodes[old].name}), and the backward "
                 f"at line {freeing_line} later freed {value}'s graph without running through that branch"
             )
         else:
             how = (
                 f"{value} (output of {nodes[old].name}) still carries the graph that the backward at line "
-                f"{freeing_line} freed, and `{code}` at line {line} builds the new graph on it"
+                f"{freeing_line} freed, and `{statement(code)}` at line {line} builds the new graph on it"
             )
     else:
         loc = backward.location if backward else None
@@ -709,8 +742,8 @@ def _freed_finding(
         "Nothing to do unless you mean to backpropagate it: then call that backward before the other one frees the "
         "shared part, or pass `retain_graph=True` to the first."
         if predicted and side_branch
-        else f"Detach the carried state where each chunk starts (`{carrier.label if carrier else 'hidden'} = "
-        f"{carrier.label if carrier else 'hidden'}.detach()`, truncated backpropagation through time). "
+        else f"Detach the carried state where each chunk starts (`{held_as or 'hidden'} = "
+        f"{held_as or 'hidden'}.detach()`, truncated backpropagation through time). "
         "`retain_graph=True` is almost never the fix: it keeps every earlier chunk's graph alive, backpropagates into "
         "all of them, and after `optimizer.step()` raises the in-place error instead."
     )

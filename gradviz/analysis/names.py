@@ -8,9 +8,12 @@ A storage is named by its first owner, a version counter by the tensors that sha
 
 from __future__ import annotations
 
+import io
+import tokenize
+
 from ..model import OpRecord, Trace
 
-__all__ = ["Namer", "call_name", "shorten_name"]
+__all__ = ["Namer", "call_name", "shorten_name", "statement"]
 
 _OPERATORS = {"add": "+", "radd": "+", "sub": "-", "rsub": "-", "mul": "*", "rmul": "*", "truediv": "/",
               "rtruediv": "/", "matmul": "@", "rmatmul": "@", "pow": "**", "rpow": "**", "neg": "-"}
@@ -20,6 +23,22 @@ _LONGEST = 48  # an expression longer than this is cut with an ellipsis
 
 def shorten_name(text: str, limit: int = _LONGEST) -> str:
     return text if len(text) <= limit else text[: limit - 1] + _ELLIPSIS
+
+
+def statement(line: str) -> str:
+    """A source line as a message quotes it: the statement as written, without its indentation and its trailing
+    comment (a `# gradviz: ignore[...]` or a note to the reader is not code); tokenised, so `#` in a string stays."""
+    text = line.strip()
+    if "#" not in text:
+        return text
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(text + "\n").readline))
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        return text
+    for token in tokens:
+        if token.type == tokenize.COMMENT:
+            return text[: token.start[1]].rstrip() or text
+    return text
 
 
 def call_name(module: str) -> str:

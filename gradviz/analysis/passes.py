@@ -13,6 +13,7 @@ from ..model import Event, EventKind, Location, NodeRecord, SavedTensorRecord, T
 from .evidence import Facts
 from .findings import CutEvidence, Finding, FindingKind, SavedTensorEvidence, version_text
 from .graphs import Dataflow, autograd_graph, freed_at
+from .names import statement
 from .reach import first_backward_reached, first_source_reached
 from .verify import measurement_of, then_sentence
 
@@ -365,7 +366,7 @@ def dead_parameter_findings(ctx: Context, found: list[Cut]) -> list[Finding]:
             continue
         if cut is not None:
             file, line, code = ctx.where(cut.event)
-            reason = f"every path from them to the loss passes through the cut at line {line} (`{code}`)"
+            reason = f"every path from them to the loss passes through the cut at line {line} (`{statement(code)}`)"
             events, nodes = [cut.event.seq], [n for n in [cut.event.data.get("source_grad_fn")] if n]
         else:
             step = _no_grad_break(ctx, leaf, backward)
@@ -374,7 +375,7 @@ def dead_parameter_findings(ctx: Context, found: list[Cut]) -> list[Finding]:
             op, file, line = step
             code = _code(trace, file, line)
             reason = f"their values reach the loss only through `{op}` at line {line}, computed without gradient tracking"
-            if _REENTRANT_CHECKPOINT.search(code):
+            if _REENTRANT_CHECKPOINT.search(statement(code)):
                 # the reentrant checkpoint runs its function under no_grad and backpropagates through the
                 # recomputation only from inputs that require grad: PyTorch warns and gives it none
                 reason += (
@@ -409,7 +410,8 @@ class _Starved:
 def _dead_finding(ctx: Context, group: _Starved) -> Finding:
     records = [ctx.trace.tensors[leaf] for leaf in group.leaves]
     labels = [record.label for record in records]
-    named = "; ".join(f"`{text}`" for text in grouped_by_module(labels))
+    short = parameters_in_short(labels)
+    named = "; ".join(" ".join(part for part in (f"`{text}`" if text else "", note) if part) for text, note in short)
     they, are, them = ("it", "is", "it") if len(records) == 1 else ("they", "are", "them")
     if len(records) == 1:
         head = f"{ctx.name(records[0].id)} takes part"
@@ -417,7 +419,10 @@ def _dead_finding(ctx: Context, group: _Starved) -> Finding:
         tail = "It will never train."
         frozen = f"`{labels[0]}.requires_grad_(False)`"
     else:
-        head = f"{len(records)} parameters ({named}) take part"
+        modules = len({label.rpartition(".")[0] for label in labels})
+        grouped = len(short) == modules and not any(note for _, note in short)
+        counted = f"{len(records)} parameters" if grouped else f"{len(records)} parameters in {modules} modules"
+        head = f"{counted} ({named}) take part"
         reason = group.reason
         tail = "They will never train."
         frozen = "`requires_grad_(False)` on them"
@@ -429,7 +434,7 @@ def _dead_finding(ctx: Context, group: _Starved) -> Finding:
         f"gives {'it' if len(records) == 1 else 'them'} a gradient: {reason}. {tail}",
         f"Remove the detach (or `torch.no_grad()`) on the path if {they} should learn; if {they} {are} meant to be "
         f"frozen, say so with {frozen} and leave {them} out of the optimizer.",
-        parameter="; ".join(grouped_by_module(labels)),
+        parameter="; ".join(" ".join(part for part in pair if part) for pair in short),
         code=group.code,
         tensors=list(group.leaves),
         nodes=list(group.nodes),
@@ -447,6 +452,43 @@ def grouped_by_module(names: list[str]) -> list[str]:
         module, _, attribute = name.rpartition(".")
         modules.setdefault(module, []).append(attribute if module else name)
     return [f"{module}: {', '.join(attrs)}" if module else ", ".join(attrs) for module, attrs in modules.items()]
+
+
+def parameters_in_short(names: list[str], *, modules: int = 3, kinds: int = 4) -> list[tuple[str, str]]:
+    """(names, a note on them): `grouped_by_module(names)` up to `modules` modules; past that, modules alike but for
+    their numbers as one pattern: the 24 adapters of a 12-layer LoRA are `model.*: lora_A, lora_B` for * in 0-11, not
+    12 groups (a finding's `parameters` lists every full name). At most `kinds` patterns, then how many more."""
+    grouped = grouped_by_module(names)
+    if len(grouped) <= modules:
+        return [(text, "") for text in grouped]
+    patterns: dict[str, list[tuple[str, ...]]] = {}  # `model.*: lora_A, lora_B` -> the numbers standing for `*`
+    for text in grouped:
+        module, _, attributes = text.partition(": ")
+        parts = module.split(".")
+        pattern = ".".join("*" if part.isdigit() else part for part in parts)
+        patterns.setdefault(f"{pattern}: {attributes}", []).append(tuple(p for p in parts if p.isdigit()))
+    out = []
+    for pattern, numbers in list(patterns.items())[:kinds]:
+        note = ""
+        if len(numbers) > 1 and {len(n) for n in numbers} == {1}:  # one `*`: say which numbers it stands for
+            note = f"for * in {_number_ranges(sorted(int(n[0]) for n in numbers))}"
+        elif len(numbers) > 1:
+            note = f"in {len(numbers)} modules"
+        out.append((pattern, note))
+    if len(patterns) > kinds:
+        out.append(("", f"\N{HORIZONTAL ELLIPSIS} {len(patterns) - kinds} more"))
+    return out
+
+
+def _number_ranges(numbers: list[int]) -> str:
+    """[0, 1, 2, 5, 7, 8] -> `0-2, 5, 7-8`."""
+    runs: list[list[int]] = []
+    for n in numbers:
+        if runs and n == runs[-1][-1] + 1:
+            runs[-1].append(n)
+        else:
+            runs.append([n])
+    return ", ".join(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]) for run in runs)
 
 
 _REENTRANT_CHECKPOINT = re.compile(r"\bcheckpoint\w*\(")
@@ -486,8 +528,8 @@ def _code(trace: Trace, file: str | None, line: int | None) -> str:
     if file is None or line is None or file not in trace.sources:
         return ""
     lines = trace.sources[file].splitlines()
-    # the statement as quoted in a message: no indentation, no inline comment (PEP 8 puts two spaces before it)
-    return lines[line - 1].split("  #")[0].strip() if 0 < line <= len(lines) else ""
+    # the line as written, as a finding's `code` quotes it (a message quotes `statement(code)`: no comment)
+    return lines[line - 1].strip() if 0 < line <= len(lines) else ""
 
 
 _VERSIONS = re.compile(r"is at version (\d+); expected version (\d+)")
@@ -613,7 +655,7 @@ def _saved_write_finding(
     if now is None and shares:
         now = next((c.after for c in write.changes if c.tensor == write.tensor), None)
     by_step = write.event.kind is EventKind.OPTIMIZER_STEP
-    via = f"the optimizer step `{code}`" if by_step else f"{ctx.alias(write.tensor)}"
+    via = f"the optimizer step `{statement(code)}`" if by_step else f"{ctx.alias(write.tensor)}"
     if write.tensor == tensor.id and not by_step:
         via = f"{ctx.name(tensor.id)} itself"
     unversioned = bool(write.event.data.get("unversioned"))
@@ -762,7 +804,7 @@ def _data_set_findings(ctx: Context, entries: dict[str, list[_Entry]]) -> list[F
                     file,
                     line,
                     f"{ctx.name(tensor.id)} was saved by {node.name} for backward itself (not a copy), and "
-                    f"`{code}` at line {line} swaps its data while the graph is live; its version stays "
+                    f"`{statement(code)}` at line {line} swaps its data while the graph is live; its version stays "
                     f"v{_v(saved)}, so autograd does not notice. {then}",
                     "Reassign `.data` only after backward (or not at all: update under `torch.no_grad()` with "
                     "`p.copy_(new)`, which autograd tracks).",
@@ -796,7 +838,7 @@ def _detach_inplace_findings(ctx: Context, entries: dict[str, list[_Entry]]) -> 
                     FindingKind.DETACH_INPLACE_SAVED,
                     file,
                     line,
-                    f"`{code}` at line {line} detaches {ctx.name(tensor.id)} in place, but {node.name} saved it as "
+                    f"`{statement(code)}` at line {line} detaches {ctx.name(tensor.id)} in place, but {node.name} saved it as "
                     f"an input for backward. {then}",
                     f"Use the out-of-place `{tensor.label} = {tensor.label}.detach()` (a new tensor; the graph keeps "
                     "the original), or call backward before detaching.",

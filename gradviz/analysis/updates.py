@@ -7,6 +7,7 @@ from collections.abc import Set as AbstractSet
 
 from ..model import EventKind, Trace
 from .findings import Finding, FindingKind
+from .names import statement
 
 
 def _trained(trace: Trace, dead: set[str]) -> set[str]:
@@ -79,7 +80,7 @@ def manual_update_findings(trace: Trace, dead: AbstractSet[str] = frozenset()) -
                 FindingKind.UPDATE_WITHOUT_GRADIENT,
                 loc.file if loc else None,
                 loc.line if loc else None,
-                f"`{(loc.code.strip() if loc else event.op) or event.op}` at line {loc.line if loc else '?'} changed "
+                f"`{(statement(loc.code) if loc else event.op) or event.op}` at line {loc.line if loc else '?'} changed "
                 f"{via} in place (`{event.op}`) although no gradient reached `{record.label}` in any backward since "
                 f"its previous update (the latest: line {latest.location.line if latest.location else '?'}): an "
                 "update outside the optimizer (weight decay, a custom step) moves a parameter that is not training.",

@@ -13,6 +13,7 @@ import graphviz
 
 from .. import collector
 from ..analysis.hierarchy import Hierarchy
+from ..analysis.names import statement
 from .annotate import Annotations
 from .escape import FONT, html_label_text, quote_id, shorten
 from .palette import PALETTE
@@ -114,12 +115,18 @@ def graph_view(
             core, digraph, svg = _fit_page(trace, notes, prepared, budget=budget, draw=draw)
         else:
             note = None
+            asked = chosen
             if chosen is None and len(prepared.tree):
                 chosen, note, message = _fit_boxes(trace, notes, prepared, budget=budget)
             core = _finish(trace, notes, prepared, chosen, budget=budget, note=note)
             if note is not None:
                 core.messages.append(message)
             digraph = draw(core)
+            boxes, deep, wide = _estimate(core, prepared)
+            if asked is not None and max_nodes is None and (boxes > BOX_BUDGET or deep > RANK_BUDGET or wide > WIDE_BUDGET):
+                # a depth asked for is drawn as asked; one that may not fit a page is laid out once to say when it is
+                # larger, as the default view says its size (the SVG of that layout is the one saved)
+                svg = _say_size(core, digraph, f"--depth {asked}")
         if core.hidden and not core.messages:
             core.messages.append(
                 f"graph view: {core.hidden} node{'s' if core.hidden != 1 else ''} summarised to fit max_nodes={budget}"
@@ -307,7 +314,8 @@ def _fit_page(
 
     # every op, when that is few enough boxes to lay out
     whole = _finish(trace, notes, prepared, "all", budget=budget)
-    whole_said = f"about {_box_total(whole, prepared)} boxes"
+    # every op, counted before the max_nodes cut that the default depth never needs
+    whole_said = f"about {_box_total(prepared.core, prepared):,} boxes"
     if _box_total(whole, prepared) <= BOX_BUDGET:
         digraph = draw(whole)
         size = size_of(digraph)
@@ -342,6 +350,23 @@ def _fit_page(
         verdict = f"larger than a page ({PAGE_PX:,} px either way)" if size is not None else "it may not fit a page"
         core.messages.append(f"graph view: {said(core, size)} even at depth 0 ({shallowest}), {verdict}; {advice}")
     return core, digraph, svg
+
+
+def _say_size(core: Core, digraph: graphviz.Digraph, asked: str) -> str | None:
+    """Lay out a picture drawn at the depth the user asked for; larger than a page, a message in `core` says its
+    measured size and what draws less. Returns the SVG of the layout (None without dot)."""
+    laid_out = layout(digraph)
+    if laid_out is None:
+        return None
+    (width, height), svg = laid_out
+    if max(width, height) > PAGE_PX:
+        hidden = f" ({core.hidden:,} nodes summarised to fit max_nodes)" if core.hidden else ""
+        core.messages.insert(0, (
+            f"graph view: {asked}: {_drawn_boxes(digraph):,} boxes{hidden}, {width:,} \N{MULTIPLICATION SIGN} "
+            f"{height:,} px at 96 dpi, larger than a page ({PAGE_PX:,} px either way); without --depth the view "
+            "picks the deepest depth that fits, --max-nodes N summarises beyond N boxes"
+        ))
+    return svg
 
 
 def _estimate(core: Core, prepared: _Prepared) -> tuple[int, int, int]:
@@ -717,7 +742,7 @@ def _emit_autograd_node(
     if record.module and not _is_leaf_node(record):
         detail = f"{record.module}  {detail}".strip()
     if record.created is not None and record.created.code and not big and not _is_leaf_node(record):
-        code = shorten(record.created.code.split("  #")[0], 40)  # the statement, not its inline comment
+        code = shorten(statement(record.created.code), 40)  # the statement, not its inline comment
         detail = f"{detail}: {code}" if detail else code
     if detail:
         rows.append(f'<FONT POINT-SIZE="8" COLOR="gray30">{html_label_text(detail)}</FONT>')

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import io
-import tokenize
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -12,7 +10,7 @@ import graphviz
 
 from ..analysis.findings import version_text
 from ..analysis.initialisation import initialisation_writes, setup_events
-from ..analysis.names import Namer
+from ..analysis.names import Namer, statement
 from ..model import Event, EventKind, OpRecord, Trace, VersionChange
 from .escape import FONT, html_label_text, plain_label, quote_id, shorten
 from .palette import PALETTE
@@ -517,17 +515,7 @@ def change_text(trace: Trace, change: VersionChange, *, write: bool = True, labe
 
 def code_text(line: str) -> str:
     """A source line without its indentation and trailing comment (tokenised, so `#` inside strings stays)."""
-    text = line.strip()
-    if "#" not in text:
-        return text
-    try:
-        tokens = list(tokenize.generate_tokens(io.StringIO(text + "\n").readline))
-    except (tokenize.TokenError, SyntaxError, IndentationError):
-        return text
-    for tok in tokens:
-        if tok.type == tokenize.COMMENT:
-            return text[: tok.start[1]].rstrip() or text
-    return text
+    return statement(line)
 
 
 # ---------------------------------------------------------------------- labels

@@ -217,19 +217,31 @@ class Core:
             return []
         member_of = {m: g.id for g in groups for m in g.members}
         users = self.parents()
+        shared: dict[str, set[str]] = {}  # leaf -> the groups, all of its users, that share it
         for nid in attach:
             if nid in self.nodes and nid not in protected:
-                owners = {member_of.get(u) for u in users.get(nid, [])}
-                owner = owners.pop() if len(owners) == 1 else None
-                if owner is not None:
-                    member_of[nid] = owner
+                found = [member_of.get(u) for u in users.get(nid, [])]
+                owners = {owner for owner in found if owner is not None}
+                if len(owners) < len(set(found)):
+                    continue  # (a user outside every group)
+                if len(owners) == 1:
+                    member_of[nid] = owners.pop()
+                elif len(owners) > 1:
+                    # a weight only boxes use (a model's, in each step of a GAN, in each call): counted in every box
+                    # that uses it rather than drawn as a node whose edges cross the picture, which at a shallow
+                    # depth lines every weight up side by side, wider than the deeper picture
+                    shared[nid] = owners
         by_group: dict[str, list[str]] = defaultdict(list)
         for nid in self.nodes:
             if nid in member_of:
                 by_group[member_of[nid]].append(nid)
+            for owner in sorted(shared.get(nid, ())):
+                by_group[owner].append(nid)
         new_nodes: dict[str, CoreNode] = {}
         for nid, node in self.nodes.items():  # keep drawing order: a group sits where its first member was
             gid = member_of.get(nid)
+            if nid in shared:
+                continue
             if gid is None:
                 new_nodes[nid] = node
             elif gid not in new_nodes:
@@ -240,6 +252,7 @@ class Core:
                 )
         mapping = dict(member_of)
         self.remap(mapping)
+        self.edges = {edge: kind for edge, kind in self.edges.items() if edge[0] not in shared and edge[1] not in shared}
         self.nodes = new_nodes
         return groups
 

@@ -161,7 +161,16 @@ class HookRecording:
                     self._name_module(root)
             if module is None:
                 return None, None
-            return self._module_names.get(id(module), type(module).__name__), module
+            name = self._module_names.get(id(module))
+            if name is None and len(frames) > 1:
+                # a module outside the model's tree (transformers' rotary `Func`, kept at module level; one made in a
+                # forward): its ops belong to the module whose forward called it, so it splits no layer in two
+                for outer in frames[1:]:
+                    caller = module_of(outer)
+                    name = self._module_names.get(id(caller)) if caller is not None else None
+                    if name is not None:
+                        return name, caller
+            return name or type(module).__name__, module
         except Exception as exc:
             self._internal(exc)
             return None, None

@@ -165,7 +165,10 @@ def alias_expression(code: str, attribute: str) -> str | None:
     for node in ast.walk(stmt):
         if isinstance(node, ast.Attribute) and node.attr == attribute:
             try:
-                return ast.unparse(node.value)
+                text = ast.unparse(node.value)
             except (ValueError, AttributeError):
                 return None
+            # views write `{expression}.detach()`: `(x @ w).detach()` keeps its parentheses, not `x @ w.detach()`
+            atom = isinstance(node.value, (ast.Name, ast.Attribute, ast.Call, ast.Subscript, ast.Constant))
+            return text if atom else f"({text})"
     return None

@@ -47,3 +47,12 @@ def test_no_view_or_message_calls_a_number(dcgan: gradviz.Trace) -> None:
     texts += [finding.message for finding in findings]
     assert texts[0].count("netG.main.0") > 0  # the views name the layers by their path
     assert [match.group(0) for text in texts for match in _NUMBER_CALLED.finditer(text)] == []
+
+
+def test_a_statement_is_quoted_without_its_trailing_comment() -> None:
+    from gradviz.analysis.names import statement
+
+    assert statement("    h = self.act(h)  # gradviz: ignore[cut_edge]\n") == "h = self.act(h)"
+    assert statement("y = g(x) # one space before it") == "y = g(x)"
+    assert statement("s = f('#  not a comment')  # but this is") == "s = f('#  not a comment')"
+    assert statement("z = (a +  # open") == "z = (a +  # open"  # a line that does not tokenise alone: as written

@@ -65,9 +65,12 @@ def test_findings_text_under_the_picture_names_the_cell(executed):
     assert kinds[-2:] == ["svg", "html"]  # the picture, then the findings under it
     (details,) = _html_outputs(cell)
     assert details.startswith('<details class="gradviz-findings" open><summary><b>gradviz</b>: 1 finding (1 error): '
-                              "In[3]:5 <code>silently_corrupted_saved_tensor</code></summary><pre>")
+                              "In[3]:5 <code>silently_corrupted_saved_tensor</code></summary><pre ")
     assert "error  In[3]:5  silently_corrupted_saved_tensor" in details
-    assert "fix: Use `.detach()` instead of `.data`" in details
+    # Markdown code spans as code (shaded in the monospaced text), lines broken between words
+    assert 'fix: Use <code style="background:rgba(127,127,127,0.15);border-radius:2px">.detach()</code> instead of' in details
+    assert "`" not in details
+    assert '<pre style="white-space:pre-wrap;word-break:normal;overflow-wrap:break-word">' in details
     assert "ipykernel" not in details
     plain = cell.outputs[-1]["data"]["text/plain"]
     assert plain.startswith("gradviz: 1 finding (1 error)\n\nerror  In[3]:5  silently_corrupted_saved_tensor")
@@ -88,7 +91,10 @@ def test_diagnose_displays_a_table_and_readable_text(executed):
     cells = re.findall(r"<td[^>]*>(.*?)</td>", rows[1])
     assert cells[0] == "error" and cells[1].startswith("In[5]:4<br><code>z.data.zero_()</code>")
     assert cells[2] == "<code>silently_corrupted_saved_tensor</code>"
-    assert "had its bytes changed at line 4" in cells[3] and cells[4].startswith("Use `.detach()`")
+    assert "had its bytes changed at line 4" in cells[3] and cells[4].startswith("Use <code>.detach()</code>")
+    assert "`" not in table and "<code>z.data</code>" in cells[3]
+    cell_styles = re.findall(r'<td style="([^"]*)">', rows[1])
+    assert cell_styles[1:] == ["text-align:left;word-break:normal;overflow-wrap:break-word"] * 4
     text = executed[5].outputs[0]["data"]["text/plain"]
     assert text.startswith("gradviz: 1 finding (1 error)") and "Finding(" not in text  # no wall of dataclass reprs
     assert "Finding(kind=" in executed[6].outputs[0]["text"]  # repr() itself stays the list's own

@@ -123,3 +123,35 @@ def test_a_module_running_when_tracing_began_is_not_a_running_module() -> None:
     t = outer(torch.randn(4, 3, requires_grad=True))
     assert _modules_of(t, "AddmmBackward0") == ["outer.lin"]
     assert _modules_of(t, "SumBackward0") == [None] and _modules_of(t, "ExpBackward0") == [None]
+
+
+class Rotate(torch.nn.Module):
+    """A function wrapped in a module kept outside any model (transformers' `apply_rotary_pos_emb` is such a `Func`)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cat([-x[..., 1:], x[..., :1]], dim=-1) * 2
+
+
+rotate = Rotate()  # module level: no model holds it
+
+
+class Block(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = torch.nn.Linear(3, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.proj(rotate(x)).tanh()
+
+
+def test_a_module_outside_the_models_tree_belongs_to_the_module_calling_it() -> None:
+    """Its ops are the calling block's, not a module of their own that splits the block in two; the models' own
+    modules keep theirs, and called from the program it is a model of its own."""
+    with gradviz.trace() as t:
+        model = torch.nn.Sequential(Block(), Block())
+        model(torch.randn(2, 3, requires_grad=True)).sum().backward()
+        rotate(torch.randn(2, 3, requires_grad=True)).sum().backward()
+    assert _modules_of(t, "NegBackward0") == ["model.0", "model.1", "rotate"]
+    assert _modules_of(t, "MulBackward0") == ["model.0", "model.1", "rotate"]
+    assert _modules_of(t, "TanhBackward0") == ["model.0", "model.1"]
+    assert _modules_of(t, "AddmmBackward0") == ["model.0.proj", "model.1.proj"]
