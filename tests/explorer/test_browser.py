@@ -642,7 +642,7 @@ def test_open_all_stops_where_edges_across_boxes_would_freeze_the_layout(browser
     open_page(browser, page)
     browser.find_element(By.XPATH, "//button[text()='open all']").click()
     edges = browser.execute_script("return document.querySelectorAll('path.gv-edge').length")
-    assert 0 < edges <= 300  # OPEN_ALL_EDGES in explorer.js; the level with the loop opened draws 480
+    assert 0 < edges <= 300  # OPEN_ALL_EDGES in panels/core.js; the level with the loop opened draws 480
     assert browser.find_element(By.CSS_SELECTOR, ".gv-note").text == (
         "opened what can be laid out quickly; open the other boxes one by one")
     closed = browser.execute_script("return [...document.querySelectorAll('.gv-node[data-group] .gv-label')].map(t => t.textContent)")
