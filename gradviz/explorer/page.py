@@ -21,8 +21,8 @@ SCRIPTS = ("vendor/dagre.min.js",)
 #: The page's own code, in `assets/panels/`: inlined in this order inside one function (one scope, nothing global),
 #: so a panel is changed by editing its file, with no build step. `helpers.js` holds the pure functions that
 #: `node --test` checks (tests/explorer/test_helpers.js).
-PANELS = ("helpers.js", "core.js", "layout.js", "skeleton.js", "findings.js", "graph.js", "controls.js", "details.js",
-          "source.js", "time.js", "search.js", "address.js", "start.js")
+PANELS = ("helpers.js", "core.js", "layout.js", "skeleton.js", "findings.js", "graph.js", "legend.js", "keys.js",
+          "controls.js", "details.js", "source.js", "time.js", "search.js", "address.js", "start.js")
 
 
 def explorer_html(trace: Trace, findings: Sequence[Finding] = (), *, title: str | None = None) -> str:

@@ -99,3 +99,5 @@ function shownEdges(expanded) {
   var seen = new Set();
   D.edges.forEach(function (e) { var a = rep(e[0]), b = rep(e[1]); if (a !== b) { seen.add(a + ">" + b); } });
   state.expanded = keep;
+  return seen.size;
+}

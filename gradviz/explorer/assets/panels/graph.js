@@ -135,8 +135,9 @@ function paint(g, info, clusters, cuts) {
     var b = g.node(key);
     var isNode = key[0] === "n", idx = +key.slice(1);
     var kind = isNode ? N[idx].kind : "box gv-kind-" + G[idx].kind;
-    var cls = "gv-node gv-" + kind + (isNode && N[idx].mark ? " gv-mark-" + N[idx].mark : "");
-    var grp = sv("g", { "class": cls, "data-key": key, transform: "translate(" + (b.x - b.width / 2) + "," + (b.y - b.height / 2) + ")" });
+    var cls = "gv-node gv-" + kind; // a finding's mark (gv-mark-*) is set by applyClasses: from its moment on
+    var grp = sv("g", { "class": cls, "data-key": key, transform: "translate(" + (b.x - b.width / 2) + "," + (b.y - b.height / 2) + ")",
+                        tabindex: 0, role: "button", "aria-label": info[key].lines.join(" · ") + (isNode ? "" : " (closed box: Enter opens it)") });
     if (isNode) { grp.setAttribute("data-node", D.ids[idx]); } else { grp.setAttribute("data-group", idx); }
     var rect = sv("rect", { width: b.width, height: b.height, rx: isNode ? 3 : 7, "class": "gv-shape" });
     var l1 = sv("text", { x: 9, y: info[key].lines[1] ? 14 : 15, "class": "gv-label" }); l1.textContent = info[key].lines[0];
@@ -149,6 +150,8 @@ function paint(g, info, clusters, cuts) {
       ev.stopPropagation();
       if (isNode) { showNode(idx, false); setHash("node=" + D.ids[idx]); } else { expand(idx); }
     });
+    grp.addEventListener("keydown", function (ev) { nodeKey(ev, key); });
+    grp.addEventListener("focus", function () { keepInView(key); });
     nd.appendChild(grp);
   });
   var gr = g.graph();
@@ -218,23 +221,26 @@ function applyClasses() {
     var freed = members.every(function (i) { var v = view(i); return v.freed !== undefined && v.freed <= cur; });
     node.classList.toggle("gv-future", !!future);
     node.classList.toggle("gv-freed", !future && freed);
+    if (key[0] === "n" && N[+key.slice(1)].mark) { node.classList.toggle("gv-mark-" + N[+key.slice(1)].mark, markShown(+key.slice(1), cur)); }
   });
   [].forEach.call(ui.layer.querySelectorAll(".gv-edge"), function (path) {
     var a = path.getAttribute("data-from"), b = path.getAttribute("data-to");
     var lit = function (k) { return state.layout.info[k] && state.layout.info[k].members.some(function (i) { return state.hits.has(i); }); };
     path.classList.toggle("gv-hit", lit(a) && lit(b));
   });
+  drawLegend();
 }
-function expand(g) {
+function expand(g) { // open box g and bring it into view; false when it holds too many nodes to draw
   var trial = new Set(state.expanded); trial.add(g);
   var count = shownCount(trial);
   if (count > MAX_DRAW) {
     ui.note.textContent = "“" + G[g].label + "” holds " + total[g].toLocaleString() + " nodes: too many to draw at once; search finds them";
-    return;
+    return false;
   }
   state.expanded.add(g);
   redraw();
-  zoomTo(["c" + g], true);
+  bringIntoView(["c" + g]);
+  return true;
 }
 function collapse(g) {
   state.expanded.delete(g);

@@ -1,6 +1,4 @@
 /* gradviz explorer, the first view (which boxes open, which direction, whole or in part) and the view's geometry. */
-  return seen.size;
-}
 function firstExpansion() {
   // of several step boxes, only the one with a finding (else the last, the steady state) opens at first
   var steps = []; G.forEach(function (g, i) { if (g.kind === "step") { steps.push(i); } });
@@ -30,10 +28,26 @@ function fitScale() { // screen pixels per layout unit when the whole layout is 
   var b = state.bounds, all = framed(b.x, b.y, b.w, b.h);
   return screen().w / all.w;
 }
-function mustSee() { // the layout keys the first view keeps on screen: every finding's nodes and the graph's outputs
-  var keys = new Set();
-  F.forEach(function (f) { f.nodes.forEach(function (i) { keys.add(rep(i)); }); });
-  N.forEach(function (n, i) { if (n.kind === "output") { keys.add(rep(i)); } });
+var SEVERITY = { error: 3, warning: 2, info: 1 };
+function worst() { // the most severe finding with nodes in the graph (the first of them in the list), or -1
+  var best = -1;
+  F.forEach(function (f, k) { if (f.nodes.length && (best < 0 || (SEVERITY[f.severity] || 0) > (SEVERITY[F[best].severity] || 0))) { best = k; } });
+  return best;
+}
+function withWorst(expanded) { // `expanded` and the boxes around the most severe finding's nodes, while they can be drawn
+  var k = worst(), out = new Set(expanded);
+  if (k < 0) { return out; }
+  F[k].nodes.forEach(function (i) {
+    var trial = new Set(out);
+    chain(N[i].g).forEach(function (g) { trial.add(g); });
+    if (trial.size !== out.size && shownCount(trial) <= MAX_DRAW) { out = trial; }
+  });
+  return out;
+}
+function mustSee(all) { // the layout keys the first view keeps on screen: the most severe finding's nodes (and outputs)
+  var keys = new Set(), k = worst();
+  if (k >= 0) { F[k].nodes.forEach(function (i) { keys.add(rep(i)); }); }
+  if (all || k < 0) { N.forEach(function (n, i) { if (n.kind === "output") { keys.add(rep(i)); } }); }
   return Array.from(keys);
 }
 function extent(keys) {
@@ -50,7 +64,7 @@ function firstFit() { // how this layout can be shown first: whole, in part (at 
   var s = fitScale();
   if (s >= READABLE) { return { mode: "all", scale: s }; }
   if (N.length <= BIG) { return null; } // a small graph is always seen whole
-  var pane = screen(), b = state.bounds, m = extent(mustSee()), pad = 32;
+  var pane = screen(), b = state.bounds, m = extent(mustSee(false)), pad = 32;
   var wide = state.rankdir === "LR";
   // in part: the layout fits across the pane at READABLE, and so do the findings' nodes and the outputs along it
   var across = wide ? b.h + pad <= pane.h / READABLE : b.w + pad <= pane.w / READABLE;
@@ -67,7 +81,7 @@ function firstDepth() { // the deepest of those levels that can be shown first a
     var pick = null;
     ["TB", "LR"].forEach(function (dir) {
       if (pick && pick.mode === "all") { return; } // seen whole top-down: the usual direction is kept
-      state.expanded = new Set(levels[k]); state.rankdir = dir;
+      state.expanded = withWorst(levels[k]); state.rankdir = dir;
       redraw();
       var f = firstFit();
       if (f && (!pick || (f.mode === "all") > (pick.mode === "all") || (f.mode === pick.mode && f.scale > pick.scale))) {
@@ -78,7 +92,7 @@ function firstDepth() { // the deepest of those levels that can be shown first a
     best = pick;
   }
   state.first = best.mode;
-  state.expanded = new Set(levels[best.level]); state.rankdir = best.dir;
+  state.expanded = withWorst(levels[best.level]); state.rankdir = best.dir;
   redraw();
 }
 function fold(on) {
@@ -111,14 +125,34 @@ function setView(v) {
 }
 function screen() { var r = ui.svg.getBoundingClientRect(); return { w: Math.max(r.width, 50), h: Math.max(r.height, 50) }; }
 function framed(x, y, w, h, maxScale) { return frame(screen(), x, y, w, h, maxScale); } // with the screen's aspect ratio
-function fitAll() { var b = state.bounds; if (b) { setView(framed(b.x, b.y, b.w, b.h)); } }
+// a small graph (BIG nodes at most) is always shown whole, as the first view and by "fit"
+function wholeReadable(scale) { return scale >= READABLE || N.length <= BIG; }
+function fitAll() { // the whole graph when it can be read so; else at the smallest readable scale, where the view is
+var b = state.bounds, v = state.view;
+if (!b) { return; }
+if (wholeReadable(fitScale()) || !v) { setView(framed(b.x, b.y, b.w, b.h)); return; }
+setView(centred(screen(), b, v.x + v.w / 2, v.y + v.h / 2, READABLE));
+}
+function bringIntoView(keys) { // keep the view when `keys` are in it; else move it there, zooming out only if need be
+var m = extent(keys), v = state.view, pane = screen();
+if (!m || !v) { return; }
+if (contains(v, m)) { return; }
+var scale = pane.w / v.w;
+if ((m.w + 32) * scale <= pane.w && (m.h + 32) * scale <= pane.h) { setView(centred(pane, state.bounds, m.x + m.w / 2, m.y + m.h / 2, scale)); }
+else { setView(framed(m.x, m.y, m.w, m.h)); }
+}
 var READABLE = 0.85; // screen pixels per layout unit below which labels cannot be read
-function firstView() { // firstDepth chose a depth whose whole graph fits the pane, or fits across it at READABLE
-  if (state.first !== "part") { fitAll(); return; }
-  // in part: at READABLE, the findings' nodes and the outputs (the loss) in the middle of the view, the layout's
-  // ends clamped to the pane's so no blank band shows; the minimap shows the rest
-  var b = state.bounds, m = extent(mustSee()) || b;
-  setView(centred(screen(), b, m.x + m.w / 2, m.y + m.h / 2, READABLE));
+function firstView() {
+  // the whole graph when it can be read fitted to the pane; else, at a readable scale, the most severe finding's nodes
+  // with the outputs (the loss) when they fit together, else the finding's nodes alone; the minimap shows the rest
+  var s = fitScale();
+  if (wholeReadable(s) || !N.length) { fitAll(); return; }
+  var pane = screen(), b = state.bounds;
+  var m = extent(mustSee(true)), alone = extent(mustSee(false)) || b;
+  var fits = function (x) { return x && (x.w + 32) * READABLE <= pane.w && (x.h + 32) * READABLE <= pane.h; };
+  if (!fits(m)) { m = alone; }
+  if (!fits(m)) { setView(framed(m.x, m.y, m.w, m.h)); return; } // too far apart to read: all of them, smaller
+  setView(centred(pane, b, m.x + m.w / 2, m.y + m.h / 2, READABLE));
 }
 function zoomTo(keys, gently) {
   var g = state.layout && state.layout.g;

@@ -45,13 +45,14 @@ function build() {
   var main = el("div", "gv-main");
   var graphBox = el("div", "gv-graph-box");
   var bar = el("div", "gv-graph-bar");
-  ui.fit = button("fit", "fit the graph to the window (0)");
+  ui.fit = button("fit", "fit the graph to the window, as far as its labels stay readable (f, 0)");
   ui.reset = button("reset", "the first view again (r)");
   ui.zoomIn = button("+", "zoom in (+)"); ui.zoomOut = button("−", "zoom out (-)");
   ui.expandAll = button("open all", "open every module box that fits");
   ui.collapseAll = button("close all", "close every module box");
   ui.note = el("span", "gv-note");
-  add(bar, ui.fit, ui.reset, ui.zoomIn, ui.zoomOut, ui.expandAll, ui.collapseAll, ui.note);
+  ui.legend = el("div", "gv-legend"); ui.legend.setAttribute("aria-label", "legend");
+  add(bar, ui.fit, ui.reset, ui.zoomIn, ui.zoomOut, ui.expandAll, ui.collapseAll, ui.note, ui.legend);
   ui.svg = sv("svg", { "class": "gv-graph", tabindex: "0", role: "img", "aria-label": "autograd graph" });
   ui.layer = sv("g", { id: "gv-layer" });
   ui.svg.appendChild(ui.layer);

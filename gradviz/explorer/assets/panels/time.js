@@ -37,6 +37,7 @@ function scrubTo(p) {
     if (e.outcome && e.outcome !== "ok") { ui.eventText.appendChild(el("div", "gv-outcome", e.outcome)); }
     if (e.findings.length) { ui.eventText.appendChild(el("div", "gv-outcome", "finding: " + e.findings.join(", "))); }
     ui.eventText.className = "gv-event" + (e.severity ? " sev-" + e.severity : "");
+    if (e.file !== null && e.file !== undefined) { showSource(e.file, e.line, true); } // the source panel follows
   }
   if (state.layout) { applyClasses(); }
   drawMemory();
