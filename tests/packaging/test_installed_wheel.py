@@ -81,7 +81,7 @@ def test_the_sdist_and_wheel_are_named_torch_gradviz_and_carry_the_package_data_
         entry_points = wheel.read("torch_gradviz-0.1.0.dist-info/entry_points.txt").decode()
     assert {
         "gradviz/py.typed", "gradviz/explorer/assets/panels/helpers.js", "gradviz/explorer/assets/panels/start.js",
-        "gradviz/explorer/assets/explorer.css",
+        "gradviz/explorer/assets/explorer.css", "gradviz/explorer/document.schema.json",
         "gradviz/explorer/assets/vendor/dagre.min.js", "gradviz/explorer/assets/vendor/LICENSE-dagre.txt", "gradviz/cli.py",
     } <= names
     assert not any(name.startswith("tests/") for name in names)
