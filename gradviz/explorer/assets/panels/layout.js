@@ -125,28 +125,30 @@ function setView(v) {
 }
 function screen() { var r = ui.svg.getBoundingClientRect(); return { w: Math.max(r.width, 50), h: Math.max(r.height, 50) }; }
 function framed(x, y, w, h, maxScale) { return frame(screen(), x, y, w, h, maxScale); } // with the screen's aspect ratio
-// a small graph (BIG nodes at most) is always shown whole, as the first view and by "fit"
-function wholeReadable(scale) { return scale >= READABLE || N.length <= BIG; }
+// "fit" shows a small graph (BIG nodes at most) whole; the first view does so down to SMALL_READABLE, below which it
+// shows the most severe finding's nodes at a readable scale (the minimap shows the rest)
+var SMALL_READABLE = 0.6;
+function wholeReadable(scale, first) { return scale >= READABLE || (N.length <= BIG && (!first || scale >= SMALL_READABLE)); }
 function fitAll() { // the whole graph when it can be read so; else at the smallest readable scale, where the view is
-var b = state.bounds, v = state.view;
-if (!b) { return; }
-if (wholeReadable(fitScale()) || !v) { setView(framed(b.x, b.y, b.w, b.h)); return; }
-setView(centred(screen(), b, v.x + v.w / 2, v.y + v.h / 2, READABLE));
+  var b = state.bounds, v = state.view;
+  if (!b) { return; }
+  if (wholeReadable(fitScale()) || !v) { setView(framed(b.x, b.y, b.w, b.h)); return; }
+  setView(centred(screen(), b, v.x + v.w / 2, v.y + v.h / 2, READABLE));
 }
 function bringIntoView(keys) { // keep the view when `keys` are in it; else move it there, zooming out only if need be
-var m = extent(keys), v = state.view, pane = screen();
-if (!m || !v) { return; }
-if (contains(v, m)) { return; }
-var scale = pane.w / v.w;
-if ((m.w + 32) * scale <= pane.w && (m.h + 32) * scale <= pane.h) { setView(centred(pane, state.bounds, m.x + m.w / 2, m.y + m.h / 2, scale)); }
-else { setView(framed(m.x, m.y, m.w, m.h)); }
+  var m = extent(keys), v = state.view, pane = screen();
+  if (!m || !v) { return; }
+  if (contains(v, m)) { return; }
+  var scale = pane.w / v.w;
+  if ((m.w + 32) * scale <= pane.w && (m.h + 32) * scale <= pane.h) { setView(centred(pane, state.bounds, m.x + m.w / 2, m.y + m.h / 2, scale)); }
+  else { setView(framed(m.x, m.y, m.w, m.h)); }
 }
 var READABLE = 0.85; // screen pixels per layout unit below which labels cannot be read
 function firstView() {
   // the whole graph when it can be read fitted to the pane; else, at a readable scale, the most severe finding's nodes
   // with the outputs (the loss) when they fit together, else the finding's nodes alone; the minimap shows the rest
   var s = fitScale();
-  if (wholeReadable(s) || !N.length) { fitAll(); return; }
+  if (wholeReadable(s, true) || !N.length) { fitAll(); return; }
   var pane = screen(), b = state.bounds;
   var m = extent(mustSee(true)), alone = extent(mustSee(false)) || b;
   var fits = function (x) { return x && (x.w + 32) * READABLE <= pane.w && (x.h + 32) * READABLE <= pane.h; };
