@@ -95,6 +95,7 @@ function paint(g, info, clusters, cuts) {
   var cl = sv("g", { "class": "gv-clusters" }), ed = sv("g", { "class": "gv-edges" }), nd = sv("g", { "class": "gv-nodes" });
   add(layer, cl, ed, nd);
   var order = Array.from(clusters).sort(function (a, b) { return G[a].depth - G[b].depth; });
+  var taken = []; // boxes of what is drawn (nodes, box titles, step controls): a cut's label goes beside them
   order.forEach(function (c) {
     var b = g.node("c" + c);
     if (!b || b.width === undefined) { return; }
@@ -105,14 +106,16 @@ function paint(g, info, clusters, cuts) {
     var text = sv("text", { x: x + 6, y: y + 12, "class": "gv-cluster-label" });
     var control = G[c].instances ? 30 + measure("step " + G[c].numbers[G[c].numbers.length - 1] + " (" + G[c].numbers.length + "/" + G[c].numbers.length + ")", 10) : 0;
     text.textContent = fit(title, 10, Math.max(b.width - 12, 20));
+    taken.push({ x: x + 6, y: y + 2, w: measure(text.textContent, 10), h: 12 });
     var tip = sv("title", {}); tip.textContent = "close " + (G[c].path || G[c].label);
     add(grp, rect, text, tip);
     // which of its steps a rolled box shows: just above the box's top right corner, clear of its title
-    if (control) { grp.appendChild(instanceControl(c, x + b.width - control, y - 3)); }
+    if (control) { grp.appendChild(instanceControl(c, x + b.width - control, y - 3)); taken.push({ x: x + b.width - control, y: y - 14, w: control + 10, h: 13 }); }
     text.addEventListener("click", function (ev) { ev.stopPropagation(); collapse(c); });
     rect.addEventListener("dblclick", function (ev) { ev.stopPropagation(); collapse(c); });
     cl.appendChild(grp);
   });
+  Object.keys(info).forEach(function (key) { var b = g.node(key); taken.push({ x: b.x - b.width / 2, y: b.y - b.height / 2, w: b.width, h: b.height }); });
   g.edges().forEach(function (e) {
     var edge = g.edge(e);
     var pts = edge.points || [];
@@ -123,7 +126,10 @@ function paint(g, info, clusters, cuts) {
     if (edge.cut) {
       var mid = pts[Math.floor(pts.length / 2)];
       var label = cuts.filter(function (c) { return c[0] === e.v && c[1] === e.w; })[0];
-      if (label) { var t = sv("text", { x: mid.x + 4, y: mid.y, "class": "gv-cut-label" }); t.textContent = label[2]; ed.appendChild(t); }
+      if (label) {
+        var at = cutLabelAt(mid, measure(label[2], 10), taken);
+        var t = sv("text", { x: at.x, y: at.y, "class": "gv-cut-label" }); t.textContent = label[2]; ed.appendChild(t);
+      }
     }
   });
   var defs = sv("defs", {});
@@ -158,6 +164,14 @@ function paint(g, info, clusters, cuts) {
   state.bounds = { x: 0, y: 0, w: Math.max(gr.width || 1, 1), h: Math.max(gr.height || 1, 1) };
   ui.mini.setAttribute("viewBox", "0 0 " + state.bounds.w + " " + state.bounds.h);
   applyClasses();
+}
+function cutLabelAt(mid, width, taken) { // right of the edge, else left, else above or below: where nothing else is
+  var tries = [[4, 0], [-4 - width, 0], [4, -14], [4, 14], [-4 - width, -14], [-4 - width, 14], [4, -28], [4, 28]];
+  for (var k = 0; k < tries.length; k++) {
+    var box = { x: mid.x + tries[k][0], y: mid.y + tries[k][1] - 10, w: width, h: 12 };
+    if (!taken.some(function (t) { return overlaps(t, box); })) { taken.push(box); return { x: box.x, y: mid.y + tries[k][1] }; }
+  }
+  return { x: mid.x + 4, y: mid.y };
 }
 function instanceControl(c, x, y) { // ‹ step 2 › in a rolled step box's title: which of its steps is shown
   var box = sv("g", { "class": "gv-instances", "data-group": c });
