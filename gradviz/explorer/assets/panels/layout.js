@@ -81,7 +81,7 @@ function firstDepth() { // the deepest of those levels that can be shown first a
     var pick = null;
     ["TB", "LR"].forEach(function (dir) {
       if (pick && pick.mode === "all") { return; } // seen whole top-down: the usual direction is kept
-      state.expanded = withWorst(levels[k]); state.rankdir = dir;
+      state.expanded = new Set(levels[k]); state.rankdir = dir;
       redraw();
       var f = firstFit();
       if (f && (!pick || (f.mode === "all") > (pick.mode === "all") || (f.mode === pick.mode && f.scale > pick.scale))) {
@@ -92,6 +92,7 @@ function firstDepth() { // the deepest of those levels that can be shown first a
     best = pick;
   }
   state.first = best.mode;
+  // then the boxes around the most severe finding's nodes open too (one more layout; firstView keeps them in view)
   state.expanded = withWorst(levels[best.level]); state.rankdir = best.dir;
   redraw();
 }
