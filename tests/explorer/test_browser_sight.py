@@ -203,9 +203,9 @@ def test_a_saved_tensor_is_drawn_corrupted_only_from_the_write_on(browser: Any, 
 
 USED_MARKS = """
 const known = new Set([...document.querySelectorAll('.gv-legend-item')].map(i => i.dataset.mark));
-const vocabulary = ['output', 'leaf', 'dead', 'updated', 'kept', 'box', 'future', 'freed', 'mark-corrupted', 'mark-poisoned', 'mark-detached_saved'];
+const vocabulary = ['output', 'leaf', 'dead', 'updated', 'kept', 'box', 'future', 'freed', 'mark-corrupted', 'mark-poisoned', 'mark-detached_saved', 'hit', 'hit-box', 'found'];
 const used = new Set();
-document.querySelectorAll('svg.gv-graph .gv-node').forEach(g => vocabulary.forEach(m => { if (g.classList.contains('gv-' + m)) used.add(m); }));
+document.querySelectorAll('svg.gv-graph .gv-node').forEach(g => vocabulary.forEach(m => { if (g.classList.contains('gv-' + m)) used.add(m === 'hit-box' ? 'hit' : m); }));
 if (document.querySelector('svg.gv-graph path.gv-cut')) used.add('cut');
 const text = [...document.querySelectorAll('.gv-legend-item')].map(i => [i.dataset.mark, i.textContent.trim(), i.title]);
 return {used: [...used].sort(), known: [...known].sort(), text: text};
@@ -220,10 +220,14 @@ def test_the_legend_names_every_mark_in_use(browser: Any, pages: dict[str, Path]
         seen = browser.execute_script(USED_MARKS)
         assert seen["used"] and seen["used"] == seen["known"], (page.name, seen)
         assert all(name and title for _, name, title in seen["text"])
-    # the two-bug model draws a corrupted saved tensor, an output, leaves and a cut: each is named
+    # the two-bug model draws a corrupted saved tensor, an output, leaves and a cut: each is named; a clicked
+    # finding's outline is named while it is drawn
     open_page(browser, sights["two_bugs"][0])
     browser.find_element(By.XPATH, "//button[text()='open all']").click()
     assert {"mark-corrupted", "output", "leaf", "cut"} <= set(browser.execute_script(USED_MARKS)["known"])
+    browser.find_element(By.CSS_SELECTOR, '.gv-finding[data-finding="1"]').click()
+    seen = browser.execute_script(USED_MARKS)
+    assert "hit" in seen["used"] and seen["used"] == seen["known"], seen
 
 
 OVERLAPS = """

@@ -12,12 +12,14 @@ var LEGEND = [
   ["box", "node", "closed box", "a closed box: click it or press Enter to open it"],
   ["cut", "edge", "cut", "a cut edge: no gradient flows through it"],
   ["future", "node", "not run yet", "faded: not run yet at the event shown"],
-  ["freed", "node", "freed", "dashed: its graph was freed by a backward"]
+  ["freed", "node", "freed", "dashed: its graph was freed by a backward"],
+  ["hit", "node", "finding's nodes", "outlined orange: the nodes of the finding (or tensor) picked; the rest fades"],
+  ["found", "node", "search match", "outlined blue: a match of the search"]
 ];
 function marksInUse() {
   var used = new Set();
   [].forEach.call(ui.layer.querySelectorAll(".gv-node"), function (node) {
-    node.classList.forEach(function (c) { if (c.slice(0, 3) === "gv-") { used.add(c.slice(3)); } });
+    node.classList.forEach(function (c) { if (c.slice(0, 3) === "gv-") { used.add(c === "gv-hit-box" ? "hit" : c.slice(3)); } });
   });
   if (ui.layer.querySelector("path.gv-cut")) { used.add("cut"); }
   return LEGEND.filter(function (row) { return used.has(row[0]); });
