@@ -245,9 +245,14 @@ return {pairs: pairs, under: under, texts: texts.length, barBackground: getCompu
 """
 
 
-def test_no_two_texts_overlap_and_the_toolbar_covers_no_node(browser: Any, pages: dict[str, Path], sights: Any) -> None:
+def test_no_two_texts_overlap_and_the_toolbar_covers_no_node(browser: Any, pages: dict[str, Path], sights: Any,
+                                                            gallery: Path, tmp_path: Path) -> None:
+    # the GAN: two rolled step boxes, each with its ‹ step 5 (3/3) › control, and the fake.detach() cut between them
+    gan = gradviz.trace_script(gallery / "plot_10_gan_fake_detach.py")
+    (tmp_path / "gan.html").write_text(explorer_html(gan, gradviz.diagnose(gan)), encoding="utf-8")
     cases = [(pages["training"], "open all"), (pages["training"], None), (sights["two_bugs"][0], "open all"),
-             (sights["two_bugs"][0], None), (pages["data"], None)]
+             (sights["two_bugs"][0], None), (pages["data"], None), (tmp_path / "gan.html", None),
+             (tmp_path / "gan.html", "open all")]
     if "gpt2" in sights:
         cases.append((sights["gpt2"][0], None))
     for page, action in cases:

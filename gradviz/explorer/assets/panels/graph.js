@@ -95,7 +95,7 @@ function paint(g, info, clusters, cuts) {
   var cl = sv("g", { "class": "gv-clusters" }), ed = sv("g", { "class": "gv-edges" }), nd = sv("g", { "class": "gv-nodes" });
   add(layer, cl, ed, nd);
   var order = Array.from(clusters).sort(function (a, b) { return G[a].depth - G[b].depth; });
-  var taken = []; // boxes of what is drawn (nodes, box titles, step controls): a cut's label goes beside them
+  var taken = [], titles = []; // boxes of what is drawn (nodes, box titles, step controls): a cut's label goes beside them
   order.forEach(function (c) {
     var b = g.node("c" + c);
     if (!b || b.width === undefined) { return; }
@@ -103,10 +103,16 @@ function paint(g, info, clusters, cuts) {
     var x = b.x - b.width / 2, y = b.y - b.height / 2;
     var rect = sv("rect", { x: x, y: y, width: b.width, height: b.height, rx: 6 });
     var title = "▾ " + G[c].label + (G[c].kind === "step" && G[c].detail ? " · " + G[c].detail : "");
-    var text = sv("text", { x: x + 6, y: y + 12, "class": "gv-cluster-label" });
+    // a box nested right at its parent's top starts its title after the parent's (titles never overlap)
+    var left = x + 6, right = x + b.width - 6;
+    titles.forEach(function (t) { if (overlaps(t, { x: left, y: y + 2, w: right - left, h: 12 }) && t.x + t.w + 8 > left) { left = t.x + t.w + 8; } });
+    var shown = right - left >= 24 ? fit(title, 10, right - left) : "▾";
+    if (shown === "▾") { left = right - measure("▾", 10); }
+    var text = sv("text", { x: left, y: y + 12, "class": "gv-cluster-label" });
     var control = G[c].instances ? 30 + measure("step " + G[c].numbers[G[c].numbers.length - 1] + " (" + G[c].numbers.length + "/" + G[c].numbers.length + ")", 10) : 0;
-    text.textContent = fit(title, 10, Math.max(b.width - 12, 20));
-    taken.push({ x: x + 6, y: y + 2, w: measure(text.textContent, 10), h: 12 });
+    text.textContent = shown;
+    titles.push({ x: left, y: y + 2, w: measure(shown, 10), h: 12 });
+    taken.push(titles[titles.length - 1]);
     var tip = sv("title", {}); tip.textContent = "close " + (G[c].path || G[c].label);
     add(grp, rect, text, tip);
     // which of its steps a rolled box shows: just above the box's top right corner, clear of its title
