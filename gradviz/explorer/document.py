@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -278,8 +279,7 @@ class _Builder:
             note = notes.leaves.get(record.variable)
             if note is not None:
                 kind = note.style  # "dead" / "updated"
-        elif not consumers.get(nid) and record.output is not None and any(
-                e.kind is EventKind.BACKWARD for e in trace.events):
+        elif nid in self._roots:  # only where a backward started: not the end of a cut-off branch
             kind = "output"
         if nid in notes.holders:
             kind = notes.holders[nid].style
@@ -315,6 +315,13 @@ class _Builder:
         if nid in freed:
             node["freed"] = freed[nid]
         return node
+
+    @cached_property
+    def _roots(self) -> set[str]:
+        """The nodes a backward call started from (the grad_fn of each of its root tensors)."""
+        return {grad_fn for e in self.trace.events if e.kind is EventKind.BACKWARD
+                for tid in (e.data.get("roots") or ([e.tensor] if e.tensor else []))
+                if (grad_fn := getattr(self.trace.tensors.get(tid), "grad_fn", None)) is not None}
 
     def _finding(self, f: Finding, copies: dict[str, list[int]], mapping: dict[str, str], notes: Any) -> dict[str, Any]:
         """A finding and exactly the graph nodes it points at: its nodes, the nodes of its tensors, the parameters'

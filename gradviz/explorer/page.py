@@ -18,8 +18,13 @@ if TYPE_CHECKING:
 
 __all__ = ["embed_json", "explorer_html", "read_document"]
 
-#: What the page inlines, in order: the layout library (third party, built by build.sh), then the page's own code.
-SCRIPTS = ("vendor/dagre.min.js", "explorer.js")
+#: The layout library the page inlines first (third party, built by build.sh).
+SCRIPTS = ("vendor/dagre.min.js",)
+#: The page's own code, in `assets/panels/`: inlined in this order inside one function (one scope, nothing global),
+#: so a panel is changed by editing its file, with no build step. `helpers.js` holds the pure functions that
+#: `node --test` checks (tests/explorer/test_helpers.js).
+PANELS = ("helpers.js", "core.js", "layout.js", "skeleton.js", "findings.js", "graph.js", "legend.js", "keys.js",
+          "controls.js", "details.js", "source.js", "time.js", "search.js", "address.js", "start.js")
 
 
 def explorer_html(
@@ -33,6 +38,7 @@ def explorer_html(
 
 def page_html(document: dict[str, Any]) -> str:
     scripts = "".join(f"<script>{_asset(name)}</script>\n" for name in SCRIPTS)
+    scripts += f"<script>{page_script()}</script>\n"
     return (
         "<!DOCTYPE html>\n"
         '<html lang="en"><head><meta charset="utf-8">\n'
@@ -46,6 +52,12 @@ def page_html(document: dict[str, Any]) -> str:
         f"{scripts}"
         "</body></html>\n"
     )
+
+
+def page_script() -> str:
+    """The page's panels as one script: one function around them, in order, so that they share one scope."""
+    body = "".join(_asset(f"panels/{name}") for name in PANELS)
+    return f'(function () {{\n"use strict";\n{body}}})();\n'
 
 
 def embed_json(document: Any) -> str:
@@ -67,6 +79,6 @@ def read_document(page: str) -> dict[str, Any]:
 
 
 def _asset(name: str) -> str:
-    text = resources.files("gradviz.explorer").joinpath("assets").joinpath(name).read_text(encoding="utf-8")
+    text = resources.files("gradviz.explorer").joinpath("assets", *name.split("/")).read_text(encoding="utf-8")
     # inlined code must not end its own <script> element early
     return text.replace("</script", "<\\/script")

@@ -521,7 +521,8 @@ def inside(box: list[float], pane: list[float]) -> bool:
     return pane[0] - 1 <= box[0] and box[2] <= pane[2] + 1 and pane[1] - 1 <= box[1] and box[3] <= pane[3] + 1
 
 
-def test_the_first_view_fits_the_graph_pane(browser: Any, pages: dict[str, Path], tmp_path: Path) -> None:
+def test_the_first_view_fits_the_graph_pane(browser: Any, pages: dict[str, Path], tmp_path: Path,
+                                            training_trace: Trace) -> None:
     made = {}
     for name, text in (("wide", WIDE), ("nested", NESTED)):
         script = tmp_path / f"{name}.py"
@@ -530,12 +531,25 @@ def test_the_first_view_fits_the_graph_pane(browser: Any, pages: dict[str, Path]
         page = tmp_path / f"{name}.html"
         page.write_text(explorer_html(made[name], gradviz.diagnose(made[name])), encoding="utf-8")
     # small graphs: the whole graph is in the pane
-    for page in (pages["data"], pages["training"], tmp_path / "wide.html"):
+    for page in (pages["data"], tmp_path / "wide.html"):
         open_page(browser, page)
         seen = browser.execute_script(FIRST_VIEW)
         assert seen["layer"][2] > seen["layer"][0] and seen["layer"][3] > seen["layer"][1]
         assert inside(seen["layer"], seen["pane"]), (page.name, seen)
         assert seen["must"] and all(inside(b, seen["pane"]) for b in seen["must"]), (page.name, seen)
+    # the training run opens the boxes around its worst finding (the dead encoder parameters): in this pane (335 px
+    # high) that graph would be drawn at under 0.6 px per unit, so the first view shows those parameters readably
+    document = explorer_document(training_trace, gradviz.diagnose(training_trace))
+    dead = next(f for f in document["findings"] if f["kind"] == "dead_parameter")
+    open_page(browser, pages["training"])
+    seen = browser.execute_script(FIRST_VIEW)
+    if not inside(seen["layer"], seen["pane"]):
+        assert seen["scale"] >= 0.85 - 1e-6, seen
+        for node in (document["ids"][i] for i in dead["nodes"]):
+            box = browser.execute_script(
+                "const b = document.querySelector(`.gv-node[data-node='${arguments[0]}']`).getBoundingClientRect();"
+                "return [b.left, b.top, b.right, b.bottom]", node)
+            assert inside(box, seen["pane"]), (node, box, seen["pane"])
     # the wide model: its 24 heads do not fit side by side at a readable size, so the first view draws them as one
     # closed `model.heads` box, and opening it is one click away
     wide_groups = explorer_document(made["wide"])["groups"]
@@ -684,7 +698,7 @@ def test_open_all_stops_where_edges_across_boxes_would_freeze_the_layout(browser
     open_page(browser, page)
     browser.find_element(By.XPATH, "//button[text()='open all']").click()
     edges = browser.execute_script("return document.querySelectorAll('path.gv-edge').length")
-    assert 0 < edges <= 300  # OPEN_ALL_EDGES in explorer.js; the level with the loop opened draws 480
+    assert 0 < edges <= 300  # OPEN_ALL_EDGES in panels/core.js; the level with the loop opened draws 480
     assert browser.find_element(By.CSS_SELECTOR, ".gv-note").text == (
         "opened what can be laid out quickly; open the other boxes one by one")
     closed = browser.execute_script("return [...document.querySelectorAll('.gv-node[data-group] .gv-label')].map(t => t.textContent)")

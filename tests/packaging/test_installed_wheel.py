@@ -101,7 +101,8 @@ def test_the_sdist_and_wheel_are_named_torch_gradviz_and_carry_the_package_data_
         metadata = wheel.read("torch_gradviz-0.1.0.dist-info/METADATA").decode()
         entry_points = wheel.read("torch_gradviz-0.1.0.dist-info/entry_points.txt").decode()
     assert {
-        "gradviz/py.typed", "gradviz/explorer/assets/explorer.js", "gradviz/explorer/assets/explorer.css",
+        "gradviz/py.typed", "gradviz/explorer/assets/panels/helpers.js", "gradviz/explorer/assets/panels/start.js",
+        "gradviz/explorer/assets/explorer.css", "gradviz/explorer/document.schema.json",
         "gradviz/explorer/assets/vendor/dagre.min.js", "gradviz/explorer/assets/vendor/LICENSE-dagre.txt", "gradviz/cli.py",
     } <= names
     assert not any(name.startswith("tests/") for name in names)
@@ -133,8 +134,8 @@ def test_render_and_check_sarif_from_the_console_script(installed):
     assert render.returncode == 0, render.stderr
     assert "TanhBackward0" in (installed["work"] / "bug.svg").read_text(encoding="utf-8")
     page = (installed["work"] / "bug.html").read_text(encoding="utf-8")
-    explorer_js = (ROOT / "gradviz" / "explorer" / "assets" / "explorer.js").read_text(encoding="utf-8").strip().splitlines()
-    assert explorer_js[len(explorer_js) // 2].strip() in page  # the package data reached the page
+    graph_js = (ROOT / "gradviz" / "explorer" / "assets" / "panels" / "graph.js").read_text(encoding="utf-8").strip().splitlines()
+    assert graph_js[len(graph_js) // 2].strip() in page  # the package data reached the page
     assert check.returncode == 1, check.stderr
     (result,) = json.loads(check.stdout)["runs"][0]["results"]
     assert (result["ruleId"], result["locations"][0]["physicalLocation"]["region"]["startLine"]) == (
