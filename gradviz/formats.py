@@ -27,65 +27,71 @@ FORMATS = ("text", "json", "sarif", "github")
 #: Per kind: what happened, and the fix. The same words as README's table "What each finding means".
 RULES: dict[FindingKind, tuple[str, str]] = {
     FindingKind.CUT_EDGE: (
-        'a tensor in an autograd graph is cut (`.detach()`, `.data`, `.detach_()` (also of a base whose earlier '
-        'view feeds the loss, once either is written in place), a re-wrap: `torch.tensor(t)`, `t.new_tensor(t)`, '
+        'a tensor in an autograd graph is cut (`.detach()`, `.data`, `.detach_()` (also of a base whose earlier view '
+        'feeds the loss, once either is written in place), a re-wrap: `torch.tensor(t)`, `t.new_tensor(t)`, '
         "`Variable(t.data)`, `torch.from_numpy(t.data.numpy())`, or a parameter's own `self.weight.data` in "
         '`forward`) and what is computed from it reaches a loss you call `backward()` on',
-        'keep it where the cut is intended (GAN discriminator step, truncated BPTT, a teacher or target network);'
-        ' otherwise remove it. Logging (`loss.detach().item()`) is not a cut',
+        'keep it where the cut is intended (GAN discriminator step, truncated BPTT, a teacher or target network); '
+        'otherwise remove it. Logging (`loss.detach().item()`) is not a cut',
     ),
     FindingKind.DEAD_PARAMETER: (
         'parameters the program trains took part in computing a loss, but no backward in the run gave them a '
-        'gradient: every path was cut (or ran under `no_grad`; inside `checkpoint(..., use_reentrant=True)` whose'
-        " inputs do not require grad, with PyTorch's own warning quoted). One finding per cause, naming its "
-        "parameters grouped by module (`backbone.0: weight, bias; backbone.2: weight, bias`); JSON's `parameters`"
-        ' lists the full names. A model no optimizer holds (a teacher) is frozen on purpose',
+        'gradient: every path was cut (or ran under `no_grad`; inside `checkpoint(..., use_reentrant=True)` whose '
+        "inputs do not require grad, with PyTorch's own warning quoted). One finding per cause, naming its "
+        'parameters grouped by module (`backbone.0: weight, bias; backbone.2: weight, bias`); past three modules, '
+        'modules alike but for their numbers as one pattern, counted (a 12-layer LoRA: "24 parameters in 12 modules '
+        '(`model.*: lora_A, lora_B` for * in 0-11)"); JSON\'s `parameters` lists the full names. A model no '
+        'optimizer holds (a teacher) is frozen on purpose',
         'remove the cut, or freeze it explicitly with `requires_grad_(False)`',
     ),
     FindingKind.POISONED_SAVED_TENSOR: (
-        'a tensor autograd saved was written in place through an alias sharing its version counter (itself, a '
-        'view, a `.detach()` result, an optimizer step): backward raises; the message says where (`inside '
-        'model.forward`, the module, the line)',
+        'a tensor autograd saved was written in place through an alias sharing its version counter (itself, a view, '
+        'a `.detach()` result, an optimizer step), also where the write missed its bytes (another row of the base a '
+        'saved row is a view of: autograd counts versions, not bytes): backward raises; the message says where '
+        '(`inside model.forward`, the module, the line)',
         '`.clone()` before the write, use the out-of-place op, or write after backward',
     ),
     FindingKind.SILENTLY_CORRUPTED_SAVED_TENSOR: (
-        "a saved tensor's bytes changed through an alias with its own version counter (a `.data` result), or its "
-        '`.data` was reassigned while the graph was live: backward succeeds with wrong gradients',
+        "a saved tensor's bytes changed through an alias with its own version counter (a `.data` result, a view or "
+        '`.detach()` of one), or its `.data` was reassigned while the graph was live, or a batch norm in train mode '
+        'updated the running statistics a graph made in eval mode saved: backward succeeds with wrong gradients',
         'use `.detach()` (so PyTorch catches it) and `.clone()`; update under `torch.no_grad()` after backward',
     ),
     FindingKind.DETACH_INPLACE_SAVED: (
-        '`.detach_()` on a tensor a node saved as an input: backward raises "Trying to use a saved tensor that '
-        'has been detached in-place"',
+        '`.detach_()` on a tensor a node saved as an input: backward raises "Trying to use a saved tensor that has '
+        'been detached in-place"',
         'use the out-of-place `x = x.detach()`',
     ),
     FindingKind.UPDATE_WITHOUT_GRADIENT: (
-        'an optimizer step, or an in-place update outside `torch.optim` (`p.data.mul_` weight decay in a wrapper,'
-        ' `p.mul_` under `no_grad`, `p.copy_`), moved a trained parameter that no gradient reached since its last'
-        ' update (zeros left by `zero_grad(set_to_none=False)` plus momentum or weight decay): detach does not '
-        "stop parameter updates. A parameter's initialisation (a model built after an earlier backward: a sweep, "
-        'k-fold) is not an update; a gradient written by FSDP2 (a sharded DTensor), by a backward nested in a '
-        'reentrant checkpoint, or by the program itself (`p.grad = g` from `torch.func.grad`) is a gradient; EMA '
-        'target networks, outside every optimizer, stay silent',
-        '`zero_grad(set_to_none=True)`, update only parameters with a gradient, or leave frozen parameters out of'
-        ' the optimizer',
+        'an optimizer step, or an in-place update outside `torch.optim` (`p.data.mul_` weight decay in a wrapper, '
+        '`p.mul_` under `no_grad`, `p.copy_`), moved a trained parameter that no gradient reached since its last '
+        'update (zeros left by `zero_grad(set_to_none=False)` plus momentum or weight decay): detach does not stop '
+        "parameter updates. A parameter's initialisation (a model built after an earlier backward: a sweep, k-fold) "
+        'is not an update; a gradient written by FSDP2 (a sharded DTensor), by a backward nested in a reentrant '
+        'checkpoint, or by the program itself (`p.grad = g` from `torch.func.grad`) is a gradient; EMA target '
+        'networks, outside every optimizer, stay silent. A custom `step()` that gives a parameter without `.grad` '
+        'one itself (`p.grad = torch.zeros_like(p)` for frozen parameters) is reported at that line, and only when '
+        'the update then moved its values',
+        '`zero_grad(set_to_none=True)`, update only parameters with a gradient, or leave frozen parameters out of '
+        'the optimizer',
     ),
     FindingKind.GRAPH_KEPT_ALIVE: (
         'a value with autograd history is stored where it outlives the step (`total_loss += loss`, '
-        '`losses.append(loss)`, `val_loss = val_loss + crit(out, y)` without `no_grad`): the graphs of every step'
-        ' stay alive; the message gives steps held, nodes, bytes of saved tensors and growth per step. The loop '
-        "variable holding the last step's graph, losses summed for one later backward, and a gradient taken with "
-        "`create_graph=True` (MAML's inner step, a gradient penalty: part of a loss, not a step) are not reported",
+        '`losses.append(loss)`, `val_loss = val_loss + crit(out, y)` without `no_grad`): the graphs of every step '
+        'stay alive; the message gives steps held, nodes, bytes of saved tensors and growth per step. The loop '
+        "variable holding the last step's graph, a value detached in place (`h.detach_()`: it holds no graph any "
+        'more, for this finding and for `backward_through_freed_graph`), losses summed for one later backward, and a '
+        "gradient taken with `create_graph=True` (MAML's inner step, a gradient penalty: part of a loss, not a step) "
+        'are not reported',
         '`.item()` / `float()` for statistics, `.detach()` to keep the tensor, `torch.no_grad()` / '
         '`torch.inference_mode()` for evaluation',
     ),
     FindingKind.BACKWARD_THROUGH_FREED_GRAPH: (
         'a backward runs into a graph an earlier backward freed, usually a recurrent state carried into the next '
-        'chunk without `.detach()`; `line` is where the new graph is built on the freed one. Predicted as a '
-        'warning when a state is carried into a new graph after the freeing but the script never reaches that '
-        "backward; only a note for a value built before, on a side branch the freeing backward passed by (MAML's "
-        'inner loss)',
-        'detach the carried state at each chunk start (truncated BPTT); `retain_graph=True` is almost never the '
-        'fix',
+        'chunk without `.detach()`; `line` is where the new graph is built on the freed one. Predicted as a warning '
+        'when a state is carried into a new graph after the freeing but the script never reaches that backward; only '
+        "a note for a value built before, on a side branch the freeing backward passed by (MAML's inner loss)",
+        'detach the carried state at each chunk start (truncated BPTT); `retain_graph=True` is almost never the fix',
     ),
 }
 

@@ -177,10 +177,14 @@ def _regenerated_views(ctx: Context) -> list[tuple[Event, str]]:
     for record in trace.tensors.values():
         if record.origin == "view" and record.source is not None:
             views.setdefault(record.source, []).append(record.id)
+    # the writes that moved a tensor's version: through itself, or through an alias sharing its counter (`t0.detach()`)
     writes: dict[str, list[int]] = {}
     for event in trace.events_of(EventKind.INPLACE_WRITE):
+        moved = {c.tensor for c in event.versions if c.before != c.after}
         if event.tensor is not None:
-            writes.setdefault(event.tensor, []).append(event.seq)
+            moved.add(event.tensor)
+        for tid in moved:
+            writes.setdefault(tid, []).append(event.seq)
     found = []
     for event in trace.events_of(EventKind.DETACH_):
         base = event.tensor

@@ -204,6 +204,11 @@ REGRESSIONS = {
         "t0 = a.tanh()\nt1 = t0.t()\nt0.detach_()\nt0.mul_(2)\nloss = t1.sum()\nloss.backward()",
         {"a"},
     ),
+    # written through a `.detach()` alias (its counter is the base's) before the detach_, the view unused between
+    "detach_base_written_through_alias_first": (
+        "t0 = a.tanh()\nt1 = t0.t()\nt2 = t0.detach()\nt2.add_(0.5)\nt0.detach_()\nloss = t1.sum()\nloss.backward()",
+        {"a"},
+    ),
     # the counter a writing alias has, however it was made: `.data`'s own through a view of it, its `.detach()`, or
     # its own `.data`; the saved tensor's through a `.detach()` then viewed
     "write_view_of_data": ("t0 = a.tanh()\nt1 = t0.data.view(4)\nt1.add_(0.5)\nloss = t0.sum()\nloss.backward()", {"a"}),

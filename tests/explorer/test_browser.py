@@ -553,6 +553,7 @@ def test_the_first_view_fits_the_graph_pane(browser: Any, pages: dict[str, Path]
     # the wide model: its 24 heads do not fit side by side at a readable size, so the first view draws them as one
     # closed `model.heads` box, and opening it is one click away
     wide_groups = explorer_document(made["wide"])["groups"]
+    open_page(browser, tmp_path / "wide.html")
     boxes = lambda: {wide_groups[int(g)]["path"]: int(g) for g in browser.execute_script(FIRST_VIEW)["boxes"]}  # noqa: E731
     heads = {f"model.heads.{k}" for k in range(24)}
     first = boxes()

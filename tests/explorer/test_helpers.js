@@ -18,7 +18,7 @@ test("shapes, versions and cut text", () => {
   assert.equal(h.shape({ shape: [3, 4] }), "[3×4]");
   assert.equal(h.shape({ shape: [] }), " scalar");
   assert.equal(h.versionText(0), "v0");
-  assert.equal(h.versionText(null), "?");
+  assert.equal(h.versionText(null), "v?");  // UNKNOWN_VERSION, as in text and pictures
   assert.equal(h.cut("abcdef", 4), "abc…");
   assert.equal(h.cut("abc", 4), "abc");
 });

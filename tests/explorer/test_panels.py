@@ -3,6 +3,7 @@ helpers pass their `node --test` unit tests (a missing node is a skip on a lapto
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -50,3 +51,15 @@ def _node() -> str:
             pytest.fail("node is not installed: CI must run the page's JavaScript unit tests")
         pytest.skip("node is not installed (the page's JavaScript unit tests need it)")
     return node
+
+
+def test_the_page_spells_an_unknown_version_as_the_text_does() -> None:
+    """One spelling of "unknown" in every medium: the page's versionText(null) is analysis' UNKNOWN_VERSION."""
+    from gradviz.analysis.findings import UNKNOWN_VERSION, version_text
+
+    node = _node()
+    helpers = HERE.parents[1] / "gradviz" / "explorer" / "assets" / "panels" / "helpers.js"
+    program = f"const h = require({str(helpers)!r}); console.log(JSON.stringify([h.versionText(null), h.versionText(3)]));"
+    done = subprocess.run([node, "-e", program], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == [UNKNOWN_VERSION, version_text(3)] == ["v?", "v3"]

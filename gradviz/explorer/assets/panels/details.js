@@ -45,8 +45,8 @@ function showNode(i, keepHighlight) {
       var t = T[s.t] || {};
       var tr = el("tr", s.mark ? "gv-mark-" + s.mark : null);
       add(tr, el("td", null, s.name)); var td = el("td"); td.appendChild(tensorLink(s.t)); tr.appendChild(td);
-      add(tr, el("td", null, t.dtype + shape(t)), el("td", null, bytes(t.bytes)), el("td", null, s.v === null ? "?" : "v" + s.v),
-          el("td", null, versionAt(s.t) === null ? "?" : "v" + versionAt(s.t)), el("td", null, t.storage || "-"));
+      add(tr, el("td", null, t.dtype + shape(t)), el("td", null, bytes(t.bytes)), el("td", null, versionText(s.v)),
+          el("td", null, versionText(versionAt(s.t))), el("td", null, t.storage || "-"));
       st.appendChild(tr);
       if (s.note) { var nr = el("tr", "gv-note-row"); var c = el("td", null, s.note); c.colSpan = 7; nr.appendChild(c); st.appendChild(nr); }
     });
@@ -74,7 +74,7 @@ function showTensor(t) {
   if (r.parameter) { kv(table, "parameter", r.parameter); }
   kv(table, "made by", r.origin + (r.made ? "" : "")); if (r.made) { kv(table, "made at", placeLink(r.made[0], r.made[1])); kv(table, "source", el("code", null, r.made[2])); }
   if (r.source !== undefined) { kv(table, "alias of", tensorLink(r.source)); }
-  kv(table, "version now", versionAt(t) === null ? "?" : "v" + versionAt(t));
+  kv(table, "version now", versionText(versionAt(t)));
   if (r.storage) { kv(table, "storage", r.storage + (r.range ? " bytes " + r.range[0] + "-" + r.range[1] : "")); }
   box.appendChild(table);
   if (r.aliases && r.aliases.length) {

@@ -8,7 +8,8 @@ function bytes(n) {
 }
 function shape(t) { return t.shape.length ? "[" + t.shape.join("×") + "]" : " scalar"; }
 function cut(text, n) { text = String(text); return text.length > n ? text.slice(0, n - 1) + "…" : text; }
-function versionText(v) { return v === null || v === undefined ? "?" : "v" + v; }
+/* a version as every view spells it: `v3`, or `v?` where it is not known (analysis/findings.py, version_text) */
+function versionText(v) { return v === null || v === undefined ? "v?" : "v" + v; }
 /* a finding's message in parts: ["code", text], ["strong", text] or ["text", text]; backticks and ** dropped */
 function richParts(text) {
   var out = [];

@@ -63,7 +63,7 @@ function drawMemory() {
       var v = versionAt(t);
       var shared = (counterOf[t] || []).filter(function (o) { return o !== t; }).map(function (o) { return T[o].name; }).join(", ");
       add(tr, name, el("td", null, r.dtype + shape(r)), el("td", null, r.range ? r.range[0] + "-" + r.range[1] : bytes(r.bytes)),
-          el("td", "gv-version", v === null || v === undefined ? "-" : "v" + v), el("td", null, shared || "own"));
+          el("td", "gv-version", versionText(v)), el("td", null, shared || "own"));
       table.appendChild(tr);
     });
   });
