@@ -246,15 +246,23 @@ def _program_holders(trace: Trace, life: Lifetimes) -> list[tuple[str, str]]:
 
     A tensor a graph alive at the end saved as it is (an input: `h` in `h.pow(2)`) stays alive with that graph
     whether the program holds it or not: a holder of its own only where the program's objects still held it at
-    the end (`self.history.append(h)`, the tracer's held_at_end), or once backward freed what the node saved."""
+    the end (`self.history.append(h)`, the tracer's held_at_end), or once backward freed what the node saved. So
+    does the base of a saved view."""
     held_by_program = set(trace.held_at_end)
-    saved_by_graph = {
-        s.tensor
-        for node in trace.nodes.values()
-        if life.death.get(node.id, END) >= END and node.id not in life.freed_at
-        for s in node.saved
-        if s.tensor is not None and s.original and s.tensor not in held_by_program
-    }
+    tensors = trace.tensors
+    saved_by_graph: set[str] = set()
+    for node in trace.nodes.values():
+        if life.death.get(node.id, END) < END or node.id in life.freed_at:
+            continue
+        for s in node.saved:
+            tid = s.tensor
+            if tid is None or not s.original:
+                continue
+            # a saved view holds its base alive (`x.flatten(1)` saved by a linear layer keeps the pooled `x`)
+            while tid is not None and tid not in held_by_program and tid not in saved_by_graph:
+                saved_by_graph.add(tid)
+                record = tensors.get(tid)
+                tid = record.source if record is not None and record.origin == "view" else None
     return [h for h in life.holders_at_end if h[0] not in saved_by_graph]
 
 
