@@ -97,6 +97,7 @@ class LifetimeEvidence:
     node: str | None  # the graph node it holds (kept alive) or that was freed (freed graph)
     growth_per_step: int | None = None  # bytes the held graphs grow each step
     steps: int | None = None  # how many steps' graphs it holds
+    unit: str = "step"  # what one of those is: "step" (across backward calls) or "iteration" (of a loop none ran)
 
     type = "lifetime"
 

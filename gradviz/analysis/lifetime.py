@@ -527,6 +527,7 @@ def graph_kept_alive_findings(trace: Trace, life: Lifetimes, kept: list[KeptAliv
                         node=group.roots[0] if group.roots else None,
                         growth_per_step=per_step,
                         steps=group.steps,
+                        unit=unit,
                     )
                 ],
             )

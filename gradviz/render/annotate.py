@@ -97,9 +97,10 @@ def _mark_lifetime(trace: Trace, finding: Finding, namer: Namer, notes: Annotati
     evidence = next((e for e in finding.evidence if isinstance(e, LifetimeEvidence)), None)
     if finding.kind is FindingKind.GRAPH_KEPT_ALIVE:
         steps = evidence.steps if evidence is not None and evidence.steps is not None else finding.count
+        unit = evidence.unit if evidence is not None else "step"  # the message's word: "graphs of 3 iterations"
         for tid, nid in zip(finding.tensors, finding.nodes):
             name = namer.tensor(tid) if tid in trace.tensors else None
-            notes.holders[nid] = Note("kept", [f"keeps {steps} steps' graphs alive", f"stored at {where}"], name)
+            notes.holders[nid] = Note("kept", [f"keeps {steps} {unit}s' graphs alive", f"stored at {where}"], name)
     elif evidence is not None and evidence.node is not None:  # the freed node the new graph builds on
         notes.holders[evidence.node] = Note("freed", ["graph freed by an earlier backward", f"reused at {where}"], None)
 

@@ -78,6 +78,10 @@ def test_one_finding_at_the_line_that_keeps_the_graphs(tmp_path: Path) -> None:
     kept = [f for f in diagnose(trace) if f.kind is FindingKind.GRAPH_KEPT_ALIVE]
     assert [(f.line, f.count) for f in kept] == [(VAL_LINE, 3)], [f.message for f in kept]
     assert "stores `val_loss`" in kept[0].message
+    # the graph view's note says what the message says: iterations of a loop no backward ran through, not steps
+    assert "so the graphs of 3 iterations stay alive" in kept[0].message
+    source = gradviz.render(trace, "graph", findings=kept).source
+    assert "keeps 3 iterations&#x27; graphs alive" in source and "steps&#x27; graphs" not in source
 
 
 def test_the_fixed_validation_has_no_finding(tmp_path: Path) -> None:
