@@ -211,7 +211,8 @@ class WindowRecord:
         lines = []
         for entry in self.rearmed:
             where = f" at line {entry.line}" if entry.line is not None else ""
-            lines.append(f"traced again after {unit} {entry.step:,}: {entry.reason}{where} ({entry.kind})")
+            kind = f" ({entry.kind})" if entry.kind != entry.reason else ""  # not "new code at line 45 (new code)"
+            lines.append(f"traced again after {unit} {entry.step:,}: {entry.reason}{where}{kind}")
         return lines
 
     def describe(self) -> str:

@@ -52,7 +52,7 @@ def test_check_steps_traces_the_window_and_says_so_with_the_same_output(python_m
     lines = result.stdout.splitlines()
     assert lines[:-2] == plain.splitlines()  # the script's own output, unchanged, then our summary
     # the final print after the loop is code the window never ran: the sentinel traced it again, and says so
-    assert lines[-2] == "gradviz: traced again after step 40: new code at line 14 (new code)"
+    assert lines[-2] == "gradviz: traced again after step 40: new code at line 14"  # (its kind is its reason: said once)
     assert lines[-1] == "train.py: no problems found (steps 1-5 of 40 traced)"
 
 
