@@ -38,6 +38,8 @@ WIDE_BUDGET = 7
 #: Pixels (at 96 dpi) the default view fits on either side, measured on dot's layout (RANK_BUDGET and WIDE_BUDGET
 #: stand in for it only when dot is missing).
 PAGE_PX = 2500
+#: Characters of a module box's list of op kinds kept on one line (about an op box's width); longer, a kind a line.
+GROUP_LINE = 32
 BIG = 150  # above this many autograd nodes: compact labels, saved tensors only where a finding points, fast layout
 SPLIT_SHARED_ABOVE = 60  # above this many autograd nodes, a parameter used many times gets a node per use
 
@@ -380,8 +382,8 @@ _NODE_STATEMENT = re.compile(r'^\s*("(?:[^"\\]|\\.)*"|\w+) \[label=', re.M)
 
 
 def _drawn_boxes(digraph: graphviz.Digraph) -> int:
-    """The boxes a person sees in the picture: its node statements, the legend left out."""
-    return sum(1 for name in _NODE_STATEMENT.findall(digraph.source) if name != "legend")
+    """The boxes a person sees in the picture: its node statements (the legend is the graph's label, not a node)."""
+    return len(_NODE_STATEMENT.findall(digraph.source))
 
 
 _VIEW_BOX = re.compile(r'viewBox="[-\d.]+ [-\d.]+ ([\d.]+) ([\d.]+)"')
@@ -530,8 +532,8 @@ def _emit(
     dot = graphviz.Digraph("gradviz", graph_attr=graph_attr, node_attr=dict(_NODE_ATTR), edge_attr={"fontsize": "9"})
     script = Path(trace.script).name if trace.script else None
     header = _header(trace, script)
-    if header:
-        dot.attr(label=f"<{header}>", labelloc="t", labeljust="l", fontsize="11", fontname=FONT)
+    if header:  # the step and loop boxes' titles take the header's font
+        dot.attr(fontsize="11", fontname=FONT)
 
     users = core.parents()
     outputs = _outputs(trace, core, users, copies)
@@ -640,7 +642,7 @@ def _emit(
     summary.extend(core.notes)
     if big and show_saved and any(n.saved for n in nodes.values()):
         summary.append("saved tensors shown only where a finding points (large graph)")
-    _emit_legend(dot, drawn, summary)
+    _emit_title(dot, header, drawn, summary)
     return dot
 
 
@@ -802,12 +804,15 @@ def _group_label(cnode: CoreNode, nodes: dict[str, NodeRecord]) -> str:
     names = Counter(nodes[m].name for m in cnode.members if m in nodes and not _is_leaf_node(nodes[m]))
     params = sum(1 for m in cnode.members if m in nodes and _is_leaf_node(nodes[m]))
     ops = sum(names.values())
-    top = ", ".join(f"{n} \N{MULTIPLICATION SIGN}{c}" if c > 1 else n for n, c in names.most_common(3))
+    kinds = [f"{n} \N{MULTIPLICATION SIGN}{c}" if c > 1 else n for n, c in names.most_common(3)]
     if len(names) > 3:
-        top += ", \N{HORIZONTAL ELLIPSIS}"
+        kinds.append("\N{HORIZONTAL ELLIPSIS}")
+    top = ", ".join(kinds)
     lines = [f"<B>{html_label_text(cnode.module or cnode.name)}</B>"]
     detail = f"{ops} op{'s' if ops != 1 else ''}" + (f", {params} param{'s' if params != 1 else ''}" if params else "")
     lines.append(f'<FONT POINT-SIZE="8">{html_label_text(detail)}</FONT>')
+    if len(top) > GROUP_LINE:  # a kind a line: side by side at a shallow depth, long lines make the picture wide
+        top = ",\n".join(kinds)
     if top:
         lines.append(f'<FONT POINT-SIZE="8" COLOR="gray30">{html_label_text(top)}</FONT>')
     if _CHECKPOINT in names:
@@ -870,7 +875,10 @@ def _emit_cuts(
         dot.edge(src, dst, label=text, style="dashed", color="red", fontcolor="red", penwidth="1.5", **extra)
 
 
-def _emit_legend(dot: graphviz.Digraph, drawn: _Drawn, summary: list[str]) -> None:
+def _emit_title(dot: graphviz.Digraph, header: str, drawn: _Drawn, summary: list[str]) -> None:
+    """The graph's label at its top left: the header, and under it the legend of the marks used. A legend drawn as a
+    node would sit beside the top rank, as wide again as itself beside a short picture (depth 0); under the header
+    it widens only a picture narrower than itself."""
     rows = []
     for key, (colour, text) in LEGEND.items():
         if key not in drawn.used:
@@ -883,8 +891,11 @@ def _emit_legend(dot: graphviz.Digraph, drawn: _Drawn, summary: list[str]) -> No
     for line in summary:
         rows.append(f'<TR><TD COLSPAN="2" ALIGN="LEFT"><I>{html_label_text(line)}</I></TD></TR>')
     if not rows:
+        if header:
+            dot.attr(label=f"<{header}>", labelloc="t", labeljust="l")
         return
-    table = '<TABLE BORDER="0" CELLBORDER="1" CELLSPACING="0" CELLPADDING="3">' + "".join(rows) + "</TABLE>"
-    with dot.subgraph(name="cluster_legend") as legend:
-        legend.attr(label="legend", style="rounded", color="gray60", fontsize="10")
-        legend.node("legend", f"<{table}>", shape="plaintext", style="", fontsize="9")
+    legend = '<TABLE BORDER="0" CELLBORDER="1" CELLSPACING="0" CELLPADDING="3">' + "".join(rows) + "</TABLE>"
+    cells = [f'<TR><TD ALIGN="LEFT" BALIGN="LEFT">{header}</TD></TR>'] if header else []
+    cells.append(f'<TR><TD ALIGN="LEFT"><FONT POINT-SIZE="9">{legend}</FONT></TD></TR>')
+    table = '<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="4" CELLPADDING="0">' + "".join(cells) + "</TABLE>"
+    dot.attr(label=f"<{table}>", labelloc="t", labeljust="l", fontsize="11", fontname=FONT)
