@@ -13,7 +13,7 @@ import pytest
 
 import gradviz
 from gradviz.render import Diagram, render
-from gradviz.render.graph import layout
+from gradviz.render.graph_fit import layout
 
 pytestmark = [pytest.mark.dot, pytest.mark.slow]  # every gallery script runs under the tracer
 
