@@ -16,7 +16,7 @@ from gradviz.analysis.findings import CutEvidence, SavedTensorEvidence, version_
 from gradviz.explorer.document import explorer_document
 from gradviz.formats import findings_text
 from gradviz.render import Picture, render
-from gradviz.render.graph import LEGEND
+from gradviz.render.graph_dot import LEGEND
 from gradviz.render.memory import FINDING_COLOURS
 from gradviz.render.palette import PALETTE, SEVERITIES, css_variables
 from gradviz.render.timeline import SEVERITY_COLOURS

@@ -188,7 +188,8 @@ class Core:
 
         A call is a run of consecutive nodes (in drawing order) with the same key, the same rolled loop and the
         same `zone` (the training step drawn around it). Leaf nodes in `attach` (AccumulateGrad) join the group of
-        their only user. The protected nodes of a call (findings) stay drawn, beside the group of the rest.
+        their only user. The protected nodes of a call (findings) stay drawn as themselves, between a group of the
+        call's ops that feed them and a group of the rest.
         """
         groups: list[Group] = []
         current: list[str] = []
@@ -196,11 +197,21 @@ class Core:
         zone = zone or {}
         roll_of: dict[str, str | None] = {}
 
+        inputs: dict[str, list[str]] = defaultdict(list)
+        for src, dst in self.edges:
+            inputs[dst].append(src)
+
         def close() -> None:
+            if current_key is None:
+                return
             members = [m for m in current if m not in protected]
-            if current_key is not None and members:
-                groups.append(Group(f"group{len(groups)}", current_key[0], members))
-                roll_of[groups[-1].id] = current_key[1]
+            # a finding drawn as itself inside the call splits it: the ops feeding it are one box, the rest another,
+            # not one box both feeding it and fed by it (an edge each way, which dot lays out side by side)
+            upstream = _feeding([m for m in current if m in protected], inputs, set(members))
+            for part in ([m for m in members if m in upstream], [m for m in members if m not in upstream]):
+                if part:
+                    groups.append(Group(f"group{len(groups)}", current_key[0], part))
+                    roll_of[groups[-1].id] = current_key[1]
 
         for nid, node in list(self.nodes.items()):
             if nid in attach or node.kind != "node":
@@ -364,6 +375,18 @@ class Core:
     def _order_key(self):
         index = {nid: i for i, nid in enumerate(self.nodes)}
         return lambda nid: index.get(nid, len(index))
+
+
+def _feeding(targets: list[str], inputs: Mapping[str, list[str]], among: set[str]) -> set[str]:
+    """The nodes of `among` from which one of `targets` is reached through nodes of `among` (inputs first)."""
+    found: set[str] = set()
+    todo = [src for target in targets for src in inputs.get(target, ()) if src in among]
+    while todo:
+        nid = todo.pop()
+        if nid not in found:
+            found.add(nid)
+            todo.extend(src for src in inputs.get(nid, ()) if src in among and src not in found)
+    return found
 
 
 def _split_runs(bodies: list[list[str]], protected: set[str]) -> list[list[list[str]]]:

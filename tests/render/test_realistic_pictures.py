@@ -16,7 +16,7 @@ import pytest
 import gradviz
 from gradviz.model import Trace
 from gradviz.render import render
-from gradviz.render.graph import BOX_BUDGET, PAGE_PX, layout
+from gradviz.render.graph_fit import BOX_BUDGET, PAGE_PX, layout
 
 PROGRAMS = Path(__file__).resolve().parents[1] / "programs" / "realistic"
 SCRIPTS = [
