@@ -19,7 +19,8 @@ from gradviz.model import (
     VersionCounterRecord,
 )
 from gradviz.render import render
-from gradviz.render.memory import FINDING_COLOURS, memory_digraph
+from gradviz.render.memory import memory_digraph
+from gradviz.render.memory_boxes import FINDING_COLOURS
 
 
 
