@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 import graphviz
 
 from ..analysis.initialisation import initialisation_writes
-from ..analysis.names import Namer
 from ..model import EventKind, Trace
 from .escape import FONT, html_label_text, plain_label
 from .memory_boxes import (
@@ -53,11 +52,10 @@ from .memory_summary import (
     tabled_alias_notes,
 )
 from .per_step import fold_repeats, per_step_repeats
-from .steps import split_steps
+from .picture import Picture
 
 if TYPE_CHECKING:
     from ..analysis.findings import Finding
-    from .picture import Picture
 
 __all__ = ["memory_digraph"]
 
@@ -76,8 +74,10 @@ def memory_digraph(
 
     By default only tensors that share a storage with another tensor, or that events, findings or saved tensors
     mention, are drawn; `show_all=True` draws every tensor. `max_tensors` bounds the drawing (findings first),
-    and a note says how many were left out.
+    and a note says how many were left out. `picture`: the picture model of `trace` and `findings` (its names and
+    steps); by default one is made here.
     """
+    picture = Picture(trace, findings) if picture is None else picture
     ranked = ranked_tensors(trace, findings, show_all=show_all)
     grouped, keep = (set(), set()) if show_all else grouped_activations(trace, findings)
     summarised: list[str] = []
@@ -85,7 +85,7 @@ def memory_digraph(
     aliases = any(t.origin in ("data", "detach") for t in trace.tensors.values())
     steps = None
     if not show_all and (keep or aliases):  # once, for repeats and the table
-        steps = picture.steps if picture is not None else split_steps(trace)
+        steps = picture.steps
     repeats = per_step_repeats(trace, findings, steps) if steps and aliases else []
     folded, marks = fold_repeats(trace, findings, repeats)
     tabled_aliases: list[str] = []
@@ -115,7 +115,7 @@ def memory_digraph(
     shown = set(tensor_ids)
     hot_tensor, hot_event = finding_colours(findings)
     saved_by = saved_lines(trace, shown)
-    namer = picture.namer if picture is not None else Namer(trace)
+    namer = picture.namer
 
     dot = graphviz.Digraph("memory")
     dot.attr("graph", rankdir=rankdir, fontname=FONT, fontsize="10", nodesep="0.2", ranksep="0.6")
@@ -195,9 +195,9 @@ def memory_digraph(
         notes.append(f"\N{HORIZONTAL ELLIPSIS} {over_limit} other tensor{'s' if over_limit != 1 else ''} not shown "
                      f"(limit of {max_tensors}: max_tensors)")
     pipeline = data_pipeline(trace) - shown if not show_all else set()
-    activations = activation_table(trace, steps) if grouped else None
+    activations = activation_table(trace, picture.steps) if grouped else None
     if activations is None:
-        notes.extend(saved_by_module(trace, steps=steps))
+        notes.extend(saved_by_module(trace, steps=picture.steps))
     if pipeline:
         size = sum(span[1] - span[0] for t in pipeline if (span := trace.tensors[t].byte_range) is not None)
         notes.append(f"data pipeline: {len(pipeline)} tensor{'s' if len(pipeline) != 1 else ''} without gradients "

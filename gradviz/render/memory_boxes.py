@@ -241,19 +241,18 @@ def write_label(
     changes = [v for v in event.written() if v.tensor in shown]
     for v in changes[:6]:
         hidden = v.before == v.after
-        text = change_text(trace, v, label=namer.tensor(v.tensor))
+        text = change_text(v, label=namer.tensor(v.tensor))
         rows.append(_cell(text, mono=True, size=9, colour=SILENT if hidden else None))
     if len(changes) > 6:
         rows.append(_cell(f"\N{HORIZONTAL ELLIPSIS} {len(changes) - 6} more tensors", size=9))
     return _table(rows, colour, fill="#ffffff", width=2 if colour != WRITE_COLOUR else 1)
 
 
-def change_text(trace: Trace, change: VersionChange, *, write: bool = True, label: str | None = None) -> str:
+def change_text(change: VersionChange, *, label: str, write: bool = True) -> str:
     """ "c: v0 → v1", or "out: v0 → v0 (not noticed)" when a write changed the bytes but not the version.
 
-    `write`: the change is one the event wrote bytes for (`Event.written`), not a tensor it merely looked at."""
-    if label is None:
-        label = Namer(trace).tensor(change.tensor)
+    `label`: the tensor's name (the picture's `Namer`). `write`: the change is one the event wrote bytes for
+    (`Event.written`), not a tensor it merely looked at."""
     before = version_text(change.before)
     after = version_text(change.after)
     text = f"{label}: {before} \N{RIGHTWARDS ARROW} {after}"

@@ -15,7 +15,7 @@ from .escape import html_label_text, shorten
 from .memory_boxes import SAVED_COLOUR
 from .memory_select import WRITES, updates_through_aliases
 from .per_step import Repeat, steps_text
-from .steps import Step, split_steps
+from .steps import Step
 
 if TYPE_CHECKING:
     from ..analysis.findings import Finding
@@ -99,11 +99,10 @@ class _SavedGroup:
         return sum(self.sizes.values())
 
 
-def _saved_groups(trace: Trace, steps: list[Step] | None = None) -> tuple[str, str, int, list[_SavedGroup]] | None:
+def _saved_groups(trace: Trace, steps: list[Step]) -> tuple[str, str, int, list[_SavedGroup]] | None:
     """What autograd holds for the last training step, grouped by module and line, largest first: the step in
     short ("step 10") and in full ("step 10 of 10 (backward at line 34)"), the total bytes, the groups. Parameters
-    are left out: they are drawn as themselves. `steps`: `split_steps(trace)`, when the caller has them."""
-    steps = split_steps(trace) if steps is None else steps
+    are left out: they are drawn as themselves. `steps`: the picture's (`split_steps(trace)`)."""
     node_ids = steps[-1].nodes if steps else list(trace.nodes)
     groups: dict[tuple[str, int | None], _SavedGroup] = {}
     for nid in node_ids:
@@ -129,7 +128,7 @@ def _saved_groups(trace: Trace, steps: list[Step] | None = None) -> tuple[str, s
     return short, f"{short} of {len(steps)} (backward at line {steps[-1].line})", total, ranked
 
 
-def activation_table(trace: Trace, steps: list[Step] | None, limit: int = 12) -> str | None:
+def activation_table(trace: Trace, steps: list[Step], limit: int = 12) -> str | None:
     """One table: what autograd keeps for backward in the last training step, by module and line, largest first,
     with the ops that saved it, how many tensors and their bytes."""
     found = _saved_groups(trace, steps)
@@ -157,7 +156,7 @@ def activation_table(trace: Trace, steps: list[Step] | None, limit: int = 12) ->
             f'BGCOLOR="#fff6e5">{"".join(rows)}</TABLE>>')
 
 
-def saved_by_module(trace: Trace, limit: int = 8, *, steps: list[Step] | None = None) -> list[str]:
+def saved_by_module(trace: Trace, limit: int = 8, *, steps: list[Step]) -> list[str]:
     """What autograd holds for the last training step, grouped by module and line, largest first, as note lines:
     "conv1  line 19: 3 tensors, 4.6 KiB". Only for scripts that train a model."""
     if not any(t.parameter is not None for t in trace.tensors.values()):

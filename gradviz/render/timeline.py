@@ -129,7 +129,7 @@ def _row(
         "alias": _alias(trace, event, namer),
         "tensor": namer.tensor(event.tensor) if event.tensor in trace.tensors else None,
         "versions": versions,
-        "versions_lines": [change_text(trace, v, write=is_write, label=label) for v, label in zip(changes, labels)],
+        "versions_lines": [change_text(v, label=label, write=is_write) for v, label in zip(changes, labels)],
         "outcome": outcome,
         "error": error,
         "findings": sorted({f.kind.value for f in findings}),
