@@ -95,6 +95,7 @@ def data_pipeline(trace: Trace, by_storage: dict[str, list[str]] | None = None) 
 
 
 def bounded(trace: Trace, ranked: list[str], max_tensors: int | None) -> list[str]:
+    """The first `max_tensors` of `ranked` (all with None), in creation order."""
     ids = ranked if max_tensors is None else ranked[:max_tensors]
     return sorted(ids, key=lambda tid: (trace.tensors[tid].seq, _id_number(tid)))
 
@@ -238,6 +239,7 @@ def fold_writes(
 
 
 def bound_writes(writes: list[Event], hot_event: dict[int, str], limit: int) -> list[Event]:
+    """Every write a finding points at, then the earliest others up to `limit` in all; in their order."""
     if len(writes) <= limit:
         return writes
     keep = {e.seq for e in writes if e.seq in hot_event}
@@ -249,6 +251,7 @@ def bound_writes(writes: list[Event], hot_event: dict[int, str], limit: int) -> 
 
 
 def written_storages(trace: Trace, event: Event) -> list[str]:
+    """The storages whose bytes `event` wrote: the one it names, else those of the tensors it wrote."""
     storage = event.data.get("storage")
     if isinstance(storage, str):
         return [storage]
