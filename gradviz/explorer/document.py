@@ -16,7 +16,7 @@ from ..analysis.lifetime import END
 from ..model import EventKind, Trace
 from ..paths import relative
 from ..render.graph_memory import headline
-from ..render.memory import relevant_tensors
+from ..render.memory_select import relevant_tensors
 from ..render.picture import Picture
 from ..render.simplify import find_repeats
 from ..render.timeline import timeline_rows

@@ -14,8 +14,8 @@ from .escape import FONT, html_label_text, shorten
 from .palette import PALETTE, SEVERITIES
 from ..analysis.findings import version_text
 from ..analysis.initialisation import setup_events
-from ..analysis.names import Namer
-from .memory import change_text, code_text
+from ..analysis.names import Namer, statement
+from .memory_boxes import change_text
 
 if TYPE_CHECKING:
     from ..analysis.findings import Finding
@@ -129,7 +129,7 @@ def _row(
         "alias": _alias(trace, event, namer),
         "tensor": namer.tensor(event.tensor) if event.tensor in trace.tensors else None,
         "versions": versions,
-        "versions_lines": [change_text(trace, v, write=is_write, label=label) for v, label in zip(changes, labels)],
+        "versions_lines": [change_text(v, label=label, write=is_write) for v, label in zip(changes, labels)],
         "outcome": outcome,
         "error": error,
         "findings": sorted({f.kind.value for f in findings}),
@@ -487,7 +487,7 @@ def _table_row(row: dict[str, Any], several_files: bool) -> str:
     texts = [
         (str(row["index"] + 1) + count, None, None),
         (where, None, None),
-        (code_text(row["code"]), None, source),
+        (statement(row["code"]), None, source),
         (row["kind"], None, None),
         (row["alias"], None, None),
         (_version_lines(row["versions_lines"], _COLUMNS[5]),

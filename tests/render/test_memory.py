@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import html
 import re
+from pathlib import Path
 
 import pytest
 
 import gradviz
+from gradviz.analysis import names
 from gradviz.model import (
     Event,
     EventKind,
@@ -19,7 +21,8 @@ from gradviz.model import (
     VersionCounterRecord,
 )
 from gradviz.render import render
-from gradviz.render.memory import FINDING_COLOURS, memory_digraph
+from gradviz.render.memory import memory_digraph
+from gradviz.render.memory_boxes import FINDING_COLOURS
 
 
 
@@ -301,3 +304,30 @@ def test_buffers_and_state_dict_aliases_are_summed_up(trace_of) -> None:  # type
     assert "`.detach()` at line 10: 6 aliases of 6 parameters, not used again, no finding involved" in source
     assert "parameters by module: 6 in 3 modules" in source
     assert not re.search(r"<B>[^<]*\.detach\(\)</B>", source)
+
+
+# ---------------------------------------------------------------------- names derived once per drawing
+def test_one_namer_per_memory_view(gallery: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every label of the memory view (tensors, counters, storages, writes, the parameter table, the notes) reads one
+    `Namer`: the picture's. render() builds one per call, and so does memory_digraph() called without a picture."""
+    trace = gradviz.trace_script(gallery / "plot_14_ema_data_between.py")
+    findings = gradviz.diagnose(trace)  # the analysis names its evidence with a Namer of its own, built here
+    built: list[Trace] = []
+    real_init = names.Namer.__init__
+
+    def init(self: names.Namer, trace: Trace) -> None:
+        built.append(trace)
+        real_init(self, trace)
+
+    monkeypatch.setattr(names.Namer, "__init__", init)
+    first = render(trace, "memory", findings=findings).source
+    assert built == [trace]
+    second = render(trace, "memory", findings=findings).source
+    assert built == [trace, trace] and second == first
+    direct = memory_digraph(trace, findings).source
+    assert len(built) == 3 and direct == first
+    # the drawing names tensors in every place a name appears: a write's box, the parameter table, the notes
+    text = html.unescape(first)
+    assert "line 26: pt.data.mul_(0.99).add_(0.01 * ps.data)" in text
+    assert "parameters by module: 3 in 2 modules" in text
+    assert "saved for backward in step 1 of 1" in text
