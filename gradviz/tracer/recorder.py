@@ -21,7 +21,6 @@ from ..model import (
     Location,
     OpRecord,
     Trace,
-    VersionChange,
 )
 from ..text import safe_repr, safe_str, type_name
 from . import callsite, chains, source, threads
@@ -42,12 +41,10 @@ from .window import _CLOSED, StepWindow, WindowRecording, _warning_filters
 from .verify import GradientCheck
 from .tracking import TensorTracking, _Live
 from .writes import _BATCH_NORMS, WriteRecording, _batch_norm_stats
+from .special import _RUNS_PROGRAM_CODE, SpecialCalls
 from .tensors import (
     _Tensor,
-    _byte_span,
     _flatten,
-    _grad_fn,
-    _storage_key,
     _version,
 )
 
@@ -97,6 +94,7 @@ class Recorder(
     TensorTracking,
     GraphRecording,
     WriteRecording,
+    SpecialCalls,
     HookRecording,
     SentinelRecording,
     WindowRecording,
@@ -566,212 +564,6 @@ class Recorder(
                         if root is None or unwrapped(namespace.get(root.partition("#")[0])) is not unwrapped(value):
                             self._param_roots[live.tid] = name
 
-    # ------------------------------------------------------------------ special calls
-    def _where(self) -> tuple[str | None, int | None]:
-        frame = source.user_frame(4)
-        self._here = (frame.f_code.co_filename, _site(frame)[1]) if frame is not None else (None, None)
-        self._here_loc = self._location(*self._here)
-        return self._here
-
-    def _on_data_get(self, func: Any, args: Any, kwargs: Any) -> Any:
-        result = func(*args, **kwargs)
-        try:
-            with _quiet():
-                file, line = self._where()
-                src = self._tid(args[0])
-                seq = next(self._seq)
-                rid = self._track(result, "data", seq, None, file, line, src, self._new_counter("data"))
-                self._alias_event(EventKind.DATA_GET, "data", args[0], rid, file, line)
-        except Exception as exc:
-            self._internal(exc)
-        return result
-
-    def _on_detach(self, func: Any, args: Any, kwargs: Any) -> Any:
-        result = func(*args, **kwargs)
-        try:
-            with _quiet():
-                file, line = self._where()
-                src = self._tid(args[0])
-                seq = next(self._seq)
-                counter = self._counter_of(src)
-                rid = self._track(result, "detach", seq, None, file, line, src, counter)
-                self._alias_event(EventKind.DETACH, "detach", args[0], rid, file, line)
-        except Exception as exc:
-            self._internal(exc)
-        return result
-
-    def _alias_event(
-        self, kind: EventKind, attribute: str, src_tensor: torch.Tensor, rid: str, file: str | None, line: int | None
-    ) -> None:
-        src = self._tid(src_tensor)
-        # the source's grad_fn now, which an in-place op may have changed since it was first seen
-        fn = _grad_fn(src_tensor)
-        grad_fn = self._node(fn) if fn is not None else None
-        version = self.trace.tensors[rid].version
-        data: dict[str, Any] = {"source_grad_fn": grad_fn, "source_requires_grad": src_tensor.requires_grad}
-        event = self._event(kind, file, line, tensor=src, result=rid, op=attribute, data=data)
-        event.versions = [VersionChange(src, _version(src_tensor), _version(src_tensor)), VersionChange(rid, version, version)]
-        if event.location is not None:
-            target = source.assigned_name(event.location.code, attribute)
-            names = self.trace.tensors[rid].names
-            if target and target not in names:
-                names.append(target)
-            expr = source.alias_expression(event.location.code, attribute)
-            if expr:
-                data["expression"] = expr
-
-    def _on_data_set(self, func: Any, args: Any, kwargs: Any) -> Any:
-        target, value = args[0], args[1]
-        try:
-            with _quiet():
-                tid = self._tid(target)
-                old = self._live[id(target)]
-                old_storage = self._storage_ids.get(old.storage) if old.storage is not None else None
-                kept = self._check.before_data_set(self, target) if self._check is not None else None
-        except Exception as exc:
-            self._internal(exc)
-            return func(*args, **kwargs)
-        result = func(*args, **kwargs)
-        try:
-            with _quiet():
-                file, line = self._where()
-                vid = self._tid(value) if isinstance(value, _Tensor) else None
-                live = self._live[id(target)]
-                if live.storage is not None:
-                    self._by_storage.get(live.storage, set()).discard(id(target))
-                live.storage = _storage_key(target)
-                live.byte_range = _byte_span(target)
-                if live.storage is not None:
-                    self._by_storage.setdefault(live.storage, set()).add(id(target))
-                    if live.storage not in self._storage_ids:
-                        self._track(target.detach(), "input")  # registers the new storage
-                event = self._event(
-                    EventKind.DATA_SET,
-                    file,
-                    line,
-                    tensor=tid,
-                    result=vid,
-                    op="data",
-                    data={
-                        "old_storage": old_storage,
-                        "new_storage": self._storage_ids.get(live.storage) if live.storage is not None else None,
-                        "byte_range": list(live.byte_range),
-                    },
-                )
-                if kept is not None:
-                    self._check.after_data_set(kept, target, event)
-        except Exception as exc:
-            self._internal(exc)
-        return result
-
-    def _on_detach_(self, func: Any, args: Any, kwargs: Any) -> Any:
-        target = args[0]
-        try:
-            with _quiet():
-                tid = self._tid(target)
-                grad_fn = self.trace.tensors[tid].grad_fn
-                fn = _grad_fn(target)
-                if fn is not None:
-                    grad_fn = self._node(fn, output=tid)
-        except Exception as exc:
-            self._internal(exc)
-            return func(*args, **kwargs)
-        file, line = self._where()
-        try:
-            result = func(*args, **kwargs)
-        except Exception as exc:
-            self._event(EventKind.DETACH_, file, line, tensor=tid, op="detach_", data={"source_grad_fn": grad_fn, "error": f"{type_name(exc)}: {safe_str(exc)}"})
-            raise
-        try:
-            with _quiet():
-                self._event(EventKind.DETACH_, file, line, tensor=tid, op="detach_", data={"source_grad_fn": grad_fn})
-        except Exception as exc:
-            self._internal(exc)
-        return result
-
-    def _on_requires_grad(self, func: Any, args: Any, kwargs: Any) -> Any:
-        result = func(*args, **kwargs)
-        try:
-            with _quiet():
-                file, line = self._where()
-                flag = args[1] if len(args) > 1 else kwargs.get("requires_grad", True)
-                self._event(EventKind.REQUIRES_GRAD_, file, line, tensor=self._tid(args[0]), op="requires_grad_", data={"requires_grad": bool(flag)})
-        except Exception as exc:
-            self._internal(exc)
-        return result
-
-    def _on_backward(self, func: Any, args: Any, kwargs: Any) -> Any:
-        if self._window is not None and self._window_before_backward():
-            return func(*args, **kwargs)  # the window just closed: this call is the program's alone
-        try:
-            with _quiet(), self._lock:
-                file, line = self._where()
-                is_grad = func is torch.autograd.grad
-                roots_arg = args[0] if args else kwargs.get("tensors", kwargs.get("outputs"))
-                roots = _flatten((roots_arg,), None, [])
-                root_ids = [self._tid(t) for t in roots]
-                reached_nodes, reached_leaves = self._reachable([fn for fn in map(_grad_fn, roots) if fn is not None])
-                inputs_arg = kwargs.get("inputs")
-                if is_grad:
-                    inputs_arg = args[1] if len(args) > 1 else inputs_arg
-                inputs = [self._tid(t) for t in _flatten((inputs_arg,), None, [])] if inputs_arg is not None else None
-                retain = kwargs.get("retain_graph")
-                create = kwargs.get("create_graph", False)
-                data: dict[str, Any] = {
-                    "api": "autograd.grad" if is_grad else ("autograd.backward" if func is torch.autograd.backward else "Tensor.backward"),
-                    "roots": root_ids,
-                    "reached_nodes": reached_nodes,
-                    "reached_leaves": [t for t in reached_leaves if inputs is None or t in inputs],
-                    "inputs": inputs,
-                    "retain_graph": bool(retain if retain is not None else create),
-                }
-                if create:  # a higher-order gradient: part of computing a loss, not a training step's backward
-                    data["create_graph"] = True
-                event = self._event(EventKind.BACKWARD, file, line, tensor=root_ids[0] if root_ids else None, op=data["api"], data=data)
-                self._see_root(_caller(3, func), roots)
-                nested = self._nested_watch(reached_nodes) if not is_grad else None
-                check = self._check
-                measuring = check.before_backward(self, func, args, kwargs, event) if check is not None else None
-        except Exception as exc:
-            self._internal(exc)
-            return _call(_caller(3), func, args, kwargs)
-        try:
-            result = _call(_caller(3), func, args, kwargs)
-        except BaseException as exc:
-            event.data["outcome"] = "error"
-            event.data["error"] = {"type": type_name(exc), "message": safe_str(exc)}  # user code decides __str__
-            if check is not None:
-                try:
-                    with _quiet():
-                        check.backward_failed(measuring, event)
-                except Exception as problem:  # never let bookkeeping replace the program's error
-                    self._internal(problem)
-            raise
-        event.data["outcome"] = "ok"
-        try:
-            with _quiet(), self._lock:
-                if check is not None:
-                    check.after_backward(self, measuring, event, result)
-                if nested:  # leaves a backward nested in this one reached (a reentrant checkpoint's recompute)
-                    known = set(event.data["reached_leaves"])
-                    extra = [t for t in self._nested_reached(nested) if t not in known and (inputs is None or t in inputs)]
-                    if extra:
-                        event.data["reached_leaves"] += extra
-                        event.data["nested_leaves"] = extra
-                self._fresh_grads = {}
-                for tid in event.data["reached_leaves"]:
-                    live = self._by_tid.get(tid)
-                    leaf = live() if live is not None else None
-                    g = leaf.grad if leaf is not None and leaf.requires_grad else None
-                    if g is not None:
-                        self._fresh_grads[tid] = (id(g), _version(g))
-        except Exception as exc:
-            self._internal(exc)
-        return result
-
-
-# special calls that run the program's code (backward's hooks): the lock is not held around them
-_RUNS_PROGRAM_CODE = frozenset({_Tensor.backward, torch.autograd.backward, torch.autograd.grad})
 
 _names: dict[Any, str] = {}
 # torch's resolve_name runs inside warnings.catch_warnings, and every catch_warnings resets the registries behind
