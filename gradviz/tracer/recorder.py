@@ -1,4 +1,10 @@
-"""The recorder: a TorchFunctionMode that writes down tensors, storages, version counters, nodes and events."""
+"""The recorder: a TorchFunctionMode that writes down tensors, storages, version counters, nodes and events.
+
+Here: its lifecycle and the hot path every torch call takes. The Recorder is mixed from halves that share its state:
+tensor bookkeeping (tracking.py), autograd nodes (nodes.py), in-place writes (writes.py), the calls handled apart
+(special.py), optimizer steps and modules (hooks.py), the sentinel (sentinel.py), the step window (window.py) and
+the names of what the program holds (naming.py).
+"""
 
 from __future__ import annotations
 
@@ -15,13 +21,7 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode, resolve_name
 
-from ..model import (
-    Event,
-    EventKind,
-    Location,
-    OpRecord,
-    Trace,
-)
+from ..model import Event, EventKind, Location, OpRecord, Trace
 from ..text import safe_repr, safe_str, type_name
 from . import callsite, chains, source, threads
 from .callsite import _sites
@@ -34,19 +34,15 @@ from .source import user_frame_from as _user_frame_from
 from .gcstate import GcHold
 from .lifetime import mark_end
 from .hooks import RECORD_FUNCTION_OPS, HookRecording
-from .holders import shown_path as _shown_path, unwrapped
+from .naming import VariableNaming
 from .nodes import _SAVED_NAMES, _TYPE_NAMES, GraphRecording
 from .sentinel import SentinelRecording
+from .special import _RUNS_PROGRAM_CODE, SpecialCalls
+from .tracking import TensorTracking, _Live
 from .window import _CLOSED, StepWindow, WindowRecording, _warning_filters
 from .verify import GradientCheck
-from .tracking import TensorTracking, _Live
 from .writes import _BATCH_NORMS, WriteRecording, _batch_norm_stats
-from .special import _RUNS_PROGRAM_CODE, SpecialCalls
-from .tensors import (
-    _Tensor,
-    _flatten,
-    _version,
-)
+from .tensors import _Tensor, _flatten, _version
 
 _is_compiling = torch.compiler.is_compiling
 _getframe = sys._getframe
@@ -98,6 +94,7 @@ class Recorder(
     HookRecording,
     SentinelRecording,
     WindowRecording,
+    VariableNaming,
     TorchFunctionMode,
 ):
     """Records every torch call made while active. Build a Trace with :meth:`finish`.
@@ -296,45 +293,6 @@ class Recorder(
                 self.trace.sources[path] = text
         return self.trace
 
-    def _label_notebook_cells(self) -> None:
-        """Code run in IPython/Jupyter lives in files named like /tmp/ipykernel_81/2087447346.py: displays call
-        them as IPython does (`In[3]`). Only when IPython is already loaded; nothing is imported for it."""
-        ipython = sys.modules.get("IPython")
-        shell = getattr(ipython, "get_ipython", lambda: None)() if ipython is not None else None
-        namer = getattr(getattr(shell, "compile", None), "format_code_name", None)
-        if namer is None:
-            return
-        files = {file for file, _ in self._locations} | {e.location.file for e in self.trace.events if e.location}
-        for file in files:
-            try:
-                named = namer(file)
-            except Exception:  # noqa: BLE001 - an IPython that names code differently: keep the file name
-                named = None
-            if named:
-                self.trace.file_labels[file] = named[1]
-
-    def _qualify_parameter_names(self) -> None:
-        """Parameters are named as the program reaches them: the variable holding the outermost module, then the
-        attribute path from it (`model.conv1.weight`, `netG.main.0.weight`, `lin.weight`), so a name is never
-        ambiguous (`fc1.weight` of `actor` and of `critic`) and reads as code the user can type. A parameter found in
-        no variable of the program keeps its attribute path; when one variable name holds two models (`model` in a
-        helper called for both), the names it would give are not unique and the attribute paths stay."""
-        qualified: dict[str, str] = {}
-        for record in self.trace.tensors.values():
-            own = record.parameter or record.buffer
-            if own is not None and record.id in self._param_roots:
-                qualified[record.id] = f"{self._param_roots[record.id]}.{own}"
-        seen: dict[str, int] = {}
-        for name in qualified.values():
-            seen[name] = seen.get(name, 0) + 1
-        for tid, name in qualified.items():
-            if seen[name] == 1:
-                record = self.trace.tensors[tid]
-                if record.parameter is not None:
-                    record.parameter = name
-                else:
-                    record.buffer = name
-
     # ------------------------------------------------------------------ the hot path
     # Every call the program makes passes through here: the common paths are written for speed (locals, positional
     # record construction, no helper calls where a line does); issue 2 sets the budget (benchmarks/bench_trace.py).
@@ -491,6 +449,7 @@ class Recorder(
             self._running_stats(norm, written, out_ids, name, file, line)
         self._module_now = None  # (read afresh by whatever records next)
 
+    # ------------------------------------------------------------------ shared by every half
     def _internal(self, exc: BaseException, op: str | None = None) -> None:
         """Our bookkeeping failed on a call: counted (the summary says so: never a silent "no problems"), kept."""
         if _DEBUG:
@@ -509,6 +468,7 @@ class Recorder(
         if loc is None:
             loc = self._locations[where] = source.make_location(file, line)
         return loc
+
     def _event(self, kind: EventKind, file: str | None, line: int | None, **fields: Any) -> Event:
         # one shared Location per line, as for tensors and nodes: a training loop repeats the same few lines
         loc = self._location(file, line)
@@ -517,52 +477,6 @@ class Recorder(
         if loc is not None:
             self._name_from_frame_at(loc)
         return event
-
-    def _name_from_frame_at(self, loc: Location) -> None:
-        frame = source.user_frame(3)
-        while frame is not None and (frame.f_code.co_filename != loc.file or frame.f_lineno != loc.line):
-            frame = frame.f_back
-        if frame is not None:
-            self.name_locals(source.frame_variables(frame))
-
-    def name_locals(self, namespace: dict[str, Any], *, modules: bool = False) -> None:
-        """Give tracked tensors found in `namespace` (a frame's locals or a module's globals) their names.
-
-        With `modules`, also name the parameters of the nn.Modules found there: those never called (a frozen module
-        handed to an optimizer), and those only ever called through a submodule. Only at the end, when no module is
-        still half-built.
-        """
-        # asked at every event, over every variable of the frame (a script's globals): tensors first, cheaply
-        live_of = self._live.get
-        tensors = self.trace.tensors
-        for name, value in list(namespace.items()):
-            if isinstance(value, _Tensor):
-                if name.startswith("__"):
-                    continue
-                live = live_of(id(value))
-                if live is not None and live() is value:
-                    names = tensors[live.tid].names
-                    if name not in names:
-                        names.append(name)
-            elif modules and isinstance(value, torch.nn.Module) and not name.startswith("__"):
-                for param_name, param in value.named_parameters():
-                    live = self._live.get(id(param))
-                    if live is None or live() is not param:
-                        continue
-                    param_name = _shown_path(value, param_name)  # a wrapper's part left out (`_orig_mod`, `module`)
-                    known = live.record.parameter
-                    # the outermost module's name wins: `encoder.0.weight` over `0.weight` from a submodule call
-                    if known is None or (len(param_name) > len(known) and param_name.endswith("." + known)):
-                        live.record.parameter = param_name
-                        live.record.origin = "parameter"
-                        self._param_roots[live.tid] = name
-                    elif known == param_name:
-                        # the program's own name for the model the name came from beats a helper's parameter name;
-                        # of two variables here holding the same model (`raw_model = model`), the first bound stays
-                        # (a wrapper of it counts as the model: nanoGPT's `model = DDP(model)`, then `raw_model`)
-                        root = self._param_roots.get(live.tid)
-                        if root is None or unwrapped(namespace.get(root.partition("#")[0])) is not unwrapped(value):
-                            self._param_roots[live.tid] = name
 
 
 _names: dict[Any, str] = {}
