@@ -1,4 +1,10 @@
-"""The recorder: a TorchFunctionMode that writes down tensors, storages, version counters, nodes and events."""
+"""The recorder: a TorchFunctionMode that writes down tensors, storages, version counters, nodes and events.
+
+Here: its lifecycle and the hot path every torch call takes. The Recorder is mixed from halves that share its state:
+tensor bookkeeping (tracking.py), autograd nodes (nodes.py), in-place writes (writes.py), the calls handled apart
+(special.py), optimizer steps and modules (hooks.py), the sentinel (sentinel.py), the step window (window.py) and
+the names of what the program holds (naming.py).
+"""
 
 from __future__ import annotations
 
@@ -9,24 +15,13 @@ import re
 import sys
 import threading
 import types
-import weakref
 from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch.overrides import TorchFunctionMode, resolve_name
 
-from ..model import (
-    Event,
-    EventKind,
-    Location,
-    OpRecord,
-    StorageRecord,
-    TensorRecord,
-    Trace,
-    VersionChange,
-    VersionCounterRecord,
-)
+from ..model import Event, EventKind, Location, OpRecord, Trace
 from ..text import safe_repr, safe_str, type_name
 from . import callsite, chains, source, threads
 from .callsite import _sites
@@ -39,23 +34,15 @@ from .source import user_frame_from as _user_frame_from
 from .gcstate import GcHold
 from .lifetime import mark_end
 from .hooks import RECORD_FUNCTION_OPS, HookRecording
-from .holders import shown_path as _shown_path, unwrapped
+from .naming import VariableNaming
 from .nodes import _SAVED_NAMES, _TYPE_NAMES, GraphRecording
 from .sentinel import SentinelRecording
+from .special import _RUNS_PROGRAM_CODE, SpecialCalls
+from .tracking import TensorTracking, _Live
 from .window import _CLOSED, StepWindow, WindowRecording, _warning_filters
 from .verify import GradientCheck
-from .tensors import (
-    _Tensor,
-    _byte_span,
-    _device_name,
-    _device_names,
-    _dtype_name,
-    _dtype_names,
-    _flatten,
-    _grad_fn,
-    _storage_key,
-    _version,
-)
+from .writes import _BATCH_NORMS, WriteRecording, _batch_norm_stats
+from .tensors import _Tensor, _flatten, _version
 
 _is_compiling = torch.compiler.is_compiling
 _getframe = sys._getframe
@@ -99,39 +86,17 @@ _QUERIES = frozenset(
 )
 
 
-
-def _batch_norm_stats(args: Any, kwargs: Any, mean: int, var: int, training: int) -> tuple[list[Any], bool]:
-    """A batch norm call's running statistics (the tensors among them) and its `training` flag."""
-    def arg(i: int, name: str, default: Any) -> Any:
-        return args[i] if len(args) > i else kwargs.get(name, default)
-
-    stats = [t for t in (arg(mean, "running_mean", None), arg(var, "running_var", None)) if isinstance(t, _Tensor)]
-    return stats, bool(arg(training, "training", False))
-
-
-# Batch norm in train mode updates its running statistics in place without moving their version counters (a known
-# PyTorch issue): a graph that saved them in eval mode reads the new values at backward, unnoticed. The calls that do
-# it, as the mode sees them: function -> positions of running_mean, running_var, training
-_BATCH_NORMS = {
-    torch.nn.functional.batch_norm: (1, 2, 5),
-    torch.batch_norm: (3, 4, 5),
-}
-
-class _Live(weakref.ref):
-    """What the recorder keeps about a tensor while it is alive: a weak reference to it (call it to get the
-    tensor, or None once freed), never the tensor itself, with the facts that may change while it lives."""
-
-    __slots__ = ("byte_range", "key", "layout", "record", "storage", "tid", "version")
-    tid: str
-    key: int  # id() of the tensor
-    storage: int | None
-    byte_range: Any
-    version: int | None
-    layout: Any
-    record: TensorRecord
-
-
-class Recorder(GraphRecording, HookRecording, SentinelRecording, WindowRecording, TorchFunctionMode):
+class Recorder(
+    TensorTracking,
+    GraphRecording,
+    WriteRecording,
+    SpecialCalls,
+    HookRecording,
+    SentinelRecording,
+    WindowRecording,
+    VariableNaming,
+    TorchFunctionMode,
+):
     """Records every torch call made while active. Build a Trace with :meth:`finish`.
 
     With `window`, recording stops for good once the window's steps are done (see window.py). With `verify`, the
@@ -182,12 +147,8 @@ class Recorder(GraphRecording, HookRecording, SentinelRecording, WindowRecording
         self._storage_ids: dict[int, str] = {}
         self._layout: dict[tuple[Any, ...], str] = {}
         self._layouts_of: dict[int, list[tuple[Any, ...]]] = {}  # storage key -> its layouts in _layout
-        # counter -> its version after the latest write seen through any tensor on it: a view whose bytes that write
-        # missed moved too, though its own recorded version did not (see _record_write)
-        self._counter_versions: dict[str, int] = {}
-        # running statistics (tensor id) -> the nodes an eval-mode batch norm made since their last update, which saved
-        # them and read them at backward; the train-mode batch norm that next updates them names these in its write
-        self._stat_readers: dict[str, list[str]] = {}
+        self._counter_versions: dict[str, int] = {}  # counter -> its version after the latest write (writes.py)
+        self._stat_readers: dict[str, list[str]] = {}  # batch norm's running statistics -> their readers (writes.py)
         self._node_count = 0
         self._saved_names = _SAVED_NAMES
         self._type_names = _TYPE_NAMES
@@ -331,45 +292,6 @@ class Recorder(GraphRecording, HookRecording, SentinelRecording, WindowRecording
             if text:
                 self.trace.sources[path] = text
         return self.trace
-
-    def _label_notebook_cells(self) -> None:
-        """Code run in IPython/Jupyter lives in files named like /tmp/ipykernel_81/2087447346.py: displays call
-        them as IPython does (`In[3]`). Only when IPython is already loaded; nothing is imported for it."""
-        ipython = sys.modules.get("IPython")
-        shell = getattr(ipython, "get_ipython", lambda: None)() if ipython is not None else None
-        namer = getattr(getattr(shell, "compile", None), "format_code_name", None)
-        if namer is None:
-            return
-        files = {file for file, _ in self._locations} | {e.location.file for e in self.trace.events if e.location}
-        for file in files:
-            try:
-                named = namer(file)
-            except Exception:  # noqa: BLE001 - an IPython that names code differently: keep the file name
-                named = None
-            if named:
-                self.trace.file_labels[file] = named[1]
-
-    def _qualify_parameter_names(self) -> None:
-        """Parameters are named as the program reaches them: the variable holding the outermost module, then the
-        attribute path from it (`model.conv1.weight`, `netG.main.0.weight`, `lin.weight`), so a name is never
-        ambiguous (`fc1.weight` of `actor` and of `critic`) and reads as code the user can type. A parameter found in
-        no variable of the program keeps its attribute path; when one variable name holds two models (`model` in a
-        helper called for both), the names it would give are not unique and the attribute paths stay."""
-        qualified: dict[str, str] = {}
-        for record in self.trace.tensors.values():
-            own = record.parameter or record.buffer
-            if own is not None and record.id in self._param_roots:
-                qualified[record.id] = f"{self._param_roots[record.id]}.{own}"
-        seen: dict[str, int] = {}
-        for name in qualified.values():
-            seen[name] = seen.get(name, 0) + 1
-        for tid, name in qualified.items():
-            if seen[name] == 1:
-                record = self.trace.tensors[tid]
-                if record.parameter is not None:
-                    record.parameter = name
-                else:
-                    record.buffer = name
 
     # ------------------------------------------------------------------ the hot path
     # Every call the program makes passes through here: the common paths are written for speed (locals, positional
@@ -527,30 +449,7 @@ class Recorder(GraphRecording, HookRecording, SentinelRecording, WindowRecording
             self._running_stats(norm, written, out_ids, name, file, line)
         self._module_now = None  # (read afresh by whatever records next)
 
-    def _running_stats(
-        self, norm: tuple[list[Any], bool], written: Any, out_ids: list[str], op: str, file: str | None, line: int | None
-    ) -> None:
-        """A batch norm call: in eval mode, the node it made reads the running statistics at backward; in train mode
-        it changed their bytes, with their versions left as they were (a write no version check will see)."""
-        stats, training = norm
-        module_name, module = self._module_now or self._running_module()
-        if module is not None:  # buffers first seen here, after the model was named: named now, as hooks.py would
-            for name, buffer in module.named_buffers(recurse=False):
-                live = self._live.get(id(buffer))
-                if live is not None and live.record.buffer is None and any(t is buffer for t in stats):
-                    live.record.buffer = f"{module_name}.{name}" if module_name else name
-        if not training:
-            node = self.trace.tensors[out_ids[0]].grad_fn if out_ids else None
-            if node is not None:
-                for t in stats:
-                    self._stat_readers.setdefault(self._tid(t), []).append(node)
-            return
-        moved = {id(t) for t, _ in written or ()}
-        for t in stats:
-            if id(t) not in moved:  # (a version that did move is an ordinary write, recorded as one already)
-                tid = self._tid(t)
-                self._record_write(t, _version(t), op, file, line, readers=self._stat_readers.pop(tid, []))
-
+    # ------------------------------------------------------------------ shared by every half
     def _internal(self, exc: BaseException, op: str | None = None) -> None:
         """Our bookkeeping failed on a call: counted (the summary says so: never a silent "no problems"), kept."""
         if _DEBUG:
@@ -559,161 +458,6 @@ class Recorder(GraphRecording, HookRecording, SentinelRecording, WindowRecording
         if len(self.internal_errors) < 20:
             text = f"{type_name(exc)}: {safe_str(exc)}"
             self.internal_errors.append(f"{op}: {text}" if op else text)
-
-    # ------------------------------------------------------------------ tensors
-    def _tid(self, t: torch.Tensor) -> str:
-        live = self._live.get(id(t))
-        return live.tid if live is not None else self._track(t, "input")
-
-    def _track(
-        self,
-        t: torch.Tensor,
-        origin: str,
-        seq: int | None = None,
-        op: str | None = None,
-        file: str | None = None,
-        line: int | None = None,
-        source_tid: str | None = None,
-        counter: str | None = None,
-    ) -> str:
-        key = id(t)
-        live = self._live.get(key)
-        if live is not None:
-            return live.tid
-        trace = self.trace
-        tid = f"t{len(trace.tensors)}"
-        if seq is None:
-            seq = next(self._seq)
-        dtype = _dtype_names.get(t.dtype) or _dtype_name(t.dtype)
-        device = t.device
-        device_name = _device_names.get(device) or _device_name(device)
-        nested = t.is_nested
-        try:
-            storage = t.untyped_storage()
-            # a nested tensor's buffer is not one strided tensor's memory: no byte range to give it
-            skey: int | None = None if nested else storage._cdata
-            # a wrapper subclass (DTensor) has a placeholder storage without memory: its data lives in inner tensors
-            ptr = storage.data_ptr() if skey is not None and skey not in self._storage_ids and device_name != "meta" else 0
-        except (RuntimeError, NotImplementedError, TypeError):  # sparse, nested, functional and subclass wrappers
-            skey = None
-        if skey is not None:
-            sid = self._storage_ids.get(skey)
-            if sid is None:
-                sid = f"s{len(trace.storages)}"
-                self._storage_ids[skey] = sid
-                trace.storages[sid] = StorageRecord(sid, device_name, storage.nbytes(), ptr, dtype)
-            item = t.element_size()
-            # (sizes are `int | SymInt` in the stubs: symbolic only while dynamo traces, when the recorder steps aside)
-            offset: int = t.storage_offset()  # type: ignore[assignment]  # (SymInt: see above)
-            shape = t.shape
-            stride = t.stride()
-            start = offset * item
-            numel = t.numel()
-            if numel == 0:
-                byte_range: tuple[int, int] | None = (start, start)
-            elif t.is_contiguous():
-                byte_range = (start, start + numel * item)
-            else:
-                byte_range = (start, start + (1 + sum((n - 1) * s for n, s in zip(shape, stride))) * item)
-            layout: tuple[Any, ...] | None = (sid, offset, shape, stride)
-        else:
-            sid = byte_range = layout = None
-        try:
-            version: int | None = t._version
-            inference = False
-        except RuntimeError:
-            version = None
-            inference = t.is_inference()
-        if inference:
-            counter = None
-        elif counter is None:
-            base = t._base if t._is_view() else None
-            if base is not None:
-                counter = self._counter_of(self._tid(base))
-                source_tid = source_tid or self._live[id(base)].tid
-                origin = "view" if origin == "op" else origin
-            else:
-                counter = f"v{len(trace.version_counters)}"
-                trace.version_counters[counter] = VersionCounterRecord(counter)
-        if counter is not None:
-            trace.version_counters[counter].tensors.append(tid)
-        if file is None:
-            file, line = self._here
-        record = TensorRecord(
-            tid,
-            _nested_shape(t) if nested else list(t.shape),
-            dtype,
-            device_name,
-            t.requires_grad,
-            t.is_leaf,
-            None,
-            sid,
-            byte_range,
-            counter,
-            version,
-            origin,
-            seq,
-            [],
-            None,
-            source_tid,
-            op,
-            self._locations.get((file, line)) or self._location(file, line),
-            inference,
-        )
-        trace.tensors[tid] = record
-        live = _Live(t, self._on_dead_callback)
-        live.tid = tid
-        live.key = key
-        live.storage = skey
-        live.byte_range = byte_range
-        live.version = version
-        live.layout = layout
-        live.record = record
-        self._live[key] = live
-        self._by_tid[tid] = live
-        if skey is not None:
-            members = self._by_storage.get(skey)
-            if members is None:
-                self._by_storage[skey] = {key}
-            else:
-                members.add(key)
-            if layout not in self._layout:
-                self._layouts_of.setdefault(skey, []).append(layout)  # type: ignore[arg-type]  # (set with skey)
-            self._layout[layout] = tid  # type: ignore[index]  # (as above)
-        try:
-            fn = t.grad_fn
-        except RuntimeError:  # a no_grad view whose base was later written in place
-            fn = None
-        if fn is not None:
-            record.grad_fn = self._node(fn, None if origin == "saved" else tid, origin == "op")
-        return tid
-
-    def _on_dead(self, live: _Live) -> None:
-        """A tracked tensor was freed: forget it (its record stays) and retire its storage if it was the last."""
-        with self._lock:
-            if self._finished or self._live.get(live.key) is not live:
-                return
-            live.record.freed = next(self._seq)
-            self._forget_tensor(live)
-
-    def _forget_tensor(self, live: _Live) -> None:
-        """Stop watching a tensor (freed, or let go of where recording stops); retire its storage if it was the last."""
-        key = live.key
-        del self._live[key]
-        self._by_tid.pop(live.tid, None)
-        skey = live.storage
-        if skey is not None:
-            members = self._by_storage.get(skey)
-            if members is not None:
-                members.discard(key)
-                if not members:
-                    # the storage may be freed and its address reused: a later tensor there is new memory
-                    del self._by_storage[skey]
-                    self._storage_ids.pop(skey, None)
-                    # layouts stay known while their storage lives (saved views of a weight are unpacked afresh
-                    # every time and must match the same record); they go with it
-                    for layout in self._layouts_of.pop(skey, ()):
-                        self._layout.pop(layout, None)
 
     def _location(self, file: str | None, line: int | None) -> Location | None:
         """One shared Location per source line."""
@@ -725,96 +469,6 @@ class Recorder(GraphRecording, HookRecording, SentinelRecording, WindowRecording
             loc = self._locations[where] = source.make_location(file, line)
         return loc
 
-    def _new_counter(self, created_by: str = "new") -> str:
-        cid = f"v{len(self.trace.version_counters)}"
-        self.trace.version_counters[cid] = VersionCounterRecord(cid, created_by=created_by)
-        return cid
-
-    def _counter_of(self, tid: str) -> str | None:
-        return self.trace.tensors[tid].version_counter
-
-    def _merge_counters(self, keep: str, gone: str) -> None:
-        """Observed behaviour says two counters are one: fold `gone` into `keep`."""
-        counters = self.trace.version_counters
-        for tid in counters[gone].tensors:
-            self.trace.tensors[tid].version_counter = keep
-            counters[keep].tensors.append(tid)
-        counters[keep].created_by = "inferred" if counters[keep].created_by == "new" else counters[keep].created_by
-        counters[gone].tensors = []
-
-    # ------------------------------------------------------------------ writes
-    def _record_write(
-        self,
-        t: torch.Tensor,
-        before: int | None,
-        op: str,
-        file: str | None,
-        line: int | None,
-        *,
-        readers: list[str] | None = None,
-    ) -> Event:
-        """`readers`: the write moved no version (batch norm's running statistics); the nodes that read what it
-        changed."""
-        live = self._live[id(t)]
-        tid = live.tid
-        after = _version(t)
-        changes = [VersionChange(tid, before, after)]
-        counter = self._counter_of(tid)
-        live.version = after
-        counter_versions = self._counter_versions
-        if counter is not None and after is not None:
-            counter_versions[counter] = after
-        start, stop = live.byte_range or (0, 0)
-        members = self._by_storage.get(live.storage, ())  # type: ignore[arg-type]  # (None: no storage)
-        for key in sorted(members, key=lambda k: int(self._live[k].tid[1:])):
-            other = self._live.get(key)
-            if other is None or other is live:
-                continue
-            alias = other()
-            if alias is None:
-                continue
-            lo, hi = other.byte_range or (0, 0)
-            if not (lo < stop and start < hi) and start != stop:
-                continue
-            now = _version(alias)
-            changes.append(VersionChange(other.tid, other.version, now))
-            other_counter = self._counter_of(other.tid)
-            # moved where no write seen on its own counter explains it (a write to another row of its base moves a
-            # row view's version too): then, and only then, it moved with this write
-            known = other.version
-            if other_counter is not None:
-                latest = counter_versions.get(other_counter)
-                if latest is not None and (known is None or latest > known):
-                    known = latest
-            if (
-                now != known
-                and now == after
-                and counter is not None
-                and other_counter is not None
-                and other_counter != counter
-            ):
-                self._merge_counters(counter, other_counter)
-            other.version = now
-        data: dict[str, Any] = {
-            "storage": self._storage_ids.get(live.storage) if live.storage is not None else None,
-            "byte_range": [start, stop],
-            "counter": counter,
-        }
-        if readers is not None:
-            data["unversioned"] = True
-            data["readers"] = readers
-        module_name, module = self._module_now or self._running_module()
-        if module is not None:
-            data["module"] = module_name
-            data["module_call"] = _module_call(module)
-        event = self._event(EventKind.INPLACE_WRITE, file, line, tensor=tid, op=op, versions=changes, data=data)
-        fn = _grad_fn(t)
-        if fn is not None:
-            # an in-place op on a graph tensor gives it a new grad_fn, made by (so after) this write: registered
-            # after the event, so what it saved (`relu_` saves its result) is not taken as written by it
-            data["grad_fn"] = self._node(fn)
-        return event
-
     def _event(self, kind: EventKind, file: str | None, line: int | None, **fields: Any) -> Event:
         # one shared Location per line, as for tensors and nodes: a training loop repeats the same few lines
         loc = self._location(file, line)
@@ -824,265 +478,6 @@ class Recorder(GraphRecording, HookRecording, SentinelRecording, WindowRecording
             self._name_from_frame_at(loc)
         return event
 
-    def _name_from_frame_at(self, loc: Location) -> None:
-        frame = source.user_frame(3)
-        while frame is not None and (frame.f_code.co_filename != loc.file or frame.f_lineno != loc.line):
-            frame = frame.f_back
-        if frame is not None:
-            self.name_locals(source.frame_variables(frame))
-
-    def name_locals(self, namespace: dict[str, Any], *, modules: bool = False) -> None:
-        """Give tracked tensors found in `namespace` (a frame's locals or a module's globals) their names.
-
-        With `modules`, also name the parameters of the nn.Modules found there: those never called (a frozen module
-        handed to an optimizer), and those only ever called through a submodule. Only at the end, when no module is
-        still half-built.
-        """
-        # asked at every event, over every variable of the frame (a script's globals): tensors first, cheaply
-        live_of = self._live.get
-        tensors = self.trace.tensors
-        for name, value in list(namespace.items()):
-            if isinstance(value, _Tensor):
-                if name.startswith("__"):
-                    continue
-                live = live_of(id(value))
-                if live is not None and live() is value:
-                    names = tensors[live.tid].names
-                    if name not in names:
-                        names.append(name)
-            elif modules and isinstance(value, torch.nn.Module) and not name.startswith("__"):
-                for param_name, param in value.named_parameters():
-                    live = self._live.get(id(param))
-                    if live is None or live() is not param:
-                        continue
-                    param_name = _shown_path(value, param_name)  # a wrapper's part left out (`_orig_mod`, `module`)
-                    known = live.record.parameter
-                    # the outermost module's name wins: `encoder.0.weight` over `0.weight` from a submodule call
-                    if known is None or (len(param_name) > len(known) and param_name.endswith("." + known)):
-                        live.record.parameter = param_name
-                        live.record.origin = "parameter"
-                        self._param_roots[live.tid] = name
-                    elif known == param_name:
-                        # the program's own name for the model the name came from beats a helper's parameter name;
-                        # of two variables here holding the same model (`raw_model = model`), the first bound stays
-                        # (a wrapper of it counts as the model: nanoGPT's `model = DDP(model)`, then `raw_model`)
-                        root = self._param_roots.get(live.tid)
-                        if root is None or unwrapped(namespace.get(root.partition("#")[0])) is not unwrapped(value):
-                            self._param_roots[live.tid] = name
-
-    # ------------------------------------------------------------------ special calls
-    def _where(self) -> tuple[str | None, int | None]:
-        frame = source.user_frame(4)
-        self._here = (frame.f_code.co_filename, _site(frame)[1]) if frame is not None else (None, None)
-        self._here_loc = self._location(*self._here)
-        return self._here
-
-    def _on_data_get(self, func: Any, args: Any, kwargs: Any) -> Any:
-        result = func(*args, **kwargs)
-        try:
-            with _quiet():
-                file, line = self._where()
-                src = self._tid(args[0])
-                seq = next(self._seq)
-                rid = self._track(result, "data", seq, None, file, line, src, self._new_counter("data"))
-                self._alias_event(EventKind.DATA_GET, "data", args[0], rid, file, line)
-        except Exception as exc:
-            self._internal(exc)
-        return result
-
-    def _on_detach(self, func: Any, args: Any, kwargs: Any) -> Any:
-        result = func(*args, **kwargs)
-        try:
-            with _quiet():
-                file, line = self._where()
-                src = self._tid(args[0])
-                seq = next(self._seq)
-                counter = self._counter_of(src)
-                rid = self._track(result, "detach", seq, None, file, line, src, counter)
-                self._alias_event(EventKind.DETACH, "detach", args[0], rid, file, line)
-        except Exception as exc:
-            self._internal(exc)
-        return result
-
-    def _alias_event(
-        self, kind: EventKind, attribute: str, src_tensor: torch.Tensor, rid: str, file: str | None, line: int | None
-    ) -> None:
-        src = self._tid(src_tensor)
-        # the source's grad_fn now, which an in-place op may have changed since it was first seen
-        fn = _grad_fn(src_tensor)
-        grad_fn = self._node(fn) if fn is not None else None
-        version = self.trace.tensors[rid].version
-        data: dict[str, Any] = {"source_grad_fn": grad_fn, "source_requires_grad": src_tensor.requires_grad}
-        event = self._event(kind, file, line, tensor=src, result=rid, op=attribute, data=data)
-        event.versions = [VersionChange(src, _version(src_tensor), _version(src_tensor)), VersionChange(rid, version, version)]
-        if event.location is not None:
-            target = source.assigned_name(event.location.code, attribute)
-            names = self.trace.tensors[rid].names
-            if target and target not in names:
-                names.append(target)
-            expr = source.alias_expression(event.location.code, attribute)
-            if expr:
-                data["expression"] = expr
-
-    def _on_data_set(self, func: Any, args: Any, kwargs: Any) -> Any:
-        target, value = args[0], args[1]
-        try:
-            with _quiet():
-                tid = self._tid(target)
-                old = self._live[id(target)]
-                old_storage = self._storage_ids.get(old.storage) if old.storage is not None else None
-                kept = self._check.before_data_set(self, target) if self._check is not None else None
-        except Exception as exc:
-            self._internal(exc)
-            return func(*args, **kwargs)
-        result = func(*args, **kwargs)
-        try:
-            with _quiet():
-                file, line = self._where()
-                vid = self._tid(value) if isinstance(value, _Tensor) else None
-                live = self._live[id(target)]
-                if live.storage is not None:
-                    self._by_storage.get(live.storage, set()).discard(id(target))
-                live.storage = _storage_key(target)
-                live.byte_range = _byte_span(target)
-                if live.storage is not None:
-                    self._by_storage.setdefault(live.storage, set()).add(id(target))
-                    if live.storage not in self._storage_ids:
-                        self._track(target.detach(), "input")  # registers the new storage
-                event = self._event(
-                    EventKind.DATA_SET,
-                    file,
-                    line,
-                    tensor=tid,
-                    result=vid,
-                    op="data",
-                    data={
-                        "old_storage": old_storage,
-                        "new_storage": self._storage_ids.get(live.storage) if live.storage is not None else None,
-                        "byte_range": list(live.byte_range),
-                    },
-                )
-                if kept is not None:
-                    self._check.after_data_set(kept, target, event)
-        except Exception as exc:
-            self._internal(exc)
-        return result
-
-    def _on_detach_(self, func: Any, args: Any, kwargs: Any) -> Any:
-        target = args[0]
-        try:
-            with _quiet():
-                tid = self._tid(target)
-                grad_fn = self.trace.tensors[tid].grad_fn
-                fn = _grad_fn(target)
-                if fn is not None:
-                    grad_fn = self._node(fn, output=tid)
-        except Exception as exc:
-            self._internal(exc)
-            return func(*args, **kwargs)
-        file, line = self._where()
-        try:
-            result = func(*args, **kwargs)
-        except Exception as exc:
-            self._event(EventKind.DETACH_, file, line, tensor=tid, op="detach_", data={"source_grad_fn": grad_fn, "error": f"{type_name(exc)}: {safe_str(exc)}"})
-            raise
-        try:
-            with _quiet():
-                self._event(EventKind.DETACH_, file, line, tensor=tid, op="detach_", data={"source_grad_fn": grad_fn})
-        except Exception as exc:
-            self._internal(exc)
-        return result
-
-    def _on_requires_grad(self, func: Any, args: Any, kwargs: Any) -> Any:
-        result = func(*args, **kwargs)
-        try:
-            with _quiet():
-                file, line = self._where()
-                flag = args[1] if len(args) > 1 else kwargs.get("requires_grad", True)
-                self._event(EventKind.REQUIRES_GRAD_, file, line, tensor=self._tid(args[0]), op="requires_grad_", data={"requires_grad": bool(flag)})
-        except Exception as exc:
-            self._internal(exc)
-        return result
-
-    def _on_backward(self, func: Any, args: Any, kwargs: Any) -> Any:
-        if self._window is not None and self._window_before_backward():
-            return func(*args, **kwargs)  # the window just closed: this call is the program's alone
-        try:
-            with _quiet(), self._lock:
-                file, line = self._where()
-                is_grad = func is torch.autograd.grad
-                roots_arg = args[0] if args else kwargs.get("tensors", kwargs.get("outputs"))
-                roots = _flatten((roots_arg,), None, [])
-                root_ids = [self._tid(t) for t in roots]
-                reached_nodes, reached_leaves = self._reachable([fn for fn in map(_grad_fn, roots) if fn is not None])
-                inputs_arg = kwargs.get("inputs")
-                if is_grad:
-                    inputs_arg = args[1] if len(args) > 1 else inputs_arg
-                inputs = [self._tid(t) for t in _flatten((inputs_arg,), None, [])] if inputs_arg is not None else None
-                retain = kwargs.get("retain_graph")
-                create = kwargs.get("create_graph", False)
-                data: dict[str, Any] = {
-                    "api": "autograd.grad" if is_grad else ("autograd.backward" if func is torch.autograd.backward else "Tensor.backward"),
-                    "roots": root_ids,
-                    "reached_nodes": reached_nodes,
-                    "reached_leaves": [t for t in reached_leaves if inputs is None or t in inputs],
-                    "inputs": inputs,
-                    "retain_graph": bool(retain if retain is not None else create),
-                }
-                if create:  # a higher-order gradient: part of computing a loss, not a training step's backward
-                    data["create_graph"] = True
-                event = self._event(EventKind.BACKWARD, file, line, tensor=root_ids[0] if root_ids else None, op=data["api"], data=data)
-                self._see_root(_caller(3, func), roots)
-                nested = self._nested_watch(reached_nodes) if not is_grad else None
-                check = self._check
-                measuring = check.before_backward(self, func, args, kwargs, event) if check is not None else None
-        except Exception as exc:
-            self._internal(exc)
-            return _call(_caller(3), func, args, kwargs)
-        try:
-            result = _call(_caller(3), func, args, kwargs)
-        except BaseException as exc:
-            event.data["outcome"] = "error"
-            event.data["error"] = {"type": type_name(exc), "message": safe_str(exc)}  # user code decides __str__
-            if check is not None:
-                try:
-                    with _quiet():
-                        check.backward_failed(measuring, event)
-                except Exception as problem:  # never let bookkeeping replace the program's error
-                    self._internal(problem)
-            raise
-        event.data["outcome"] = "ok"
-        try:
-            with _quiet(), self._lock:
-                if check is not None:
-                    check.after_backward(self, measuring, event, result)
-                if nested:  # leaves a backward nested in this one reached (a reentrant checkpoint's recompute)
-                    known = set(event.data["reached_leaves"])
-                    extra = [t for t in self._nested_reached(nested) if t not in known and (inputs is None or t in inputs)]
-                    if extra:
-                        event.data["reached_leaves"] += extra
-                        event.data["nested_leaves"] = extra
-                self._fresh_grads = {}
-                for tid in event.data["reached_leaves"]:
-                    live = self._by_tid.get(tid)
-                    leaf = live() if live is not None else None
-                    g = leaf.grad if leaf is not None and leaf.requires_grad else None
-                    if g is not None:
-                        self._fresh_grads[tid] = (id(g), _version(g))
-        except Exception as exc:
-            self._internal(exc)
-        return result
-
-def _nested_shape(t: torch.Tensor) -> list[int]:
-    """A nested tensor's shape, -1 for a ragged dimension (a strided nested tensor has no sizes to ask for)."""
-    try:
-        return [size if type(size) is int else -1 for size in t.shape]
-    except RuntimeError:
-        return [t.size(0), *[-1] * (t.dim() - 1)]
-
-
-# special calls that run the program's code (backward's hooks): the lock is not held around them
-_RUNS_PROGRAM_CODE = frozenset({_Tensor.backward, torch.autograd.backward, torch.autograd.grad})
 
 _names: dict[Any, str] = {}
 # torch's resolve_name runs inside warnings.catch_warnings, and every catch_warnings resets the registries behind
@@ -1114,13 +509,3 @@ def _func_name(func: Any) -> str:
         pass
     return name
 
-
-def _module_call(module: Any) -> str:
-    """`nn.ReLU(inplace=True)`: a module as the program constructed it, to name what wrote in place."""
-    kind = type(module)
-    prefix = "nn." if kind.__module__.startswith("torch.nn") else ""
-    try:
-        args = module.extra_repr()
-    except Exception:  # noqa: BLE001 - a user's extra_repr may fail; the class name is enough then
-        args = ""
-    return f"{prefix}{kind.__name__}({args})"
