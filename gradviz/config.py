@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,7 +22,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-__all__ = ["Config", "ConfigError", "accepted", "add_config_options", "apply_config", "find_config", "load_config"]
+__all__ = ["Config", "ConfigError", "accepted", "add_config_options", "find_config", "load_checked", "load_config"]
 
 #: The keys of `[tool.gradviz]` and what each holds (the README's table says the same).
 KEYS = {
@@ -144,31 +145,27 @@ def add_config_options(parser: Any) -> None:
     )
 
 
-def apply_config(options: Any, start: Path, *, script: Path | None = None) -> Config:
-    """The configuration for the program at `start`, merged into the options: --strict, the default step window
-    (when --steps is not given), --allow's kinds checked, and the `# gradviz: ignore[...]` comments of `script`
-    (before it runs: a typo must not cost a training run). ConfigError on a bad table, kind or comment."""
+def load_checked(start: Path, *, allow: Iterable[str], script: Path | None = None) -> Config:
+    """The configuration for the program at `start`, with --allow's kinds checked and the `# gradviz: ignore[...]`
+    comments of `script` (before it runs: a typo must not cost a training run). ConfigError on a bad table, kind or
+    comment. (The front end merges its strict and steps into its options.)"""
     from .suppress import check_comments
 
     config = load_config(start)
-    allowed_kinds(getattr(options, "allow", []) or [], where="--allow")
+    allowed_kinds(list(allow), where="--allow")
     if script is not None:
         check_comments(script)
-    if config.strict and hasattr(options, "strict"):
-        options.strict = True
-    if config.steps is not None and getattr(options, "steps", None) is None and hasattr(options, "default_steps"):
-        options.default_steps = None if config.steps == "all" else config.steps
     return config
 
 
 def accepted(
-    findings: list[Finding], *, options: Any, config: Config, allowed_by: str = "--allow"
+    findings: list[Finding], *, allow: Iterable[str], config: Config, allowed_by: str = "--allow"
 ) -> tuple[list[Finding], list[Suppressed]]:
     """Findings split into those that stand and those accepted (inline comments, --allow or the marker's allow=
     as `allowed_by` says, the table's allow)."""
     from .suppress import split
 
-    kept, by_option = split(findings, allow=getattr(options, "allow", []) or [], allowed_by=allowed_by)
+    kept, by_option = split(findings, allow=list(allow), allowed_by=allowed_by)
     kept, by_table = split(kept, allow=config.allow, allowed_by=f"{config.source}: allow")
     # a comment found in the second pass is still a comment: the order of the passes only picks the reason
     return kept, sorted([*by_option, *by_table], key=lambda s: s.finding.sort_key())

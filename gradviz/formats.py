@@ -19,6 +19,7 @@ from .text import clean, for_terminal
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from .analysis.names import Namer
     from .suppress import Suppressed
 
 #: The choices of `gradviz check --format`; the first is the default.
@@ -169,6 +170,16 @@ def sarif_document(findings: list[Finding], trace: Trace, *, version: str, **opt
     from .sarif import sarif_document as document
 
     return document(findings, trace, version=version, rules=RULES, **options)
+
+
+def ci_text(format: str, findings: list[Finding], trace: Trace, *, version: str, exit_code: int,
+            internal_error: str | None = None, suppressed: Sequence[Suppressed] = (), namer: Namer | None = None) -> str:
+    """What `--format sarif` (one SARIF 2.1.0 log) or `--format github` (one workflow command per finding) prints."""
+    if format == "sarif":
+        document = sarif_document(findings, trace, version=version, exit_code=exit_code, internal_error=internal_error,
+                                  suppressed=suppressed, namer=namer)
+        return dumps(document)
+    return "".join(line + "\n" for line in github_commands(findings, trace))
 
 
 # ---------------------------------------------------------------------------------------------- JSON

@@ -11,8 +11,9 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from .model import LENT
-from .runner_options import OptionsError, check_suffix, parse_magic_line, render_kwargs
-from .window_options import WindowOptionsError, window_kwargs
+from .options import Options
+from .runner_options import OptionsError, check_suffix
+from .window_options import WindowOptionsError
 
 if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
@@ -46,24 +47,22 @@ def _magic(line: str, cell: str) -> None:
 
     shell = get_ipython()
     try:
-        options = parse_magic_line(line)
-        if options.output:
-            check_suffix(_path(options.output))
-        window_kwargs(options)
+        options = Options.from_magic_line(line)
+        for output in options.output:
+            check_suffix(_path(output))
+        options.window()
     except (OptionsError, WindowOptionsError) as exc:
         raise UsageError(str(exc)) from None
     gradviz_cell(shell, cell, options)
 
 
-def gradviz_cell(shell: InteractiveShell, cell: str, options: Any) -> Trace:
+def gradviz_cell(shell: InteractiveShell, cell: str, options: Options) -> Trace:
     """Run `cell` traced in the notebook's namespace, display the diagram, then re-raise the cell's error."""
     __tracebackhide__ = True  # noqa: F841
     from IPython.display import display
 
-    window = window_kwargs(options) if hasattr(options, "steps") else {}
-    if getattr(options, "verify", False):  # --verify: measure how wrong silently corrupted gradients are
-        window["verify"] = True
-    trace, value, error = run_cell_traced(shell, cell, **window)
+    # the step window, and --verify: measure how wrong silently corrupted gradients are
+    trace, value, error = run_cell_traced(shell, cell, **options.tracer_kwargs())
     findings = _diagnose(trace)
     diagram = _render(trace, findings, options)
     if value is not None and not cell.rstrip().endswith(";"):  # a trailing `;` silences the value, as in IPython
@@ -71,8 +70,8 @@ def gradviz_cell(shell: InteractiveShell, cell: str, options: Any) -> Trace:
     display(_shown(diagram))
     if findings:  # the findings' text under the picture, folded: the picture comes first
         display(_FindingsBelow(findings, trace.file_labels))
-    if options.output:
-        _save(diagram, options.output)
+    for output in options.output:  # the magic's -o is given once
+        _save(diagram, output)
     if error is not None:
         raise error.with_traceback(_from_cell(error.__traceback__))
     return trace
@@ -146,10 +145,10 @@ def _diagnose(trace: Trace) -> list[Finding]:
     return list(diagnose(trace))
 
 
-def _render(trace: Trace, findings: list[Finding], options: Any) -> Diagram:
+def _render(trace: Trace, findings: list[Finding], options: Options) -> Diagram:
     from .render import render
 
-    return render(trace, findings=findings, **render_kwargs(options))
+    return render(trace, findings=findings, **options.render_kwargs())
 
 
 # ---------------------------------------------------------------------------------------------- findings displays

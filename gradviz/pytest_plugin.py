@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from types import SimpleNamespace
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -224,9 +223,8 @@ def _analyse(settings: _Settings) -> None:
 
     try:
         found = diagnose(settings.trace) if settings.trace is not None else []
-        marker = SimpleNamespace(allow=sorted(settings.allow))  # the marker's allow= counts as --allow does
-        settings.findings, settings.suppressed = accepted(
-            found, options=marker, config=settings.config or Config(), allowed_by="allow="
+        settings.findings, settings.suppressed = accepted(  # the marker's allow= counts as --allow does
+            found, allow=sorted(settings.allow), config=settings.config or Config(), allowed_by="allow="
         )
     except ConfigError as exc:  # the user's comment, not a bug in gradviz
         settings.bad_comment = f"gradviz: {exc}"

@@ -126,45 +126,6 @@ def add_verify_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def verify_kwargs(options: argparse.Namespace) -> dict[str, Any]:
-    """`verify=True` for the tracer's front doors when --verify was given."""
-    return {"verify": True} if getattr(options, "verify", False) else {}
-
-
-def render_kwargs(options: argparse.Namespace) -> dict[str, Any]:
-    """The keyword arguments for `gradviz.render.render()` that the parsed options ask for."""
-    return {
-        "view": options.view,
-        "max_nodes": options.max_nodes,
-        "collapse_modules": options.collapse_modules,
-        "depth": getattr(options, "depth", None),
-        "show_saved": options.show_saved,
-        "step": getattr(options, "step", None),
-        "show_all": getattr(options, "show_all", False),
-    }
-
-
-def output_paths(options: argparse.Namespace, stem: str, *, rank: int | None = None) -> list[Path]:
-    """Where to write (absolute): each -o as given, else `<stem>.gradviz.<suffix>` in the current folder. Under
-    torchrun (`rank` given) every rank writes its own files: `{rank}` in -o is replaced by the rank number, and
-    a name without it gets `.rank<N>` before its suffix (default: `<stem>.rank<N>.gradviz.svg`)."""
-    given = options.output
-    names = [given] if isinstance(given, str) else list(given or [])
-    if not names:
-        suffix = DEFAULT_SUFFIX.get(options.view, ".svg")
-        names = [f"{stem}.rank{{rank}}.gradviz{suffix}" if rank is not None else f"{stem}.gradviz{suffix}"]
-    paths = []
-    for name in names:
-        if rank is not None:
-            if "{rank}" in name:
-                name = name.replace("{rank}", str(rank))
-            else:
-                path = Path(name)
-                name = str(path.with_name(f"{path.stem}.rank{rank}{path.suffix}"))
-        paths.append(Path(name).expanduser().absolute())
-    return paths
-
-
 def check_suffix(path: Path, *, shown: str | None = None) -> str:
     """The output format of `path`; raises OptionsError naming the valid suffixes for any other."""
     from .render.diagram import SAVE_FORMATS

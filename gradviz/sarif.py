@@ -57,6 +57,7 @@ def sarif_document(
     trace: Trace,
     *,
     version: str,
+    namer: Namer | None = None,
     rules: dict[FindingKind, tuple[str, str]],
     exit_code: int | None = None,
     internal_error: str | None = None,
@@ -66,7 +67,7 @@ def sarif_document(
 ) -> dict[str, Any]:
     """The log: `results` and `notifications` when given (every rank's, merged under torchrun), else made from
     `findings`, `suppressed` and the trace's own error. `internal_error`: gradviz itself failed, so the log is
-    incomplete (executionSuccessful false)."""
+    incomplete (executionSuccessful false). `namer`: as for `sarif_results`."""
     root = source_root()
     invocation: dict[str, Any] = {"executionSuccessful": internal_error is None}
     if exit_code is not None:
@@ -88,7 +89,7 @@ def sarif_document(
         },
         "originalUriBaseIds": {"%SRCROOT%": {"uri": root_uri(root)}},
         "invocations": [invocation],
-        "results": sarif_results(findings, trace, suppressed=suppressed) if results is None else results,
+        "results": sarif_results(findings, trace, suppressed=suppressed, namer=namer) if results is None else results,
         "columnKind": "unicodeCodePoints",
     }
     return {"$schema": SARIF_SCHEMA, "version": "2.1.0", "runs": [run]}
@@ -108,10 +109,14 @@ def script_notifications(trace: Trace, *, who: str = "the script") -> list[dict[
     return [notification]
 
 
-def sarif_results(findings: list[Finding], trace: Trace, *, suppressed: Sequence[Suppressed] = ()) -> list[dict[str, Any]]:
-    """One result per finding, then one per accepted finding carrying its suppression (code scanning closes those)."""
+def sarif_results(
+    findings: list[Finding], trace: Trace, *, suppressed: Sequence[Suppressed] = (), namer: Namer | None = None
+) -> list[dict[str, Any]]:
+    """One result per finding, then one per accepted finding carrying its suppression (code scanning closes those).
+    `namer`: the names the diagnosis gave (`diagnose()`'s result carries them); only hand-made findings without
+    one have the trace named here."""
     kinds = list(FindingKind)
-    namer = Namer(trace)
+    namer = namer or getattr(findings, "namer", None) or Namer(trace)
     results = [_result(finding, trace, kinds.index(finding.kind), namer) for finding in findings]
     for accepted in suppressed:
         result = _result(accepted.finding, trace, kinds.index(accepted.finding.kind), namer)

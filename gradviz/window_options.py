@@ -43,20 +43,22 @@ def add_window_options(parser: argparse.ArgumentParser, *, default: int | None =
     parser.set_defaults(default_steps=default)
 
 
-def window_kwargs(options: argparse.Namespace) -> dict[str, Any]:
-    """`steps` and `stop_after` for `trace_script` / `trace`, from --steps and --stop-after; WindowOptionsError
-    on a bad value."""
-    steps = _count(options.steps, "--steps", allow_all=True) if options.steps is not None else None
-    stop = _count(options.stop_after, "--stop-after", allow_all=False) if options.stop_after is not None else None
+def window_kwargs(
+    *, steps: str | None, stop_after: str | None, default: int | None = None, sentinel: bool = True
+) -> dict[str, Any]:
+    """`steps` and `stop_after` for `trace_script` / `trace`, from --steps and --stop-after as typed (`default`: the
+    window when --steps is not given; `sentinel` False: --no-sentinel); WindowOptionsError on a bad value."""
+    counted = _count(steps, "--steps", allow_all=True) if steps is not None else None
+    stop = _count(stop_after, "--stop-after", allow_all=False) if stop_after is not None else None
     if stop is not None:
-        if options.steps is not None and steps != stop:
-            raise WindowOptionsError(f"--steps {options.steps} and --stop-after {stop} disagree: give one of them")
+        if steps is not None and counted != stop:
+            raise WindowOptionsError(f"--steps {steps} and --stop-after {stop} disagree: give one of them")
         return {"steps": stop, "stop_after": True}
-    if options.steps is None:
-        steps = getattr(options, "default_steps", None)
     if steps is None:
+        counted = default
+    if counted is None:
         return {}
-    return {"steps": steps, "stop_after": False, **({"sentinel": False} if getattr(options, "no_sentinel", False) else {})}
+    return {"steps": counted, "stop_after": False, **({} if sentinel else {"sentinel": False})}
 
 
 def _count(text: Any, option: str, *, allow_all: bool) -> int | None:

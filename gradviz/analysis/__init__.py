@@ -32,13 +32,15 @@ def diagnose(trace: Trace) -> Findings:
     that displays itself as a table in a notebook)."""
     with collector.paused():  # the passes only build indexes and findings: no full collections over the trace
         life = lifetimes(trace)
-        found = Findings(_diagnose(trace, life), file_labels=trace.file_labels)
+        ctx = Context.of(trace)
+        found = Findings(_diagnose(trace, life, ctx), file_labels=trace.file_labels)
         found.lifetimes = life  # the views' picture model reuses them (render/picture.py)
+        found.namer = ctx.facts.namer  # and the names the findings' messages use (the picture, SARIF)
         return found
 
 
-def _diagnose(trace: Trace, life: Lifetimes | None = None) -> list[Finding]:
-    ctx = Context.of(trace)
+def _diagnose(trace: Trace, life: Lifetimes | None = None, ctx: Context | None = None) -> list[Finding]:
+    ctx = Context.of(trace) if ctx is None else ctx
     found = list(cuts(ctx))
     dead = dead_parameter_findings(ctx, found)
     findings = (

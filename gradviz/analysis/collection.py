@@ -10,6 +10,7 @@ from .findings import Finding
 
 if TYPE_CHECKING:
     from .lifetime import Lifetimes
+    from .names import Namer
 
 
 class Findings(list[Finding]):
@@ -22,6 +23,7 @@ class Findings(list[Finding]):
         super().__init__(items)
         self.file_labels: dict[str, str] = dict(file_labels or {})
         self.lifetimes: Lifetimes | None = None  # what diagnose() computed of the graphs' lifetimes, for the views
+        self.namer: Namer | None = None  # the names diagnose() gave tensors, for the views and SARIF
 
     def _repr_html_(self) -> str | None:
         return LENT.findings_html(self, self.file_labels) if LENT.findings_html is not None else None

@@ -26,13 +26,19 @@ __all__ = ["Picture"]
 class Picture:
     """One trace and its findings (in report order), with every derived fact the views share."""
 
-    def __init__(self, trace: Trace, findings: Sequence[Finding] = (), *, life: Lifetimes | None = None) -> None:
-        """`life`: the trace's lifetimes when the caller has them (`diagnose()`'s result carries them)."""
+    def __init__(
+        self, trace: Trace, findings: Sequence[Finding] = (), *, life: Lifetimes | None = None, namer: Namer | None = None
+    ) -> None:
+        """`life` and `namer`: the trace's lifetimes and names when the caller has them (`diagnose()`'s result
+        carries both)."""
         self.trace = trace
         self.findings: list[Finding] = sorted(findings, key=Finding.sort_key)
         life = life if life is not None else getattr(findings, "lifetimes", None)
         if life is not None:
             self.__dict__["lifetimes"] = life  # the cached property's value, computed once by the analysis
+        namer = namer if namer is not None else getattr(findings, "namer", None)
+        if namer is not None and namer.trace is trace:
+            self.__dict__["namer"] = namer  # the names the findings' messages already use
 
     def of(self, trace: Trace, findings: Sequence[Finding]) -> bool:
         """Whether this picture is the one of `trace` and `findings` (a caller passing both checks it can reuse it)."""

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import pytest
 
+from gradviz.options import Options
 from gradviz.ranks import Rank, current_rank
-from gradviz.runner_options import output_paths
 
 
-def _options(*outputs: str, view: str = "graph") -> argparse.Namespace:
-    return argparse.Namespace(output=list(outputs) or None, view=view)
+def output_paths(options: Options, stem: str, *, rank: int | None = None) -> list[Path]:
+    return options.output_paths(stem, rank=rank)
+
+
+def _options(*outputs: str, view: str = "graph") -> Options:
+    return Options("render", output=outputs, view=view)
 
 
 def test_output_names_per_rank(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -86,13 +86,15 @@ def test_check_traces_the_first_100_steps_by_default_and_all_on_request(python_m
 
 def test_steps_all_traces_the_whole_run():
     from gradviz.cli import build_parser
-    from gradviz.window_options import window_kwargs
+    from gradviz.options import Options
 
-    parse = build_parser().parse_args
-    assert window_kwargs(parse(["check", "t.py"])) == {"steps": 100, "stop_after": False}
-    assert window_kwargs(parse(["check", "t.py", "--steps", "all"])) == {}
-    assert window_kwargs(parse(["render", "t.py"])) == {}
-    assert window_kwargs(parse(["render", "t.py", "--stop-after", "7"])) == {"steps": 7, "stop_after": True}
+    def window(*argv: str) -> dict[str, object]:
+        return Options.from_namespace(build_parser().parse_args(list(argv))).window()
+
+    assert window("check", "t.py") == {"steps": 100, "stop_after": False}
+    assert window("check", "t.py", "--steps", "all") == {}
+    assert window("render", "t.py") == {}
+    assert window("render", "t.py", "--stop-after", "7") == {"steps": 7, "stop_after": True}
 
 
 @pytest.mark.parametrize(

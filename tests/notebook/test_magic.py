@@ -153,21 +153,24 @@ def test_an_unwritable_output_is_reported_without_hiding_the_diagram(shell, tmp_
 
 
 def test_magic_options_parser_is_the_clis():
-    from gradviz.runner_options import OptionsError, parse_magic_line, render_kwargs
+    from gradviz.options import Options
+    from gradviz.runner_options import OptionsError, parse_magic_line
 
-    options = parse_magic_line("--view timeline --max-nodes 40 --collapse-modules --no-show-saved")
-    assert render_kwargs(options) == {
+    def render_kwargs(line: str) -> dict[str, object]:
+        return Options.from_magic_line(line).render_kwargs()
+
+    assert render_kwargs("--view timeline --max-nodes 40 --collapse-modules --no-show-saved") == {
         "view": "timeline", "max_nodes": 40, "collapse_modules": True, "depth": None, "show_saved": False,
         "step": None, "show_all": False,
     }
-    assert render_kwargs(parse_magic_line("")) == {
+    assert render_kwargs("") == {
         "view": "graph", "max_nodes": None, "collapse_modules": False, "depth": None, "show_saved": True,
         "step": None, "show_all": False,
     }
-    assert render_kwargs(parse_magic_line("--view memory --show-all"))["show_all"] is True
-    assert render_kwargs(parse_magic_line("--step 3"))["step"] == 3
-    assert render_kwargs(parse_magic_line("--depth 2"))["depth"] == 2
-    assert render_kwargs(parse_magic_line("--depth all"))["depth"] == "all"
+    assert render_kwargs("--view memory --show-all")["show_all"] is True
+    assert render_kwargs("--step 3")["step"] == 3
+    assert render_kwargs("--depth 2")["depth"] == 2
+    assert render_kwargs("--depth all")["depth"] == "all"
     with pytest.raises(OptionsError, match="--depth: expected a whole number or 'all', got 'deep'"):
         parse_magic_line("--depth deep")
     with pytest.raises(OptionsError, match="--max-nodes: expected a whole number, got 'many'"):

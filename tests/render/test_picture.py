@@ -45,15 +45,16 @@ def _count(monkeypatch: pytest.MonkeyPatch) -> collections.Counter[str]:
 
 
 def test_every_view_reads_one_picture(gan_trace: gradviz.Trace, monkeypatch: pytest.MonkeyPatch) -> None:
-    findings = gradviz.diagnose(gan_trace)
     calls = _count(monkeypatch)
+    findings = gradviz.diagnose(gan_trace)
     picture = Picture(gan_trace, findings)
     for view in ("graph", "memory", "timeline", "report", "graph-memory"):
         diagram = gradviz.render(gan_trace, view, findings=findings, picture=picture)
         assert diagram.picture is picture
-    # three steps of one shape: split once, rolled once, one module tree, one lifetimes (diagnose's), one Namer
+    # three steps of one shape: split once, rolled once, one module tree; one lifetimes and one Namer, diagnose's
     assert len(picture.steps) == 3
-    assert calls == {"split_steps": 1, "roll_steps": 1, "module_hierarchy": 1, "annotate": 1, "Namer": 1}
+    assert calls == {"split_steps": 1, "roll_steps": 1, "module_hierarchy": 1, "annotate": 1, "lifetimes": 1, "Namer": 1}
+    assert picture.namer is findings.namer
 
 
 def test_render_without_findings_diagnoses_once_and_reuses_its_lifetimes(
