@@ -309,9 +309,10 @@ def test_buffers_and_state_dict_aliases_are_summed_up(trace_of) -> None:  # type
 # ---------------------------------------------------------------------- names derived once per drawing
 def test_one_namer_per_memory_view(gallery: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every label of the memory view (tensors, counters, storages, writes, the parameter table, the notes) reads one
-    `Namer`: the picture's. render() builds one per call, and so does memory_digraph() called without a picture."""
+    `Namer`: the one diagnose() built for its passes, which its findings carry. Findings made otherwise (a plain
+    list): render() and memory_digraph() build one per call."""
     trace = gradviz.trace_script(gallery / "plot_14_ema_data_between.py")
-    findings = gradviz.diagnose(trace)  # the analysis names its evidence with a Namer of its own, built here
+    findings = gradviz.diagnose(trace)  # the analysis names its evidence with the run's Namer, built here
     built: list[Trace] = []
     real_init = names.Namer.__init__
 
@@ -321,11 +322,11 @@ def test_one_namer_per_memory_view(gallery: Path, monkeypatch: pytest.MonkeyPatc
 
     monkeypatch.setattr(names.Namer, "__init__", init)
     first = render(trace, "memory", findings=findings).source
-    assert built == [trace]
-    second = render(trace, "memory", findings=findings).source
-    assert built == [trace, trace] and second == first
-    direct = memory_digraph(trace, findings).source
-    assert len(built) == 3 and direct == first
+    assert built == []  # the diagnosis' own
+    second = render(trace, "memory", findings=list(findings)).source
+    assert built == [trace] and second == first
+    direct = memory_digraph(trace, list(findings)).source
+    assert built == [trace, trace] and direct == first
     # the drawing names tensors in every place a name appears: a write's box, the parameter table, the notes
     text = html.unescape(first)
     assert "line 26: pt.data.mul_(0.99).add_(0.01 * ps.data)" in text
