@@ -5,6 +5,9 @@ from __future__ import annotations
 from .. import collector
 from ..model import Trace
 from .collection import Findings
+from .context import Context
+from .cuts import cut_edge_findings, cuts
+from .dead_parameters import dead_parameter_findings
 from .findings import EVIDENCE_LIMIT, Finding, FindingKind, Severity
 from .graphs import Dataflow, autograd_graph, dataflow_graph
 from .lifetime import (
@@ -14,15 +17,8 @@ from .lifetime import (
     kept_alive,
     lifetimes,
 )
-from .updates import manual_update_findings
-from .passes import (
-    Context,
-    cut_edge_findings,
-    cuts,
-    dead_parameter_findings,
-    saved_tensor_findings,
-    update_without_gradient_findings,
-)
+from .saved_tensors import saved_tensor_findings
+from .updates import manual_update_findings, update_without_gradient_findings
 
 __all__ = ["Dataflow", "Finding", "FindingKind", "Findings", "Severity", "autograd_graph", "dataflow_graph", "diagnose"]
 
