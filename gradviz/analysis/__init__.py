@@ -9,14 +9,10 @@ from .context import Context
 from .cuts import cut_edge_findings, cuts
 from .dead_parameters import dead_parameter_findings
 from .findings import EVIDENCE_LIMIT, Finding, FindingKind, Severity
+from .freed_graph import backward_through_freed_graph_findings
 from .graphs import Dataflow, autograd_graph, dataflow_graph
-from .lifetime import (
-    Lifetimes,
-    backward_through_freed_graph_findings,
-    graph_kept_alive_findings,
-    kept_alive,
-    lifetimes,
-)
+from .kept_alive import graph_kept_alive_findings, kept_alive
+from .lifetime import Lifetimes, lifetimes
 from .saved_tensors import saved_tensor_findings
 from .updates import manual_update_findings, update_without_gradient_findings
 

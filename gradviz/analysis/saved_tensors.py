@@ -26,7 +26,6 @@ def _pytorch_versions(trace: Trace, backward: Event) -> tuple[str, str] | None:
     return (found.group(1), found.group(2)) if found else None
 
 
-
 @dataclass
 class _Write:
     event: Event
