@@ -1,4 +1,5 @@
-"""Analysis: from a trace (plain data, no torch) to findings about cut edges, dead parameters and saved tensors."""
+"""Analysis: from a trace (plain data, no torch) to findings about cut edges, dead parameters, saved tensors, updates
+without gradient and graph lifetimes; `diagnose` runs every pass, one module per family of kinds."""
 
 from __future__ import annotations
 

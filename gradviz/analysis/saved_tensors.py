@@ -1,7 +1,7 @@
-"""Saved tensors changed behind autograd's back: written in place through an alias that shares their version counter
-(`poisoned_saved_tensor`: backward raises), their bytes changed where no version moves (`.data`, a pack hook, batch
-norm's running statistics) or their `.data` swapped (`silently_corrupted_saved_tensor`: gradients silently wrong),
-or detached in place (`detach_inplace_saved`)."""
+"""Saved tensors changed while a graph still needs them: written in place through a tensor that shares their version
+counter, themselves included (`poisoned_saved_tensor`: backward raises); their bytes changed where no version moves
+(an alias made by `.data`, a pack hook, batch norm's running statistics) or their `.data` swapped
+(`silently_corrupted_saved_tensor`: gradients silently wrong); detached in place (`detach_inplace_saved`)."""
 
 from __future__ import annotations
 
