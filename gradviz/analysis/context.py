@@ -1,5 +1,5 @@
-"""What every finding pass shares: the trace's graphs and backwards, computed once (`Context`), and the wording
-of tensors, aliases and lines in messages."""
+"""What the cut, dead-parameter, saved-tensor and update passes share: the trace's graphs and backwards, computed
+once (`Context`), and how messages word tensors, aliases and lines (`source_line` serves the lifetime passes too)."""
 
 from __future__ import annotations
 

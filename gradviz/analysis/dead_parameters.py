@@ -189,7 +189,7 @@ def _model_of(record: TensorRecord) -> str | None:
 def _explaining_cuts(ctx: Context, leaves: set[str], found: list[Cut]) -> dict[str, Cut]:
     """For each leaf, the first cut whose source it flowed into (or is): the cut that kept its gradient away."""
     ordered = sorted(found, key=lambda cut: cut.event.seq)
-    sources = first_source_reached(ctx.flow, leaves, [(cut.event.seq, cut.event.tensor) for cut in ordered])  # type: ignore[misc]  # (as above)
+    sources = first_source_reached(ctx.flow, leaves, [(cut.event.seq, cut.event.tensor) for cut in ordered])  # type: ignore[misc]  # (a cut's event names its tensor)
     explained: dict[str, Cut] = {}
     for number, cut in enumerate(ordered):
         for leaf in sources[number]:
