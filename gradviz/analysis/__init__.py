@@ -1,28 +1,21 @@
-"""Analysis: from a trace (plain data, no torch) to findings about cut edges, dead parameters and saved tensors."""
+"""Analysis: from a trace (plain data, no torch) to findings about cut edges, dead parameters, saved tensors, updates
+without gradient and graph lifetimes; `diagnose` runs every pass, one module per family of kinds."""
 
 from __future__ import annotations
 
 from .. import collector
 from ..model import Trace
 from .collection import Findings
+from .context import Context
+from .cuts import cut_edge_findings, cuts
+from .dead_parameters import dead_parameter_findings
 from .findings import EVIDENCE_LIMIT, Finding, FindingKind, Severity
+from .freed_graph import backward_through_freed_graph_findings
 from .graphs import Dataflow, autograd_graph, dataflow_graph
-from .lifetime import (
-    Lifetimes,
-    backward_through_freed_graph_findings,
-    graph_kept_alive_findings,
-    kept_alive,
-    lifetimes,
-)
-from .updates import manual_update_findings
-from .passes import (
-    Context,
-    cut_edge_findings,
-    cuts,
-    dead_parameter_findings,
-    saved_tensor_findings,
-    update_without_gradient_findings,
-)
+from .kept_alive import graph_kept_alive_findings, kept_alive
+from .lifetime import Lifetimes, lifetimes
+from .saved_tensors import saved_tensor_findings
+from .updates import manual_update_findings, update_without_gradient_findings
 
 __all__ = ["Dataflow", "Finding", "FindingKind", "Findings", "Severity", "autograd_graph", "dataflow_graph", "diagnose"]
 

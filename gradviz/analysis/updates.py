@@ -1,11 +1,13 @@
-"""Parameter updates outside torch.optim (`p.data.mul_`, `p.mul_` under no_grad, `p.copy_`) that no gradient drove."""
+"""Parameter updates that no gradient drove (`update_without_gradient`): an optimizer's step() moving a parameter no
+backward reached, and updates outside torch.optim (`p.data.mul_`, `p.mul_` under no_grad, `p.copy_`)."""
 
 from __future__ import annotations
 
 import bisect
 from collections.abc import Set as AbstractSet
 
-from ..model import EventKind, Trace
+from ..model import Event, EventKind, Trace
+from .context import Context, line_of
 from .findings import Finding, FindingKind
 from .names import statement
 
@@ -93,4 +95,86 @@ def manual_update_findings(trace: Trace, dead: AbstractSet[str] = frozenset()) -
                 affected_backward=latest.seq,
             )
         )
+    return findings
+
+
+# ------------------------------------------------------------------------------------------ optimizer steps
+def _given_in_step_finding(
+    ctx: Context, event: Event, tid: str, latest: Event | None, file: str | None, line: int | None, code: str
+) -> Finding:
+    """The parameter had no `.grad`; the optimizer's own step() gave it one (`p.grad = torch.zeros_like(p)`) and then
+    moved it: the line to change is that one, not the program's call of step()."""
+    name = ctx.name(tid)
+    optimizer = event.data.get("optimizer", "The optimizer")
+    at = event.data.get("grad_given_at")
+    where = f" at line {at[1]} (`{at[2]}`)" if at else ""
+    if at:
+        file, line, code = at[0], at[1], at[2]
+    label = ctx.trace.tensors[tid].label
+    return Finding(
+        FindingKind.UPDATE_WITHOUT_GRADIENT,
+        file,
+        line,
+        f"{name} had no `.grad` when {optimizer}.step() was called at line {ctx.where(event)[1]}: no backward "
+        f"reached it. The step gave it a gradient itself{where}, then its update (momentum, weight decay) moved it "
+        "all the same, so a parameter meant to stay put changed.",
+        f"In step(), skip a parameter whose `.grad` is None (`if p.grad is None: continue`, as torch's optimizers "
+        f"do) instead of giving it a gradient{where}; or leave `{label}` out of the optimizer.",
+        parameter=label,
+        code=code,
+        tensors=[tid],
+        events=[event.seq] + ([latest.seq] if latest else []),
+        affected_backward=latest.seq if latest else None,
+    )
+
+
+def update_without_gradient_findings(ctx: Context) -> list[Finding]:
+    trace = ctx.trace
+    findings = []
+    backward_seqs = [backward.seq for backward in ctx.backwards]
+    previous_step: dict[object, int] = {}
+    for event in trace.events_of(EventKind.OPTIMIZER_STEP):
+        before = bisect.bisect_left(backward_seqs, event.seq)
+        latest = ctx.backwards[before - 1] if before else None
+        # gradients accumulate over every backward since this optimizer's previous step (gradient accumulation)
+        optimizer = event.data.get("optimizer_id", event.data.get("optimizer"))
+        since = bisect.bisect_right(backward_seqs, previous_step.get(optimizer, -1))
+        previous_step[optimizer] = event.seq
+        got = {leaf for backward in ctx.backwards[since:before] for leaf in backward.data.get("reached_leaves", [])}
+        for tid in event.data.get("changed", []):
+            if tid in got or event.data.get("grads", {}).get(tid) == "written":
+                continue  # (a gradient the program wrote into `.grad` itself is a gradient too)
+            file, line, code = ctx.where(event)
+            grad = event.data.get("grads", {}).get(tid)
+            if tid in event.data.get("grad_given", ()):
+                findings.append(_given_in_step_finding(ctx, event, tid, latest, file, line, code))
+                continue
+            held = {
+                "zero": "its `.grad` held only zeros (left by `zero_grad(set_to_none=False)`)",
+                "nonzero": "its `.grad` still held a gradient from an earlier backward",
+                "none": "it had no `.grad`",
+            }.get(grad or "", "it had no fresh gradient")
+            last = (
+                f"any backward since the previous step (the latest: {line_of(latest)})"
+                if latest is not None
+                else "any backward"
+            )
+            findings.append(
+                Finding(
+                    FindingKind.UPDATE_WITHOUT_GRADIENT,
+                    file,
+                    line,
+                    f"{event.data.get('optimizer', 'The optimizer')}.step() at line {line} changed "
+                    f"{ctx.name(tid)} although no gradient reached it in {last}: {held}, and momentum or weight "
+                    "decay still moved it. detach() does not stop parameter updates.",
+                    "Use `optimizer.zero_grad(set_to_none=True)` (the default) so parameters without a gradient are "
+                    f"skipped, or leave `{trace.tensors[tid].label}` out of the optimizer / `requires_grad_(False)` "
+                    "if it is frozen.",
+                    parameter=trace.tensors[tid].label,
+                    code=code,
+                    tensors=[tid],
+                    events=[event.seq] + ([latest.seq] if latest else []),
+                    affected_backward=latest.seq if latest else None,
+                )
+            )
     return findings

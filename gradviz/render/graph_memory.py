@@ -5,7 +5,8 @@ from __future__ import annotations
 import io
 from typing import TYPE_CHECKING
 
-from ..analysis.lifetime import MemoryProfile, memory_profile, size_text
+from ..analysis.lifetime import size_text
+from ..analysis.memory_profile import MemoryProfile, memory_profile
 
 if TYPE_CHECKING:
     from ..analysis.findings import Finding

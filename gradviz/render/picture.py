@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING
 
 from ..analysis.findings import Finding
 from ..analysis.hierarchy import Hierarchy, module_hierarchy
-from ..analysis.lifetime import Lifetimes, MemoryProfile, lifetimes, memory_profile
+from ..analysis.lifetime import Lifetimes, lifetimes
+from ..analysis.memory_profile import MemoryProfile, memory_profile
 from ..analysis.names import Namer
 from .annotate import Annotations, annotate
 from .steps import Step, StepRoll, roll_steps, split_steps

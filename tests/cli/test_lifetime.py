@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 
 import gradviz
-from gradviz.analysis.lifetime import memory_profile, size_text
+from gradviz.analysis.lifetime import size_text
+from gradviz.analysis.memory_profile import memory_profile
 
 from .conftest import GALLERY
 

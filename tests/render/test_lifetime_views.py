@@ -8,7 +8,7 @@ import pytest
 
 import gradviz
 from gradviz.analysis import FindingKind, diagnose
-from gradviz.analysis.lifetime import memory_profile
+from gradviz.analysis.memory_profile import memory_profile
 from gradviz.render import render
 
 GALLERY = Path(__file__).resolve().parents[2] / "gallery"

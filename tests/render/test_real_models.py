@@ -248,7 +248,7 @@ def test_no_recorder_id_in_any_output(program: Path, tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------------- the graph-memory chart shows what grows
 def _nodes_at_backwards(trace: Trace) -> list[int]:
-    from gradviz.analysis.lifetime import memory_profile
+    from gradviz.analysis.memory_profile import memory_profile
 
     profile = memory_profile(trace)
     counts = []

@@ -1,0 +1,242 @@
+"""Backward through a freed graph (`backward_through_freed_graph`): a backward that runs again through saved tensors an
+earlier backward freed, or a value alive at the end built on such a graph (a carried state without `.detach()`)."""
+
+from __future__ import annotations
+
+import ast
+
+from ..model import Event, EventKind, Trace
+from .findings import Finding, FindingKind, LifetimeEvidence
+from .lifetime import END, Lifetimes, freed_with_saved, program_holders
+from .names import statement
+
+
+def _held_as(trace: Trace, tid: str) -> str | None:
+    """How the program's code names a tensor: its variable or parameter, else the one target of the assignment whose
+    value it is (`self.mem` in `self.mem = torch.tanh(self.fc(x) + self.mem)`: state kept in an attribute, which the
+    tracer does not see as a variable); None when the code gives it no name."""
+    record = trace.tensors[tid]
+    if record.names or record.parameter:
+        return record.label
+    where = record.created
+    if where is None or not where.code:
+        return None
+    try:
+        body = ast.parse(statement(where.code)).body
+    except SyntaxError:
+        return None
+    stmt = body[0] if len(body) == 1 else None
+    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+        target: ast.expr = stmt.targets[0]
+    elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
+        target = stmt.target
+    else:
+        return None
+    if not isinstance(target, (ast.Name, ast.Attribute, ast.Subscript)):
+        return None  # `h, c = lstm(x)`: which one is this?
+    # the statement's value: made by the last call of the statement (`tanh` after `fc` and `+`)
+    ops = trace.ops
+    made = next((i for i, op in enumerate(ops) if tid in op.outputs and tid not in op.inputs), None)
+    if made is None or (made + 1 < len(ops) and (ops[made + 1].file, ops[made + 1].line) == (where.file, where.line)):
+        return None
+    return ast.unparse(target)
+
+
+def _bridges(trace: Trace, life: Lifetimes, reached: list[str], at: int) -> list[tuple[str, str]]:
+    """(new node, old node it feeds on): where a graph built after a backward reuses a graph that backward freed.
+
+    `old` was made before the freeing and leads to saved tensors freed then (it may be a node the backward did not
+    pass itself: the hidden-state output of an RNN call whose other output was the loss); `new` was made after.
+    AccumulateGrad nodes (a parameter's) outlive every backward: feeding on them is no reuse."""
+    nodes = trace.nodes
+    if not life.freed_at:
+        return []
+    first_freeing = min(life.freed_at.values())
+    if not any(nodes[n].seq > first_freeing for n in reached):
+        return []  # every node was made before any backward freed anything: nothing built on a freed graph
+    members = set(reached)
+    # the earliest freeing, before `at`, of saved tensors each node leads to: children first
+    freed_before: dict[str, int] = {}
+    for nid in sorted(members, key=lambda n: (nodes[n].seq, -int(n[1:]))):
+        node = nodes[nid]
+        best = life.freed_at[nid] if freed_with_saved(trace, life, nid, at) else END
+        for nxt in node.next:
+            if nxt is not None and nxt in freed_before and freed_before[nxt] < best:
+                best = freed_before[nxt]
+        freed_before[nid] = best
+    found = []
+    for nid in sorted(members, key=lambda n: (nodes[n].seq, int(n[1:]))):
+        node = nodes[nid]
+        for nxt in node.next:
+            if nxt is None or nxt not in freed_before or nodes[nxt].variable is not None:
+                continue
+            freed = freed_before[nxt]
+            if freed < END and nodes[nxt].seq < freed < node.seq:
+                found.append((nid, nxt))
+                break
+    return found
+
+
+def backward_through_freed_graph_findings(trace: Trace, life: Lifetimes) -> list[Finding]:
+    findings = []
+    by_seq = {e.seq: e for e in trace.events}
+    carriers: dict[str, str] = {}  # node id -> the first tensor whose grad_fn it is
+    for record in trace.tensors.values():
+        if record.grad_fn is not None and record.origin != "saved":
+            carriers.setdefault(record.grad_fn, record.id)
+    checked: set[str] = set()
+    for event in trace.events_of(EventKind.BACKWARD):
+        reached = event.data.get("reached_nodes", [])
+        freed = [n for n in reached if freed_with_saved(trace, life, n, event.seq)]
+        if not freed:
+            continue
+        checked.update(reached)
+        bridges = _bridges(trace, life, reached, event.seq)
+        bridge = bridges[0] if bridges else None
+        findings.append(_freed_finding(trace, life, bridge, freed[0], event, by_seq, carriers, predicted=False))
+    # values alive at the end built on a freed graph: the next backward through them will raise
+    reported: set[tuple[object, object]] = set()
+    for bridge in _bridges_at_end(trace, life, checked):
+        created = trace.nodes[bridge[0]].created
+        where = (created.file, created.line) if created else (None, None)
+        if where not in reported:
+            reported.add(where)
+            findings.append(_freed_finding(trace, life, bridge, bridge[1], None, by_seq, carriers, predicted=True))
+    return findings
+
+
+def _bridges_at_end(trace: Trace, life: Lifetimes, checked: set[str]) -> list[tuple[str, str]]:
+    """(node, freed node it feeds on) for the values the program holds at the end whose backward would run into
+    saved tensors a backward freed, though their own graph is not spent.
+
+    A value's own graph is the nodes that save tensors nearest to its grad_fn (through nodes that save nothing, an
+    `add`, a `mean`): when a backward freed any of them, the value is spent (the last step's `loss`, a running sum
+    of backwarded losses) and nobody backwards it again. Otherwise, reaching freed saved tensors, it is built on a
+    freed graph: a state carried across backward calls without `.detach()`, or a value an earlier step made on a
+    graph a later backward freed (a stored loss whose hidden state the next step's backward ran through). The
+    bridge is where its graph enters the freed part: a node the freeing backward did not run through, feeding on
+    one it did. Nodes in `checked` (a backward through them already raised) are reported with that backward."""
+    nodes = trace.nodes
+    if not life.freed_at:
+        return []
+    spent: dict[str, bool] = {}  # a backward freed the saved tensors nearest to the node
+    reaches: dict[str, bool] = {}  # a backward through the node would run into freed saved tensors
+    for node in sorted(nodes.values(), key=lambda n: (n.seq, -int(n.id[1:]))):  # what a node feeds on first
+        below = [n for n in node.next if n is not None]
+        freed = freed_with_saved(trace, life, node.id, END)
+        spent[node.id] = freed if node.saved else any(spent.get(n, False) for n in below)
+        reaches[node.id] = freed or any(reaches.get(n, False) for n in below)
+    # values the program itself can reach for: bound to one of its variables (now or when it was made) or held by
+    # its objects at the end; a library's own cache (a Distribution's lazily computed `probs`) is nobody's to
+    # backward through
+    roots = [
+        root for tid, root in program_holders(trace, life)
+        if reaches[root] and not spent[root] and (trace.tensors[tid].names or tid in trace.held_at_end)
+    ]
+    found = []
+    seen = set(checked)
+    for root in roots:
+        for nid in life.reachable(root, seen):
+            for nxt in nodes[nid].next:
+                if (
+                    nxt is not None and reaches[nxt] and nxt in life.freed_at
+                    and life.freed_at.get(nid, END) > life.freed_at[nxt]
+                ):
+                    found.append((nid, nxt))
+                    break
+    return sorted(found, key=lambda b: nodes[b[0]].seq)
+
+
+def _freeing_below(trace: Trace, life: Lifetimes, start: str, by_seq: dict[int, Event]) -> Event | None:
+    """The backward that freed the saved tensors `start` leads to (it may not have passed `start` itself)."""
+    seen: set[str] = set()
+    for nid in life.reachable(start, seen):
+        if freed_with_saved(trace, life, nid, END):
+            return by_seq.get(life.freed_at[nid])
+    return None
+
+
+def _freed_finding(
+    trace: Trace,
+    life: Lifetimes,
+    bridge: tuple[str, str] | None,
+    freed_node: str,
+    backward: Event | None,
+    by_seq: dict[int, Event],
+    carriers: dict[str, str],
+    *,
+    predicted: bool,
+) -> Finding:
+    nodes = trace.nodes
+    old = bridge[1] if bridge else freed_node
+    freeing = by_seq.get(life.freed_at.get(old, -1)) or _freeing_below(trace, life, old, by_seq)
+    freeing_line = freeing.location.line if freeing and freeing.location else None
+    carrier = trace.tensors[carriers[old]] if old in carriers else None
+    held_as = _held_as(trace, carrier.id) if carrier is not None else None
+    value = f"`{held_as}`" if held_as else "a value"
+    # built before the freeing, on a branch that backward passed by: the program reaches for it only by a backward
+    # of its own (a state carried into a new graph after the freeing is what its next step backpropagates)
+    side_branch = False
+    file: str | None
+    line: int | None
+    where = nodes[bridge[0]].created if bridge is not None else None
+    if bridge is not None and where is not None:
+        file, line, code = where.file, where.line, where.code.strip()
+        if freeing is not None and nodes[bridge[0]].seq < freeing.seq:
+            side_branch = True
+            # built before the freeing, on a branch that backward did not run through (a stored loss whose hidden
+            # state the next step's backward freed)
+            how = (
+                f"`{statement(code)}` at line {line} built a graph on {value} (output of {nodes[old].name}), and the backward "
+                f"at line {freeing_line} later freed {value}'s graph without running through that branch"
+            )
+        else:
+            how = (
+                f"{value} (output of {nodes[old].name}) still carries the graph that the backward at line "
+                f"{freeing_line} freed, and `{statement(code)}` at line {line} builds the new graph on it"
+            )
+    else:
+        loc = backward.location if backward else None
+        file, line, code = (loc.file, loc.line, loc.code.strip()) if loc else (None, None, "")
+        how = f"it runs again through the graph that the backward at line {freeing_line} already freed"
+    if predicted and side_branch:
+        then = (
+            "Note: the program does not backpropagate it, and need not; a backward of it would raise \"Trying to "
+            "backward through the graph a second time\"."
+        )
+    elif predicted:
+        then = "No backward has run through it yet: calling backward will raise \"Trying to backward through the graph a second time\"."
+    elif backward is not None and backward.data.get("outcome") == "error":
+        then = f"The backward at line {backward.location.line if backward.location else '?'} raised \"Trying to backward through the graph a second time\"."
+    else:
+        then = f"The backward at line {backward.location.line if backward and backward.location else '?'} runs through freed buffers."
+    fix = (
+        "Nothing to do unless you mean to backpropagate it: then call that backward before the other one frees the "
+        "shared part, or pass `retain_graph=True` to the first."
+        if predicted and side_branch
+        else f"Detach the carried state where each chunk starts (`{held_as or 'hidden'} = "
+        f"{held_as or 'hidden'}.detach()`, truncated backpropagation through time). "
+        "`retain_graph=True` is almost never the fix: it keeps every earlier chunk's graph alive, backpropagates into "
+        "all of them, and after `optimizer.step()` raises the in-place error instead."
+    )
+    return Finding(
+        FindingKind.BACKWARD_THROUGH_FREED_GRAPH,
+        file,
+        line,
+        f"{how}. {then}",
+        fix,
+        code=code,
+        tensors=[carrier.id] if carrier else [],
+        nodes=[n for n in (bridge or (old,))],
+        events=[e for e in (freeing.seq if freeing else None, backward.seq if backward else None) if e is not None],
+        affected_backward=backward.seq if backward else None,
+        predicted=predicted,
+        note=predicted and side_branch,
+        evidence=[
+            LifetimeEvidence(
+                holder=carrier.id if carrier else None,
+                holder_name=carrier.label if carrier and (carrier.names or carrier.parameter) else None,
+                node=old,
+            )
+        ],
+    )

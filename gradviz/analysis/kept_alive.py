@@ -1,0 +1,206 @@
+"""Graphs kept alive (`graph_kept_alive`): values stored at one line (`losses.append(loss)`, `total += loss`) that
+keep the autograd graphs of many steps or loop iterations alive until the end of the run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..model import EventKind, NodeRecord, Trace
+from .context import source_line
+from .findings import Finding, FindingKind, LifetimeEvidence
+from .lifetime import END, Lifetimes, freed_with_saved, program_holders, size_text
+from .names import statement
+from .stores import in_loop_of, storing_lines
+
+
+@dataclass
+class KeptAlive:
+    """Graphs of many steps kept alive by values stored at one line."""
+
+    line: int | None
+    file: str | None
+    holders: list[str]  # tensor ids alive at the end that hold them
+    roots: list[str]  # each holder's grad_fn
+    nodes: list[str]  # the nodes they keep
+    steps: int  # how many steps' (or loop iterations') graphs are held
+    saved_bytes: int  # bytes of saved tensors not yet freed among them
+    first_seq: int  # when the first graph they keep was made (growth starts)
+    store_code: str = ""
+    across_backwards: bool = True  # the graphs held span backward calls (steps), else loop iterations
+
+
+def kept_alive(trace: Trace, life: Lifetimes) -> list[KeptAlive]:
+    nodes = trace.nodes
+    reached: set[str] = set()
+    # (a gradient taken with create_graph=True runs through a graph without ending a step: not a backward here)
+    step_backwards = [e for e in trace.events_of(EventKind.BACKWARD) if not e.data.get("create_graph")]
+    for event in step_backwards:
+        reached.update(event.data.get("reached_nodes", []))
+    seen: set[str] = set()
+    groups: dict[tuple[str | None, int | None], KeptAlive] = {}
+    by_creation: dict[tuple[str | None, int | None, str | None], list[tuple[str, str, list[str]]]] = {}
+    holders = program_holders(trace, life)
+    for tid, root in sorted(holders, key=lambda h: trace.tensors[h[0]].seq):
+        held = [n for n in life.reachable(root, seen) if nodes[n].variable is None]
+        # a chain matters only across backward calls or where no backward ran: skip the search otherwise
+        spans = bool(held) and (
+            life.episode(min(nodes[n].seq for n in held)) != life.episode(max(nodes[n].seq for n in held))
+            or not reached.issuperset(held)
+        )
+        chain = _accumulation_chain(life, held, seen) if spans else None
+        if chain is not None:
+            file, line, links = chain
+            episodes = {life.episode(nodes[n].seq) for n in links}
+            executions = len({life.execution(nodes[n].seq) for n in links})
+            if len(episodes) >= 2 or (executions >= 2 and not reached & set(links)):
+                steps = len(episodes) if len(episodes) >= 2 else executions
+                _add(groups, file, line, tid, root, held, steps, life)
+                groups[(file, line)].across_backwards = len(episodes) >= 2
+                continue
+        created = nodes[root].created
+        # one key per line and module: twelve layers each caching `self.attn = attn` in one forward are twelve
+        # modules, not twelve steps
+        key = (created.file, created.line, nodes[root].module) if created else (None, None, nodes[root].module)
+        by_creation.setdefault(key, []).append((tid, root, held))
+    for (file, line, _module), members in by_creation.items():
+        if len(members) < 2:
+            continue  # the loop variable holding the last step's graph
+        episodes = {life.episode(nodes[root].seq) for _, root, _ in members}
+        # a value no backward ever ran through, stored again each iteration (validation, a skipped step)
+        never_backwarded = any(root not in reached for _, root, _ in members)
+        executions = len({life.execution(nodes[root].seq) for _, root, _ in members})
+        # a backward in the loop that made them ran through them: the next cycle stores more after it (gradient
+        # accumulation whose losses are also stored), however few cycles this run had
+        roots = {root for _, root, _ in members}
+        if len(episodes) < 2 and not (never_backwarded and executions >= 2) and not (
+            executions >= 2 and any(
+                roots.intersection(event.data.get("reached_nodes", [])) and in_loop_of(trace, file, line, event)
+                for event in step_backwards
+            )
+        ):
+            continue  # kept for one later backward (losses summed before one backward)
+        names = {name for tid, _, _ in members for name in trace.tensors[tid].names}
+        found = storing_lines(trace, file, line, names)
+        if not found and all(trace.held_at_end.get(tid) == "names" for tid, _, _ in members):
+            continue  # a few variables (`previous, last = last, loss`): as many however long the loop runs
+        stores: list[tuple[int | None, str]] = [s for s in found if (file, s[0]) not in groups] or [(line, "")]
+        steps = len(episodes) if len(episodes) >= 2 else executions
+        for store_line, store_code in stores[:1]:
+            for tid, root, held in members:
+                _add(groups, file, store_line, tid, root, held, steps, life, store_code)
+            groups[(file, store_line)].across_backwards = len(episodes) >= 2
+    return list(groups.values())
+
+
+def _add(
+    groups: dict[tuple[str | None, int | None], KeptAlive],
+    file: str | None,
+    line: int | None,
+    tid: str,
+    root: str,
+    held: list[str],
+    steps: int,
+    life: Lifetimes,
+    code: str = "",
+) -> None:
+    nodes = life.trace.nodes
+    group = groups.get((file, line))
+    if group is None:
+        group = groups[(file, line)] = KeptAlive(line, file, [], [], [], steps, 0, END, code)
+    group.holders.append(tid)
+    group.roots.append(root)
+    group.nodes.extend(held)
+    group.steps = max(group.steps, steps)
+    group.saved_bytes += sum(life.saved_bytes.get(n, 0) for n in held if n not in life.freed_at)
+    group.first_seq = min([group.first_seq] + [nodes[n].seq for n in held])
+
+
+def _accumulation_chain(
+    life: Lifetimes, held: list[str], walked: set[str]
+) -> tuple[str | None, int | None, list[str]] | None:
+    """Nodes made at one line outside any module, each feeding on one an earlier run of that line made:
+    `total += loss`, `val_loss = val_loss + crit(out, y)`. The earlier link may be one an earlier holder's walk
+    took (`walked`): a carried state's first step, held by a stored loss of that step."""
+    nodes = life.trace.nodes
+    by_line: dict[tuple[str, int], list[str]] = {}
+    for nid in held:
+        node = nodes[nid]
+        if node.module is not None or node.created is None:
+            continue  # loops inside a model's forward (`x = layer(x)`) are one forward pass, not many steps
+        where = (node.created.file, node.created.line)
+        # a link feeds on an earlier one that a backward has not freed: a chain that runs on through a freed graph
+        # (a state carried without `.detach()` across backward calls) is a value built on a freed graph, and
+        # backward_through_freed_graph reports it; what lies behind the freed node does not grow per step
+        if any(
+            nxt in walked and nodes[nxt].variable is None and _place(nodes[nxt]) == where
+            and life.execution(nodes[nxt].seq) != life.execution(node.seq)
+            and not freed_with_saved(life.trace, life, nxt, END)
+            for nxt in node.next if nxt is not None
+        ):
+            by_line.setdefault(where, []).append(nid)
+    if not by_line:
+        return None
+    (file, line), links = max(by_line.items(), key=lambda item: len(item[1]))
+    # the chain's first link is the node its second link feeds on
+    firsts = [nxt for nid in links for nxt in nodes[nid].next if nxt is not None and _place(nodes[nxt]) == (file, line)]
+    return file, line, sorted(set(links) | set(firsts), key=lambda n: nodes[n].seq)
+
+
+def _place(node: NodeRecord) -> tuple[str | None, int | None] | None:
+    """The file and line that made `node`, None when unknown."""
+    return (node.created.file, node.created.line) if node.created is not None else None
+
+
+def graph_kept_alive_findings(trace: Trace, life: Lifetimes, kept: list[KeptAlive]) -> list[Finding]:
+    findings = []
+    timeline = life.held_bytes()
+    peak = max((size for _, size in timeline), default=0)
+    for group in kept:
+        code = group.store_code or source_line(trace, group.file, group.line)
+        names = sorted({n for tid in group.holders for n in trace.tensors[tid].names if n in code})
+        what = f"`{names[0]}`" if names else "a value"
+        held = (
+            f"{size_text(group.saved_bytes)} of saved tensors"
+            if group.saved_bytes
+            else "0 B of saved tensors (backward freed them, but the nodes and the tensors they point at remain)"
+        )
+        unit = "step" if group.across_backwards else "iteration"
+        per_step = group.saved_bytes // group.steps if group.saved_bytes else 0
+        nodes_per_step = max(len(group.nodes) // group.steps, 1)
+        growth = (
+            f"it grows by about {size_text(per_step)} and {nodes_per_step} nodes per {unit}"
+            if per_step >= 64  # a few bytes (a scalar's saved sizes) say nothing about growth
+            else f"it grows by about {nodes_per_step} autograd nodes per {unit}"
+        )
+        peak_text = f"; the graphs alive at the peak held {size_text(peak)}" if peak else ""
+        findings.append(
+            Finding(
+                FindingKind.GRAPH_KEPT_ALIVE,
+                group.file,
+                group.line,
+                f"`{statement(code)}` at line {group.line} stores {what} with its autograd history, so the graphs of "
+                f"{group.steps} {unit}s stay alive at the end: "
+                f"{len(group.nodes)} autograd nodes holding {held}{peak_text}; {growth} until the run runs out "
+                "of memory.",
+                "Store a number for statistics (`loss.item()` or `float(loss)`), `.detach()` to keep the tensor "
+                "without its graph, and evaluate under `torch.no_grad()` / `torch.inference_mode()`.",
+                code=code,
+                tensors=list(group.holders),
+                # the holders' own nodes: the graph view draws the holders and rolls what they keep
+                nodes=list(group.roots),
+                # no event of its own: the timeline marks the events at its line (the in-place `+=`), one per step
+                events=[],
+                count=group.steps,
+                evidence=[
+                    LifetimeEvidence(
+                        holder=group.holders[0] if group.holders else None,
+                        holder_name=names[0] if names else None,
+                        node=group.roots[0] if group.roots else None,
+                        growth_per_step=per_step,
+                        steps=group.steps,
+                        unit=unit,
+                    )
+                ],
+            )
+        )
+    return findings
