@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from math import ceil
+
 import graphviz
 
 from ..analysis.names import statement
@@ -390,6 +392,13 @@ def _emit_cuts(
         dot.edge(src, dst, label=text, style="dashed", color="red", fontcolor="red", penwidth="1.5", **extra)
 
 
+# the legend's size in points, from its 9 pt monospace text: a character's advance (DejaVu Sans Mono: 0.602 em), a
+# row (the line, the cell padding and border), the swatch column with its padding and borders
+_LEGEND_CHAR = 9 * 0.61
+_LEGEND_ROW = 9 * 1.2 + 2 * 3 + 1
+_LEGEND_SWATCH = 24 + 2 * 3 + 2 + 2 * 3 + 2
+
+
 def _emit_title(dot: graphviz.Digraph, header: str, drawn: _Drawn, summary: list[str]) -> None:
     """The graph's label at its top left: the header, and under it the legend of the marks used. A legend drawn as a
     node would sit beside the top rank, as wide again as itself beside a short picture (depth 0); under the header
@@ -410,7 +419,15 @@ def _emit_title(dot: graphviz.Digraph, header: str, drawn: _Drawn, summary: list
             dot.attr(label=f"<{header}>", labelloc="t", labeljust="l")
         return
     legend = '<TABLE BORDER="0" CELLBORDER="1" CELLSPACING="0" CELLPADDING="3">' + "".join(rows) + "</TABLE>"
+    # dot stretches a table to the width of its cell, here the header's (a long "raised RuntimeError ..." line would
+    # make each swatch half the picture wide): the legend's cell is sized to the legend, the font being monospace
+    longest = max([len(text) for key, (_, text) in LEGEND.items() if key in drawn.used] + [0])
+    width = max(_LEGEND_SWATCH + longest * _LEGEND_CHAR, max((len(line) for line in summary), default=0) * _LEGEND_CHAR)
+    height = len(rows) * _LEGEND_ROW
     cells = [f'<TR><TD ALIGN="LEFT" BALIGN="LEFT">{header}</TD></TR>'] if header else []
-    cells.append(f'<TR><TD ALIGN="LEFT"><FONT POINT-SIZE="9">{legend}</FONT></TD></TR>')
+    cells.append(
+        f'<TR><TD ALIGN="LEFT" FIXEDSIZE="TRUE" WIDTH="{ceil(width) + 8}" HEIGHT="{ceil(height) + 2}">'
+        f'<FONT POINT-SIZE="9">{legend}</FONT></TD></TR>'
+    )
     table = '<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="4" CELLPADDING="0">' + "".join(cells) + "</TABLE>"
     dot.attr(label=f"<{table}>", labelloc="t", labeljust="l", fontsize="11", fontname=FONT)
