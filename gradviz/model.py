@@ -215,6 +215,11 @@ class WindowRecord:
             lines.append(f"traced again after {unit} {entry.step:,}: {entry.reason}{where}{kind}")
         return lines
 
+    def coverage(self) -> str:
+        """What the findings and views of the run cover, in one line: describe() and each step traced again after the
+        window (`steps 1-100 of 300 traced; traced again after step 150: new code at line 40 (validation)`)."""
+        return "; ".join([self.describe(), *self.describe_rearmed()])
+
     def describe(self) -> str:
         """`steps 1-10 of 6,000 traced`, `backward calls 1-10 of 11+ traced`, `all 4 steps traced`."""
         units = "steps" if self.unit == "step" else "backward calls"

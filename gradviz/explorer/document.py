@@ -253,7 +253,7 @@ class _Builder:
             "tensors": len(trace.tensors), "storages": len(trace.storages), "nodes": len(trace.nodes),
             "events": len(trace.events), "torch": trace.torch_version,
             "backwards": len(trace.events_of(EventKind.BACKWARD)),
-            "window": trace.window.describe() if trace.window is not None and trace.window.closed else None,
+            "window": _window_text(trace),
             "internal": trace.internal_error_summary(),
             "exception": None,
         }
@@ -522,3 +522,12 @@ class _Builder:
 def _is_library(file: str) -> bool:
     parts = Path(file).parts
     return "site-packages" in parts or "dist-packages" in parts
+
+
+def _window_text(trace: Trace) -> str | None:
+    """What the run's findings and views cover, as the CLI says it: the window, and each step traced again after it
+    (`steps 1-100 of 300 traced; traced again after step 150: new code at line 40 (validation)`)."""
+    window = trace.window
+    if window is None or not window.closed:
+        return None
+    return window.coverage() + ". Findings and views cover these steps."

@@ -222,7 +222,7 @@ def _header(trace: Trace, script: str | None) -> str:
     if not trace.tensors:
         parts.append(html_label_text("the program created no tensors: there is no autograd graph to draw"))
     if trace.window is not None and trace.window.closed:  # the step window: the graph is the window's
-        parts.append(html_label_text(trace.window.describe()))
+        parts.append(html_label_text(trace.window.coverage()))
     if trace.exception is not None:
         where = f" at line {trace.exception.location.line}" if trace.exception.location else ""
         first = trace.exception.message.splitlines()[0] if trace.exception.message else ""

@@ -120,8 +120,10 @@ def test_render_steps_draws_the_window_and_names_it(python_m_gradviz, train, tmp
     result = python_m_gradviz("render", train, "--steps", "2", "-o", "g.svg", "--", "25")
     assert result.returncode == 0, result.stderr
     assert "gradviz: steps 1-2 of 25 traced" in result.stdout
+    # the step after the loop reads the loss (new code): traced again, said by the CLI and by the picture's header
+    assert "gradviz: traced again after step 25: new code at line 14" in result.stdout
     texts = svg_texts(tmp_path / "g.svg")
-    assert "steps 1-2 of 25 traced" in texts
+    assert "steps 1-2 of 25 traced; traced again after step 25: new code at line 14" in texts
     assert any(t.startswith("AddmmBackward0") for t in texts)
 
 

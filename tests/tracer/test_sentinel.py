@@ -154,6 +154,25 @@ def test_the_text_report_names_the_step_traced_again(tmp_path):
     assert "1 warning" in out and f"prog.py:{VALIDATION_LINE}" in out
 
 
+def test_the_page_says_what_the_findings_cover_as_the_text_does(tmp_path):
+    """The page's header names the step traced again after the window (its finding comes from there), in the words
+    the CLI prints, not only "steps 1-100 of 1,000 traced"."""
+    from gradviz.explorer import explorer_document
+
+    script = tmp_path / "prog.py"
+    script.write_text(VALIDATION)
+    trace = gradviz.trace_script(script, ["1000", "buggy"], steps=100)
+    window = explorer_document(trace, gradviz.diagnose(trace))["facts"]["window"]
+    assert window == (
+        "steps 1-100 of 1,000 traced; traced again after step 500: new code at line "
+        f"{VALIDATION_FIRST_NEW} (validation). Findings and views cover these steps."
+    )
+    assert trace.window is not None and window.startswith(trace.window.describe())
+    # the graph view's header says the same
+    source = gradviz.render(trace, "graph").source
+    assert f"traced again after step 500: new code at line {VALIDATION_FIRST_NEW} (validation)" in source
+
+
 def test_the_fixed_validation_pass_is_traced_again_and_has_no_finding(tmp_path):
     document, _ = _check(tmp_path, VALIDATION, "2000", "fixed")
     assert document["findings"] == []

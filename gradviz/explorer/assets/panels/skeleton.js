@@ -20,7 +20,7 @@ function build() {
       : "The program raised " + x.type + at + (x.message ? ": " + x.message : "");
     top.appendChild(p);
   }
-  if (facts.window) { top.appendChild(el("p", "gv-window", facts.window + ": findings and views cover these")); }
+  if (facts.window) { top.appendChild(el("p", "gv-window", facts.window)); }
   if (facts.internal) { top.appendChild(el("p", "gv-exception", facts.internal)); }
 
   var tools = el("div", "gv-tools");
