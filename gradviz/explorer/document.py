@@ -17,6 +17,7 @@ from ..model import EventKind, Trace
 from ..paths import relative
 from ..render.graph_memory import headline
 from ..render.memory_select import relevant_tensors
+from ..render.palette import page_legend
 from ..render.picture import Picture
 from ..render.simplify import find_repeats
 from ..render.timeline import timeline_rows
@@ -192,6 +193,7 @@ class _Builder:
         document["chart"] = self._chart()
         document["tensors"] = self._tensor_rows()
         document["files"] = self._files()
+        document["legend"] = page_legend()  # the static views' words for the marks the page shares with them
         return document
 
     # ------------------------------------------------------------------ pieces

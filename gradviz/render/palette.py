@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["PALETTE", "SEVERITIES", "Swatch", "css_variables"]
+__all__ = ["PALETTE", "SEVERITIES", "Swatch", "css_variables", "page_legend"]
 
 
 @dataclass(frozen=True)
@@ -70,3 +70,14 @@ def css_variables() -> str:
     for name in _PAGE_MARKS:
         declarations.append(f"--{name}: {PALETTE[name].css_colour};")
     return ":root { " + " ".join(declarations) + " }"
+
+
+#: The marks the page's legend names from this table (explorer/assets/panels/legend.js; the rest are the page's own:
+#: a faded future, a search match, a picked finding's outline).
+_PAGE_LEGEND = ("output", "leaf", "dead", "updated", "kept", "corrupted", "poisoned", "detached_saved", "group", "cut",
+                "freed")
+
+
+def page_legend() -> dict[str, str]:
+    """What the page's legend says of each mark it shares with the static views: the same words as their legends."""
+    return {name: PALETTE[name].legend for name in _PAGE_LEGEND}

@@ -13,6 +13,7 @@ import pytest
 import gradviz
 from gradviz.explorer import explorer_document, explorer_html
 from gradviz.model import Trace
+from gradviz.render.palette import PALETTE
 
 from .test_browser import browser, console_errors, open_page, pages, view_box  # noqa: F401  (fixtures)
 
@@ -201,6 +202,11 @@ def test_a_saved_tensor_is_drawn_corrupted_only_from_the_write_on(browser: Any, 
     assert "mark-corrupted" not in legend  # and the legend says only what is drawn
 
 
+# the page's legend item -> the palette's name of the mark (the graph view's legend)
+SHARED_MARKS = {"output": "output", "leaf": "leaf", "dead": "dead", "updated": "updated", "kept": "kept",
+                "mark-corrupted": "corrupted", "mark-poisoned": "poisoned", "mark-detached_saved": "detached_saved",
+                "box": "group", "cut": "cut", "freed": "freed"}
+
 USED_MARKS = """
 const known = new Set([...document.querySelectorAll('.gv-legend-item')].map(i => i.dataset.mark));
 const vocabulary = ['output', 'leaf', 'dead', 'updated', 'kept', 'box', 'future', 'freed', 'mark-corrupted', 'mark-poisoned', 'mark-detached_saved', 'hit', 'hit-box', 'found'];
@@ -220,6 +226,10 @@ def test_the_legend_names_every_mark_in_use(browser: Any, pages: dict[str, Path]
         seen = browser.execute_script(USED_MARKS)
         assert seen["used"] and seen["used"] == seen["known"], (page.name, seen)
         assert all(name and title for _, name, title in seen["text"])
+        # a mark the static views draw too is explained in their words (render/palette.py), not the page's own
+        for mark, _, title in seen["text"]:
+            if mark in SHARED_MARKS:
+                assert title == PALETTE[SHARED_MARKS[mark]].legend, (mark, title)
     # the two-bug model draws a corrupted saved tensor, an output, leaves and a cut: each is named; a clicked
     # finding's outline is named while it is drawn
     open_page(browser, sights["two_bugs"][0])

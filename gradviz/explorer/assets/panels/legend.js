@@ -1,21 +1,23 @@
 /* gradviz explorer, the legend: every mark drawn in the graph now, named, and when a finding's mark starts to hold. */
-// [the class after "gv-", what the swatch draws, its name, what it means (the item's title)]
+// [the class after "gv-", what the swatch draws, its name, what it means (the item's title)]: a mark the static views
+// draw too takes their words (render/palette.py, D.legend, by the palette's name of it: the fifth element)
 var LEGEND = [
-  ["output", "node", "output", "output: a backward started here"],
-  ["leaf", "node", "leaf", "leaf: a parameter or input, receives .grad"],
-  ["dead", "node", "dead parameter", "dead parameter: no gradient reaches it"],
-  ["updated", "node", "updated, no grad", "updated by the optimizer without a gradient"],
-  ["kept", "node", "kept alive", "a graph kept alive by a reference"],
-  ["mark-corrupted", "node", "corrupted saved", "a saved tensor changed silently: its gradient is wrong"],
-  ["mark-poisoned", "node", "changed saved", "a saved tensor changed: backward raises"],
-  ["mark-detached_saved", "node", "detach_ saved", "a saved tensor detached in place: backward raises"],
-  ["box", "node", "closed box", "a closed box: click it or press Enter to open it"],
-  ["cut", "edge", "cut", "a cut edge: no gradient flows through it"],
+  ["output", "node", "output", null, "output"],
+  ["leaf", "node", "leaf", null, "leaf"],
+  ["dead", "node", "dead parameter", null, "dead"],
+  ["updated", "node", "updated, no grad", null, "updated"],
+  ["kept", "node", "kept alive", null, "kept"],
+  ["mark-corrupted", "node", "corrupted saved", null, "corrupted"],
+  ["mark-poisoned", "node", "changed saved", null, "poisoned"],
+  ["mark-detached_saved", "node", "detach_ saved", null, "detached_saved"],
+  ["box", "node", "closed box", null, "group"],
+  ["cut", "edge", "cut", null, "cut"],
   ["future", "node", "not run yet", "faded: not run yet at the event shown"],
-  ["freed", "node", "freed", "dashed: its graph was freed by a backward"],
+  ["freed", "node", "freed", null, "freed"],
   ["hit", "node", "finding's nodes", "outlined orange: the nodes of the finding (or tensor) picked; the rest fades"],
   ["found", "node", "search match", "outlined blue: a match of the search"]
 ];
+function legendMeaning(row) { return row[4] && D.legend && D.legend[row[4]] ? D.legend[row[4]] : row[3] || row[2]; }
 function marksInUse() {
   var used = new Set();
   [].forEach.call(ui.layer.querySelectorAll(".gv-node"), function (node) {
@@ -39,7 +41,7 @@ function drawLegend() {
       g.appendChild(sv("rect", { x: 1, y: 1, width: 16, height: 10, rx: 2, "class": "gv-shape" }));
       swatch.appendChild(g);
     }
-    item.title = row[3];
+    item.title = legendMeaning(row);
     add(item, swatch, el("span", null, row[2]));
     ui.legend.appendChild(item);
   });
