@@ -371,7 +371,7 @@ class _Builder:
                 "file": self.file_index(row["file"]), "line": row["line"], "code": row["code"],
                 "alias": row["alias"], "versions": versions, "text": row["versions_text"],
                 "outcome": row["error"] or row["outcome"] or "", "count": row["count"],
-                "severity": row["severity"], "findings": [k.replace("_", " ") for k in row["findings"]],
+                "severity": row["severity"], "findings": list(row["findings"]),  # kinds, as FindingKind values
             }
             out.append(event)
         return out

@@ -186,7 +186,7 @@ def test_only_a_backward_root_is_an_output(browser: Any, sights: Any) -> None:
 def test_a_saved_tensor_is_drawn_corrupted_only_from_the_write_on(browser: Any, pages: dict[str, Path],
                                                                    data_trace: Trace) -> None:
     document = explorer_document(data_trace, gradviz.diagnose(data_trace))
-    write = next(k + 1 for k, e in enumerate(document["events"]) if "silently corrupted saved tensor" in e["findings"])
+    write = next(k + 1 for k, e in enumerate(document["events"]) if "silently_corrupted_saved_tensor" in e["findings"])
     tanh = next(n.id for n in data_trace.nodes.values() if n.name == "TanhBackward0")
     open_page(browser, pages["data"])
 

@@ -47,7 +47,7 @@ function drawLegend() {
   });
 }
 // a saved-tensor finding's mark holds from the write its finding is about: before that moment the node is plain
-var MARK_FINDING = { corrupted: "silently corrupted saved tensor", poisoned: "poisoned saved tensor", detached_saved: "detach inplace saved" };
+var MARK_FINDING = { corrupted: "silently_corrupted_saved_tensor", poisoned: "poisoned_saved_tensor", detached_saved: "detach_inplace_saved" };
 var markFrom = {};
 function markShown(i, cur) {
   if (!E.length || state.pos === E.length) { return true; }

@@ -35,7 +35,7 @@ function scrubTo(p) {
         placeLink(e.file, e.line), el("code", null, " " + cut(e.code, 90) + " "), el("span", "gv-ekind", e.kind.replace(/_/g, " ")));
     if (e.text) { ui.eventText.appendChild(el("div", "gv-versions", e.text)); }
     if (e.outcome && e.outcome !== "ok") { ui.eventText.appendChild(el("div", "gv-outcome", e.outcome)); }
-    if (e.findings.length) { ui.eventText.appendChild(el("div", "gv-outcome", "finding: " + e.findings.join(", "))); }
+    if (e.findings.length) { ui.eventText.appendChild(el("div", "gv-outcome", "finding: " + e.findings.map(function (k) { return k.replace(/_/g, " "); }).join(", "))); }
     ui.eventText.className = "gv-event" + (e.severity ? " sev-" + e.severity : "");
     if (e.file !== null && e.file !== undefined) { showSource(e.file, e.line, true); } // the source panel follows
   }
