@@ -38,8 +38,9 @@ WRONG = [
     DATA / "autograd_grad.py",
     DATA / "relu_unmasked.py",
     DATA / "post_accumulate.py",
+    DATA / "two_bugs.py",
 ]
-IDENTICAL = [DATA / "relu_masked.py", DATA / "zeros_over_zeros.py"]
+IDENTICAL = [DATA / "relu_masked.py", DATA / "zeros_over_zeros.py", DATA / "relu_clamp_saved_again.py"]
 HOOKED = [DATA / "hooked.py", DATA / "node_hooked.py", DATA / "module_hooked.py", DATA / "old_module_hooked.py"]
 # the measured backward adds onto an earlier one's .grad: the programs' gradients differ by the measured backward's
 # error, but relative error and cosine are against that backward's own gradient, not the sum
