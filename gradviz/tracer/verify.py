@@ -576,7 +576,7 @@ def _engine(roots: tuple[Any, ...], grads: tuple[Any, ...], inputs: tuple[Any, .
 
 def _compare(got: torch.Tensor, intact: torch.Tensor) -> dict[str, Any]:
     """How far the program's gradient is from the intact one: largest absolute difference, that over the largest
-    intact value, cosine similarity, and whether the update direction flips (cosine < 0)."""
+    intact value, cosine similarity, the ratio of their norms, and whether the update direction flips (cosine < 0)."""
     if got.is_sparse:
         got = got.to_dense()
     if intact.is_sparse:
@@ -586,16 +586,20 @@ def _compare(got: torch.Tensor, intact: torch.Tensor) -> dict[str, Any]:
     a = got.detach().to(torch.float64).flatten()
     b = intact.detach().to(torch.float64).flatten()
     if a.numel() == 0:
-        return {"max_abs": 0.0, "max_rel": 0.0, "cosine": 1.0, "flipped": False}
+        return {"max_abs": 0.0, "max_rel": 0.0, "cosine": 1.0, "norm_ratio": 1.0, "flipped": False}
     max_abs = float((a - b).abs().max())
     scale = float(b.abs().max())
     max_rel = max_abs / scale if scale > 0 else (0.0 if max_abs == 0 else None)
-    norms = float(a.norm()) * float(b.norm())
+    got_norm, intact_norm = float(a.norm()), float(b.norm())
+    norms = got_norm * intact_norm
+    # how much larger the program's gradient is: a cosine near 1 says nothing of a gradient 6x too small
+    norm_ratio = got_norm / intact_norm if intact_norm > 0 else (1.0 if got_norm == 0 else None)
     if norms > 0:
         cosine: float | None = max(-1.0, min(1.0, float(a.dot(b)) / norms))
     else:
         cosine = 1.0 if max_abs == 0 else None
-    finite = [v for v in (max_abs, max_rel, cosine) if v is not None]
+    finite = [v for v in (max_abs, max_rel, cosine, norm_ratio) if v is not None]
     if any(v != v or v in (float("inf"), float("-inf")) for v in finite):  # NaN or inf in a gradient: no numbers
         return {"max_abs": None, "max_rel": None, "cosine": None, "flipped": False, "not_finite": True}
-    return {"max_abs": max_abs, "max_rel": max_rel, "cosine": cosine, "flipped": cosine is not None and cosine < 0}
+    flipped = cosine is not None and cosine < 0
+    return {"max_abs": max_abs, "max_rel": max_rel, "cosine": cosine, "norm_ratio": norm_ratio, "flipped": flipped}

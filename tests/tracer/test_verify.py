@@ -273,7 +273,7 @@ def test_hooks_run_once_and_the_measurement_says_why_not(program: str, printed: 
     (finding,) = _silent(diagnose(trace))
     assert finding.measured is not None and finding.measured.skipped == reason
     assert finding.severity is Severity.ERROR
-    assert f"Not measured (--verify): {reason}." in finding.message
+    assert f"Not measured (--verify) at step 1: {reason}." in finding.message
 
 
 def test_retain_grad_is_not_written_by_the_measurement() -> None:

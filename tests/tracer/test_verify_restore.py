@@ -95,6 +95,7 @@ def test_every_step_of_a_loop_matches_clone_at_save() -> None:
             assert row["max_abs"] == pytest.approx(expected["max_abs"], rel=1e-5, abs=1e-7), (step, name)
             assert row["max_rel"] == pytest.approx(expected["max_rel"], rel=1e-4, abs=1e-7), (step, name)
             assert row["cosine"] == pytest.approx(expected["cosine"], abs=1e-6), (step, name)
+            assert row["norm_ratio"] == pytest.approx(expected["norm_ratio"], rel=1e-6), (step, name)
             if expected["max_abs"] > 0:
                 wrong_steps.append((step, name))
     # tanh's backward reads 1 - h^2: wrong only where the clamp bit (steps 3 and 9), and never for fc2, which saved
