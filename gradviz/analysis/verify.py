@@ -61,6 +61,10 @@ class Measurement:
     step: int | None = None
     steps: list[int] = field(default_factory=list)
     elsewhere_max_rel: float | None = None
+    # several silent writes into the graph: this one undone alone, the others (their lines) left in place
+    alone: bool = False
+    others: list[int] = field(default_factory=list)  # the lines of the other writes
+    together: bool = False  # they overlap this one: all undone together
 
     @property
     def measured(self) -> bool:
@@ -95,6 +99,7 @@ class Measurement:
         steps = sorted({*self.covered(), *other.covered()})
         rels = [r for r in (best.worst_rel(), self.elsewhere_max_rel, other.elsewhere_max_rel) if r is not None]
         merged = Measurement(worst.backward, worst.writes, worst.gradients, worst.skipped, worst.step, steps)
+        merged.alone, merged.others, merged.together = worst.alone, worst.others, worst.together
         merged.elsewhere_max_rel = max(rels) if rels else None
         return merged
 
@@ -123,14 +128,23 @@ class Measurement:
                 out += f" (the worst of {len(covered)} steps measured; {tail})"
         return out
 
+    def _alone(self) -> str:
+        lines = ", ".join(str(line) for line in self.others)
+        other = "write" if len(self.others) == 1 else "writes"
+        if self.alone:
+            return f", undoing this line's write alone (the other silent {other} into this graph, line {lines}, left in place)"
+        if self.together:
+            return f", undoing it together with the other silent {other} into this graph (line {lines}, kept in the same copy of the bytes)"
+        return ""
+
     def sentence(self) -> str:
         """The measurement as a message says it."""
         if not self.measured:
             return f"Not measured (--verify){self.where()}: {self.skipped}."
         if self.identical:
             return (
-                f"Measured with --verify{self.where()}: the write changed values the backward does not read: "
-                "gradients identical."
+                f"Measured with --verify{self.where()}{self._alone()}: the write changed values the backward does not "
+                "read: gradients identical."
             )
         wrong = sorted(
             (g for g in self.gradients if not g.identical),
@@ -149,8 +163,8 @@ class Measurement:
         flipped = [g.name for g in wrong if g.flipped]
         flips = f" The update direction flips for {', '.join(flipped)}." if flipped else ""
         return (
-            f"Measured with --verify{self.where()}, against the gradients the intact saved values give in the same "
-            "run (relative: to the largest intact value; norm ratio: |gradient| / |intact gradient|): "
+            f"Measured with --verify{self.where()}{self._alone()}, against the gradients the intact saved values give "
+            "in the same run (relative: to the largest intact value; norm ratio: |gradient| / |intact gradient|): "
             + "; ".join(parts) + "." + flips
         )  # fmt: skip
 
@@ -176,6 +190,9 @@ class Measurement:
             out["steps"] = list(self.steps)
             if self.elsewhere_max_rel is not None:
                 out["elsewhere_max_rel"] = self.elsewhere_max_rel
+        if self.alone or self.together:
+            out["alone" if self.alone else "together"] = True
+            out["other_lines"] = list(self.others)
         if self.skipped is not None:
             out["skipped"] = self.skipped
         else:
@@ -193,6 +210,9 @@ class Measurement:
             data.get("step"),
             [int(n) for n in data.get("steps", [])],
             data.get("elsewhere_max_rel"),
+            bool(data.get("alone", False)),
+            [int(n) for n in data.get("other_lines", [])],
+            bool(data.get("together", False)),
         )
 
 
@@ -246,6 +266,15 @@ def measurement_of(
     writes = [int(seq) for seq in record.get("writes", [])]
     if record.get("skipped"):
         return Measurement(backward.seq, writes, skipped=str(record["skipped"]), step=step)
+    alone = record.get("alone", {}).get(str(write.seq)) if isinstance(record.get("alone"), dict) else None
+    others: list[int] = []
+    if isinstance(alone, dict):  # several writes into the graph: this one's own effect
+        lines = {e.seq: e.location.line for e in trace.events if e.seq in writes and e.location is not None}
+        others = sorted({lines[seq] for seq in writes if seq != write.seq and seq in lines})
+        if alone.get("skipped"):  # the writes overlap: measured together, and said so
+            alone = None
+        else:
+            record = alone
     tensors = trace.tensors
     memory = {tensors[t].storage for t in written if t in tensors and tensors[t].storage is not None}
     rows = [
@@ -258,7 +287,11 @@ def measurement_of(
         for row in record.get("gradients", [])
         if isinstance(row, dict) and "tensor" in row
     ]  # fmt: skip
-    return Measurement(backward.seq, writes, rows, step=step, steps=[step] if step is not None else [])
+    steps = [step] if step is not None else []
+    return Measurement(
+        backward.seq, writes, rows, step=step, steps=steps, alone=isinstance(alone, dict), others=others,
+        together=bool(others) and not isinstance(alone, dict),
+    )  # fmt: skip
 
 
 def then_sentence(measured: Measurement | None, backward_line: str, default: str) -> str:

@@ -8,6 +8,7 @@ version counter of its own) and no hook of its own run twice (the measurement is
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import inspect
 import os
@@ -363,9 +364,9 @@ class GradientCheck:
         return result
 
     # ------------------------------------------------------------------ the measurement at a backward
-    def _plan(self, nodes: set[str]) -> Plan | None:
+    def _plan(self, nodes: set[str], only: set[int] | None = None) -> Plan | None:
         by_node = self._by_node
-        return plan((e for nid in nodes for e in by_node.get(nid, ())), self._kept, self._swaps)
+        return plan((e for nid in nodes for e in by_node.get(nid, ())), self._kept, self._swaps, only)
 
     def before_backward(self, recorder: Any, func: Any, args: Any, kwargs: Any, event: Any) -> Any:
         """Before the program's backward: when it runs through saved tensors whose bytes were kept, compute the
@@ -414,6 +415,16 @@ class GradientCheck:
             ]  # fmt: skip
         try:
             pending.intact = _engine(call.roots, tuple(grads), inputs, plan)
+            lines = _lines(recorder.trace.events, plan.writes)
+            if len(lines) > 1:  # silent writes at several lines into this graph: what each line's do, the rest left
+                reached = set(event.data.get("reached_nodes", ()))
+                for seqs in lines.values():
+                    alone = self._plan(reached, only=set(seqs))
+                    if alone is None or alone.conflict:
+                        outcome: tuple[Any, ...] | str = (alone.conflict if alone else None) or "its bytes were not kept"
+                    else:
+                        outcome = _engine(call.roots, tuple(grads), inputs, alone)
+                    pending.alone.update(dict.fromkeys(seqs, outcome))
             if pending.rerun:
                 pending.written = _engine(call.roots, tuple(grads), tuple(inputs[i] for i in pending.rerun), None)
         except HookWouldRun as hook:
@@ -463,20 +474,31 @@ class GradientCheck:
         backward used (unless it kept the graph: retain_graph=True)."""
         if pending is not None and pending.intact is not None:
             rows = []
+            compared: list[tuple[str, Any]] = []  # (tensor id, the program's gradient), per input
             rerun = {i: k for k, i in enumerate(pending.rerun or ())}
             for i, (t, tid, intact) in enumerate(zip(pending.inputs, pending.ids, pending.intact)):
-                if intact is None:
-                    continue
                 if isinstance(result, tuple) and i < len(result):
                     got = result[i]
                 elif i in rerun:
                     got = pending.written[rerun[i]]
                 else:
                     got = t.grad
-                if got is None:
+                compared.append((tid, got))
+                if intact is None or got is None:
                     continue
                 rows.append({"tensor": tid, **_compare(got, intact)})
             pending.record["gradients"] = rows
+            if pending.alone:  # per write, the others left in place: how much undoing it alone changes
+                alone_rows: dict[str, Any] = {}
+                for seq, grads in pending.alone.items():
+                    if isinstance(grads, str):
+                        alone_rows[str(seq)] = {"skipped": grads}
+                        continue
+                    alone_rows[str(seq)] = {"gradients": [
+                        {"tensor": tid, **_compare(got, intact)}
+                        for (tid, got), intact in zip(compared, grads) if got is not None and intact is not None
+                    ]}  # fmt: skip
+                pending.record["alone"] = alone_rows
         if not event.data.get("retain_graph"):
             self._release(event)
 
@@ -491,6 +513,17 @@ class GradientCheck:
         for nid in event.data.get("reached_nodes", ()):
             if nid in tokens:
                 self._node_gone(nid)
+
+
+def _lines(events: list[Any], seqs: set[int]) -> dict[int | None, list[int]]:
+    """The writes `seqs` (event seqs, in the events' order) by the line they were made at."""
+    out: dict[int | None, list[int]] = {}
+    for seq in sorted(seqs):
+        at = bisect.bisect_left(events, seq, key=lambda e: e.seq)
+        event = events[at] if at < len(events) and events[at].seq == seq else None
+        line = event.location.line if event is not None and event.location is not None else None
+        out.setdefault(line, []).append(seq)
+    return out
 
 
 class _Call:
@@ -552,6 +585,7 @@ class _Pending:
         self.intact: tuple[Any, ...] | None = None
         self.rerun: list[int] | None = None
         self.written: tuple[Any, ...] = ()
+        self.alone: dict[int, tuple[Any, ...] | str] = {}  # write seq -> gradients with it alone undone, or why not
 
 
 def _engine(roots: tuple[Any, ...], grads: tuple[Any, ...], inputs: tuple[Any, ...], plan: Plan | None) -> tuple[Any, ...]:

@@ -26,6 +26,7 @@ _Storage: TypeAlias = Any
 _Swap: TypeAlias = Any
 
 SAME_BYTES_TWICE = "the same memory was saved twice with a write between: no single set of values to put back"
+OVERLAP = "the writes went over the same kept bytes: one cannot be undone without the other"
 
 
 class Plan:
@@ -91,14 +92,22 @@ def _source_at(want: Want, a: int) -> tuple[bool, _Kept | None]:
     return False, None
 
 
-def plan(entries: Iterable[_Saved], kept: dict[int, _Storage], swaps: dict[str, list[_Swap]]) -> Plan | None:
-    """The restore for a backward through the saved tensors `entries`; None when no saved tensor's bytes changed."""
+def plan(
+    entries: Iterable[_Saved], kept: dict[int, _Storage], swaps: dict[str, list[_Swap]], only: set[int] | None = None
+) -> Plan | None:
+    """The restore for a backward through the saved tensors `entries`; None when no saved tensor's bytes changed.
+    `only`: undo those silent writes alone (one line's), the others left in place (a conflict where another write
+    went over the same bytes kept: no way to undo one without the other)."""
     out = Plan()
     by_storage: dict[int, list[_Saved]] = {}
     for e in entries:
         by_storage.setdefault(e.skey, []).append(e)
         if e.original:
             swap = next((s for s in swaps.get(e.tid, ()) if s.seq > e.seq), None)
+            if swap is not None and only is not None and not only.issuperset(swap.writes):
+                if only.intersection(swap.writes):
+                    out.conflict = OVERLAP
+                swap = None
             if swap is not None:
                 if out.swaps.setdefault(e.tid, swap) is not swap:
                     out.conflict = SAME_BYTES_TWICE  # two saves of one tensor want two different data
@@ -107,15 +116,21 @@ def plan(entries: Iterable[_Saved], kept: dict[int, _Storage], swaps: dict[str, 
         store = kept.get(skey)
         if store is None:
             continue
-        _plan_storage(out, store, group)
+        _plan_storage(out, store, group, only)
     return out if out.parts or out.swaps or out.private or out.conflict else None
 
 
-def _plan_storage(out: Plan, store: _Storage, group: list[_Saved]) -> None:
+def _plan_storage(out: Plan, store: _Storage, group: list[_Saved], only: set[int] | None) -> None:
     """The bytes one storage holds for the run, and the private copies of tensors saved as themselves that saw
     other bytes there."""
     bounds = sorted({b for e in group for b in (e.lo, e.hi)} | {b for k in store.items for b in (k.lo, k.hi)})
     wants = {e: _wants(e, store, bounds) for e in group}
+    if only is not None:  # some writes undone: bytes kept before the others stay as they are now
+        for want in wants.values():
+            if any(s is not None and only.intersection(s.writes) and not only.issuperset(s.writes) for _, _, s in want):
+                out.conflict = OVERLAP  # those writes went over bytes kept for another write too
+                return
+            want[:] = [(a, b, s if s is not None and only.issuperset(s.writes) else None) for a, b, s in want]
     for want in wants.values():
         out.writes.update(w for _, _, source in want if source is not None for w in source.writes)
     # who reads the storage itself: an output saved (autograd holds its own alias), a tensor whose data was swapped

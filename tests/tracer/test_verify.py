@@ -38,7 +38,6 @@ WRONG = [
     DATA / "autograd_grad.py",
     DATA / "relu_unmasked.py",
     DATA / "post_accumulate.py",
-    DATA / "two_bugs.py",
 ]
 IDENTICAL = [DATA / "relu_masked.py", DATA / "zeros_over_zeros.py", DATA / "relu_clamp_saved_again.py"]
 HOOKED = [DATA / "hooked.py", DATA / "node_hooked.py", DATA / "module_hooked.py", DATA / "old_module_hooked.py"]

@@ -129,3 +129,48 @@ def test_bytes_and_data_given_back_after_the_measurement() -> None:
         exec(compile("out.pow(2)" + backward, "backward", "exec"), namespace)
     assert h.untyped_storage().data_ptr() == where  # its data swapped back, not left on the private copy
     assert torch.equal(h, values) and h.max().item() == 1.0 and h._version == 0
+
+
+def _run_grads(text: str) -> dict[str, torch.Tensor]:
+    namespace: dict[str, Any] = {"__name__": "__main__"}
+    exec(compile(text, "program", "exec"), namespace)
+    modules = {k: v for k, v in namespace.items() if isinstance(v, torch.nn.Module)}
+    return {f"{m}.{n}": p.grad.clone() for m, module in modules.items() for n, p in module.named_parameters()}
+
+
+@pytest.mark.parametrize(
+    ("line", "write"), [(11, "h.data.clamp_(max=1.0)"), (13, "gate.data.mul_(0.5)")], ids=["harmless", "harmful"]
+)
+def test_each_write_of_a_graph_is_measured_alone(line: int, write: str) -> None:
+    """Two silent writes into one graph: each finding says what undoing its own write changes, the other left in
+    place, as PyTorch gives it with a clone taken just before that write (every earlier save keeps the old bytes)."""
+    program = DATA / "two_bugs.py"
+    text = program.read_text()
+    variable = write.split(".", 1)[0]
+    plain = _run_grads(text)
+    intact = _run_grads(text.replace(write, f"{variable} = {variable}.clone(); {write}"))
+    with contextlib.redirect_stdout(io.StringIO()):
+        trace = gradviz.trace_script(program, verify=True)
+    (finding,) = [
+        f for f in diagnose(trace) if f.kind is FindingKind.SILENTLY_CORRUPTED_SAVED_TENSOR and f.line == line
+    ]
+    measured = finding.measured
+    assert measured is not None and measured.alone and measured.others == [24 - line]
+    rows = {g.name.strip("`"): g for g in measured.gradients}
+    assert rows.keys() == plain.keys()
+    for name, row in rows.items():
+        expected = (plain[name].double() - intact[name].double()).abs().max().item()
+        assert row.max_abs == pytest.approx(expected, rel=1e-5, abs=1e-9), name
+    # and the graph's measurement with both undone: PyTorch with every saved tensor cloned at save time
+    with _clone_at_save():
+        both = _run_grads(text)
+    (joint,) = measured_rows(trace)
+    for name, row in joint.items():
+        expected = (plain[name].double() - both[name].double()).abs().max().item()
+        assert row["max_abs"] == pytest.approx(expected, rel=1e-5, abs=1e-9), name
+    if line == 11:  # relu reads the sign, fc2 saved the clamped h: nothing changes
+        assert measured.identical and finding.severity is Severity.INFO
+        assert "undoing this line's write alone (the other silent write into this graph, line 13, left in place)" in finding.message
+    else:
+        assert not measured.identical and finding.severity is Severity.ERROR
+        assert {name for name, row in rows.items() if not row.identical} == {"fc3.weight", "fc3.bias"}

@@ -110,3 +110,17 @@ def test_the_parameter_written_is_never_folded_into_more(tmp_path: Path) -> None
     assert rows["`net.6.weight`"]["max_abs"] == 0.0
     assert sum(row["max_abs"] > 0 for row in rows.values()) == 6
     assert "`net.6.weight` (written): identical; 3 more with errors; 1 other identical." in finding["message"]
+
+
+@pytest.mark.dot
+def test_graph_marks_a_write_measured_harmless_as_such(tmp_path: Path) -> None:
+    """The saved tensor of a finding measured identical is not drawn as "gradient silently wrong"."""
+    svg = tmp_path / "saved_again.svg"
+    result = _cli("render", DATA / "relu_clamp_saved_again.py", "--verify", "-o", svg, "-q", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    text = svg.read_text()
+    texts = [t.replace("&#45;", "-") for t in re.findall(r"<text[^>]*>([^<]*)</text>", text)]
+    assert "saved tensor&#39;s bytes changed, version unchanged: --verify measured gradients identical" in texts
+    assert not any("gradient silently wrong" in t for t in texts)
+    assert "measured at step 1: gradients identical" in texts
+    assert 'fill="thistle"' in text and 'fill="orchid"' not in text
