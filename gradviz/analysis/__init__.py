@@ -62,6 +62,13 @@ def _merge_repeats(findings: list[Finding]) -> list[Finding]:
         first.evidence.extend(finding.evidence[: max(EVIDENCE_LIMIT - len(first.evidence), 0)])
         if first.affected_backward is None and finding.affected_backward is not None:
             first.affected_backward = finding.affected_backward
-        if finding.measured is not None and (first.measured is None or finding.measured.badness() > first.measured.badness()):
-            first.measured, first.message = finding.measured, finding.message  # --verify: the worst of the repeats
+        if finding.measured is not None:  # --verify: the worst of the repeats, naming the steps measured
+            if first.measured is None:
+                first.measured, first.message = finding.measured, finding.message
+            else:
+                worse = finding if finding.measured.badness() > first.measured.badness() else first
+                sentence = (worse.measured or finding.measured).sentence()
+                combined = first.measured.merge(finding.measured)
+                first.message = worse.message.replace(sentence, combined.sentence())
+                first.measured = combined
     return list(merged.values())

@@ -11,6 +11,7 @@ import networkx as nx
 from ..model import Event, EventKind, Trace
 from .evidence import Facts
 from .graphs import Dataflow, autograd_graph, freed_at
+from .steps import backward_steps
 
 
 @dataclass
@@ -25,6 +26,7 @@ class Context:
     _backwards_through: dict[str, list[int]] | None = None  # node id -> indexes in `backwards` that ran through it
     _alive_reach: set[str] | None = None  # nodes a tensor alive at the end can still backpropagate through
     _facts: Facts | None = None
+    _step_seqs: list[int] | None = None  # the backward starting each step (analysis/steps.py), in order
 
     @property
     def facts(self) -> Facts:
@@ -37,6 +39,15 @@ class Context:
     def of(cls, trace: Trace) -> Context:
         backwards = trace.events_of(EventKind.BACKWARD)
         return cls(trace, Dataflow.of(trace), autograd_graph(trace), backwards, freed_at(backwards))
+
+    def step_of(self, backward: Event | None) -> int | None:
+        """The step a backward ran in, as the views number steps (the last one started at or before it)."""
+        if backward is None:
+            return None
+        if self._step_seqs is None:
+            self._step_seqs = [event.seq for event, _ in backward_steps(self.trace)]
+        at = bisect.bisect_right(self._step_seqs, backward.seq)
+        return at if at > 0 else None
 
     # ------------------------------------------------------------ wording helpers
     def name(self, tid: str | None) -> str:

@@ -182,7 +182,9 @@ def _saved_write_finding(
         then = f"The backward at {line_of(backward)} used the changed values: its gradients are silently wrong."
     else:
         then = "No backward has run through it yet: when it does, its gradients will be silently wrong."
-    measured = measurement_of(ctx.trace, write.event, backward, ctx.name)
+    measured = measurement_of(
+        ctx.trace, write.event, backward, ctx.name, step=ctx.step_of(backward), written=[tensor.id, write.tensor]
+    )
     then = then_sentence(measured, line_of(backward), then)
     if unversioned:
         why = f", which moves no version (a known PyTorch issue), so autograd did not notice (still v{_v(saved)})"
@@ -278,7 +280,9 @@ def _data_set_findings(ctx: Context, entries: dict[str, list[_Entry]]) -> list[F
                 if backward
                 else "When backward runs, its gradients will be silently wrong."
             )
-            measured = measurement_of(ctx.trace, event, backward, ctx.name)
+            measured = measurement_of(
+                ctx.trace, event, backward, ctx.name, step=ctx.step_of(backward), written=[tensor.id]
+            )
             then = then_sentence(measured, line_of(backward), then)
             findings.append(
                 Finding(

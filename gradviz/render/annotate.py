@@ -116,7 +116,10 @@ def _mark_saved(trace: Trace, finding: Finding, evidence: SavedTensorEvidence, n
     targets = {evidence.tensor} | ({evidence.writer} if evidence.writer else set())
     for saved in node.saved:
         if saved.name == evidence.saved_name or (saved.tensor is not None and saved.tensor in targets):
-            notes.saved.setdefault((node.id, saved.name), Note(_SAVED_STYLE[finding.kind], saved_lines(finding, evidence, namer)))
+            style = _SAVED_STYLE[finding.kind]
+            if finding.measured is not None and finding.measured.identical:  # --verify: the write did no harm
+                style = "corrupted_unread"
+            notes.saved.setdefault((node.id, saved.name), Note(style, saved_lines(finding, evidence, namer)))
     notes.protected.add(node.id)
 
 

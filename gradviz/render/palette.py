@@ -35,6 +35,9 @@ PALETTE: dict[str, Swatch] = {
     "detached_saved": Swatch("#ff6666", "saved input detached in place: backward raises", tint="#ffe3e3"),
     "corrupted": Swatch("orchid", "saved tensor's bytes changed, version unchanged: gradient silently wrong",
                         tint="#f9e3f8"),
+    # --verify measured the same write and found the gradients identical (the backward does not read what changed)
+    "corrupted_unread": Swatch("thistle", "saved tensor's bytes changed, version unchanged: --verify measured "
+                               "gradients identical", tint="#f4eef6"),
     "dead": Swatch("#eeeeee", "parameter that never receives a gradient", line="gray55", css="#eeeeee"),
     "updated": Swatch("gold", "parameter updated without a gradient", tint="#fff6cc"),
     "unused_alias": Swatch("white", "detached value not used by any op that needs grad"),

@@ -7,10 +7,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Hashable
 
+from ..analysis.steps import backward_steps
+from ..analysis.steps import is_leaf as _is_leaf
 from .simplify import MIN_REPEATS
 
 if TYPE_CHECKING:
-    from ..model import NodeRecord, Trace
+    from ..model import Trace
     from .annotate import Annotations
 
 __all__ = [
@@ -52,38 +54,15 @@ class StepRoll:
         return len(self.numbers)
 
 
-def _is_leaf(node: NodeRecord) -> bool:
-    return node.variable is not None or node.name == "AccumulateGrad"
-
-
 def split_steps(trace: Trace) -> list[Step]:
     """One `Step` per backward call that reached nodes no earlier backward had reached, in program order."""
     nodes = trace.nodes
-    claimed: set[str] = set()
     steps: list[Step] = []
-    for event in trace.events:
-        if event.kind.value != "backward":
-            continue
-        roots = event.data.get("roots") or ([event.tensor] if event.tensor else [])
-        stack = []
-        for tid in roots:
-            record = trace.tensors.get(tid)
-            if record is not None and record.grad_fn in nodes:
-                stack.append(record.grad_fn)
-        reached: list[str] = []
-        while stack:  # iterative: graphs of 20,000 nodes are normal
-            nid = stack.pop()
-            if nid in claimed or nid not in nodes:
-                continue
-            node = nodes[nid]
-            if _is_leaf(node) or node.seq > event.seq:
-                continue
-            claimed.add(nid)
-            reached.append(nid)
-            stack.extend(n for n in node.next if n is not None)
-        if reached:
-            line = event.location.line if event.location else None
-            steps.append(Step(len(steps) + 1, event.seq, line, reached))
+    claimed: set[str] = set()
+    for event, reached in backward_steps(trace):
+        claimed.update(reached)
+        line = event.location.line if event.location else None
+        steps.append(Step(len(steps) + 1, event.seq, line, reached))
     # what a step built but its backward did not use (an LSTM's final state, a logged metric) belongs to that step
     # too, or every step would leave its own copy of it outside the picture of the step. A node made after a
     # backward, reading the graph that backward just used (`output.mean().item()` after `loss.backward()`), belongs

@@ -8,6 +8,7 @@ version counter of its own) and no hook of its own run twice (the measurement is
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import inspect
 import os
@@ -21,6 +22,7 @@ from torch.autograd import Variable
 
 from .source import user_frame
 from .tensors import _byte_span, _storage_key
+from .verify_restore import Plan, _alias, _merged, _minus, plan, restored
 
 _quiet = torch._C.DisableTorchFunction
 _OWN = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # gradviz's own code (weakref callbacks)
@@ -56,11 +58,13 @@ class _NodeRef(weakref.ref):
 class _Saved:
     """A tensor a live node saved for backward: its bytes in a storage, from when (`seq`), its version counter."""
 
-    __slots__ = ("counter", "hi", "lo", "nid", "original", "seq", "skey", "tid")
+    __slots__ = ("counter", "hi", "lo", "nid", "original", "ref", "seq", "skey", "tid")
 
     def __init__(self, nid: str, tid: str, skey: int, lo: int, hi: int, seq: int, original: bool, counter: str | None) -> None:
         self.nid, self.tid, self.skey, self.lo, self.hi, self.seq, self.original = nid, tid, skey, lo, hi, seq, original
         self.counter = counter
+        # saved as itself: the tensor the node holds (a weak reference), to hand it the bytes it saw (verify_restore)
+        self.ref: weakref.ref[torch.Tensor] | None = None
 
 
 class _Group:
@@ -118,24 +122,9 @@ class _Swap:
         self.target, self.old, self.seq, self.writes = weakref.ref(target), old, seq, [seq]
 
 
-class _Plan:
-    """What to put back for one backward: byte ranges (storage, lo, hi, kept item) and data swaps."""
-
-    def __init__(self) -> None:
-        self.parts: list[tuple[_Storage, int, int, _Kept]] = []
-        self.swaps: dict[str, _Swap] = {}
-        self.writes: set[int] = set()
-        self.conflict = False
-
-
 def _raw_bytes(t: torch.Tensor) -> torch.Tensor:
     """A uint8 tensor over all of t's storage: writes through it move no version counter of the program's."""
     return torch.empty(0, dtype=torch.uint8, device=t.device).set_(t.untyped_storage())
-
-
-def _alias(t: torch.Tensor) -> torch.Tensor:
-    """A plain tensor on t's memory as it is now, with a version counter of its own."""
-    return torch.empty(0, dtype=t.dtype, device=t.device).set_(t.untyped_storage(), t.storage_offset(), t.size(), t.stride())
 
 
 def _unpacked(node: Any, label: str) -> torch.Tensor | None:
@@ -149,29 +138,6 @@ def _unpacked(node: Any, label: str) -> torch.Tensor | None:
     except (AttributeError, RuntimeError, IndexError, ValueError):
         return None
     return tensor if isinstance(tensor, torch.Tensor) else None
-
-
-def _minus(spans: list[tuple[int, int]], lo: int, hi: int) -> list[tuple[int, int]]:
-    out = []
-    for a, b in spans:
-        if hi <= a or b <= lo:
-            out.append((a, b))
-            continue
-        if a < lo:
-            out.append((a, lo))
-        if hi < b:
-            out.append((hi, b))
-    return out
-
-
-def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    out: list[tuple[int, int]] = []
-    for a, b in sorted(spans):
-        if out and a <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], b))
-        else:
-            out.append((a, b))
-    return out
 
 
 class GradientCheck:
@@ -211,7 +177,10 @@ class GradientCheck:
                 lo, hi = _byte_span(tensor)  # type: ignore[arg-type]
                 del tensor
             counter = tensors[saved.tensor].version_counter
-            entries.append(_Saved(record.id, saved.tensor, skey, lo, hi, record.seq, saved.original, counter))
+            entry = _Saved(record.id, saved.tensor, skey, lo, hi, record.seq, saved.original, counter)
+            if saved.original:  # the very tensor object the node holds (recorder's weak reference to it)
+                entry.ref = live
+            entries.append(entry)
         if not entries:
             return
         try:
@@ -395,36 +364,9 @@ class GradientCheck:
         return result
 
     # ------------------------------------------------------------------ the measurement at a backward
-    def _plan(self, nodes: set[str]) -> _Plan | None:
-        plan = _Plan()
-        chosen: dict[int, list[tuple[int, int, _Kept]]] = {}
-        for nid in nodes:
-            for e in self._by_node.get(nid, ()):
-                store = self._kept.get(e.skey)
-                if store is not None:
-                    remaining = [(e.lo, e.hi)]
-                    for kept in store.items:  # oldest first: the first copy after the save holds the saved bytes
-                        if kept.seq <= e.seq or not remaining:
-                            continue
-                        for a, b in remaining:
-                            lo, hi = max(a, kept.lo), min(b, kept.hi)
-                            if lo < hi:
-                                chosen.setdefault(e.skey, []).append((lo, hi, kept))
-                                plan.writes.update(kept.writes)
-                        remaining = _minus(remaining, kept.lo, kept.hi)
-                if e.original:
-                    swap = next((s for s in self._swaps.get(e.tid, ()) if s.seq > e.seq), None)
-                    if swap is not None:
-                        if plan.swaps.setdefault(e.tid, swap) is not swap:
-                            plan.conflict = True  # two saves of one tensor want two different data
-                        plan.writes.update(swap.writes)
-        for skey, parts in chosen.items():
-            parts = sorted(set(parts), key=lambda p: (p[0], p[1]))
-            for (a, b, first), (c, _d, second) in zip(parts, parts[1:]):
-                if c < b and first is not second:
-                    plan.conflict = True  # the same bytes saved twice, with a write between: no one set to restore
-            plan.parts += [(self._kept[skey], a, b, kept) for a, b, kept in parts]
-        return plan if plan.parts or plan.swaps else None
+    def _plan(self, nodes: set[str], only: set[int] | None = None) -> Plan | None:
+        by_node = self._by_node
+        return plan((e for nid in nodes for e in by_node.get(nid, ())), self._kept, self._swaps, only)
 
     def before_backward(self, recorder: Any, func: Any, args: Any, kwargs: Any, event: Any) -> Any:
         """Before the program's backward: when it runs through saved tensors whose bytes were kept, compute the
@@ -473,6 +415,16 @@ class GradientCheck:
             ]  # fmt: skip
         try:
             pending.intact = _engine(call.roots, tuple(grads), inputs, plan)
+            lines = _lines(recorder.trace.events, plan.writes)
+            if len(lines) > 1:  # silent writes at several lines into this graph: what each line's do, the rest left
+                reached = set(event.data.get("reached_nodes", ()))
+                for seqs in lines.values():
+                    alone = self._plan(reached, only=set(seqs))
+                    if alone is None or alone.conflict:
+                        outcome: tuple[Any, ...] | str = (alone.conflict if alone else None) or "its bytes were not kept"
+                    else:
+                        outcome = _engine(call.roots, tuple(grads), inputs, alone)
+                    pending.alone.update(dict.fromkeys(seqs, outcome))
             if pending.rerun:
                 pending.written = _engine(call.roots, tuple(grads), tuple(inputs[i] for i in pending.rerun), None)
         except HookWouldRun as hook:
@@ -487,9 +439,9 @@ class GradientCheck:
             pending.intact = None
         return pending
 
-    def _why_not(self, recorder: Any, call: _Call, event: Any, plan: _Plan) -> str | None:
+    def _why_not(self, recorder: Any, call: _Call, event: Any, plan: Plan) -> str | None:
         if plan.conflict:
-            return "the same memory was saved twice with a write between: no single set of values to put back"
+            return plan.conflict
         if call.create:
             return "a higher-order backward (create_graph=True)"
         if call.batched:
@@ -522,20 +474,31 @@ class GradientCheck:
         backward used (unless it kept the graph: retain_graph=True)."""
         if pending is not None and pending.intact is not None:
             rows = []
+            compared: list[tuple[str, Any]] = []  # (tensor id, the program's gradient), per input
             rerun = {i: k for k, i in enumerate(pending.rerun or ())}
             for i, (t, tid, intact) in enumerate(zip(pending.inputs, pending.ids, pending.intact)):
-                if intact is None:
-                    continue
                 if isinstance(result, tuple) and i < len(result):
                     got = result[i]
                 elif i in rerun:
                     got = pending.written[rerun[i]]
                 else:
                     got = t.grad
-                if got is None:
+                compared.append((tid, got))
+                if intact is None or got is None:
                     continue
                 rows.append({"tensor": tid, **_compare(got, intact)})
             pending.record["gradients"] = rows
+            if pending.alone:  # per write, the others left in place: how much undoing it alone changes
+                alone_rows: dict[str, Any] = {}
+                for seq, grads in pending.alone.items():
+                    if isinstance(grads, str):
+                        alone_rows[str(seq)] = {"skipped": grads}
+                        continue
+                    alone_rows[str(seq)] = {"gradients": [
+                        {"tensor": tid, **_compare(got, intact)}
+                        for (tid, got), intact in zip(compared, grads) if got is not None and intact is not None
+                    ]}  # fmt: skip
+                pending.record["alone"] = alone_rows
         if not event.data.get("retain_graph"):
             self._release(event)
 
@@ -550,6 +513,17 @@ class GradientCheck:
         for nid in event.data.get("reached_nodes", ()):
             if nid in tokens:
                 self._node_gone(nid)
+
+
+def _lines(events: list[Any], seqs: set[int]) -> dict[int | None, list[int]]:
+    """The writes `seqs` (event seqs, in the events' order) by the line they were made at."""
+    out: dict[int | None, list[int]] = {}
+    for seq in sorted(seqs):
+        at = bisect.bisect_left(events, seq, key=lambda e: e.seq)
+        event = events[at] if at < len(events) and events[at].seq == seq else None
+        line = event.location.line if event is not None and event.location is not None else None
+        out.setdefault(line, []).append(seq)
+    return out
 
 
 class _Call:
@@ -603,7 +577,7 @@ def _call_parts(func: Any, args: Any, kwargs: Any) -> _Call:
 class _Pending:
     """One backward's measurement, between the engine runs before it and the comparison after."""
 
-    def __init__(self, plan: _Plan, record: dict[str, Any]) -> None:
+    def __init__(self, plan: Plan, record: dict[str, Any]) -> None:
         self.plan = plan
         self.record = record
         self.inputs: tuple[torch.Tensor, ...] = ()
@@ -611,25 +585,14 @@ class _Pending:
         self.intact: tuple[Any, ...] | None = None
         self.rerun: list[int] | None = None
         self.written: tuple[Any, ...] = ()
+        self.alone: dict[int, tuple[Any, ...] | str] = {}  # write seq -> gradients with it alone undone, or why not
 
 
-def _engine(roots: tuple[Any, ...], grads: tuple[Any, ...], inputs: tuple[Any, ...], plan: _Plan | None) -> tuple[Any, ...]:
+def _engine(roots: tuple[Any, ...], grads: tuple[Any, ...], inputs: tuple[Any, ...], plan: Plan | None) -> tuple[Any, ...]:
     """One run of the autograd engine as `autograd.grad(roots, inputs, grads, retain_graph=True)` makes it (nothing
     accumulates into .grad), with the plan's saved values put back meanwhile; Python code it would run stops it
     (HookWouldRun) before its first line."""
-    now: list[tuple[torch.Tensor, torch.Tensor]] = []
-    swapped: list[tuple[torch.Tensor, torch.Tensor]] = []
-    try:
-        if plan is not None:
-            for store, lo, hi, kept in plan.parts:
-                target = store.raw[lo:hi]
-                now.append((target, target.clone()))
-                target.copy_(kept.data[lo - kept.lo : hi - kept.lo])
-            for swap in plan.swaps.values():
-                t = swap.target()
-                if t is not None:
-                    swapped.append((t, _alias(t)))
-                    t.data = swap.old
+    with restored(plan):
         # warnings this extra backward raises are not the program's: ignored, by a filter put in place directly
         # (catch_warnings would reset the registries behind "once per place", and the program's would show again)
         quiet = ("ignore", None, Warning, None, 0)
@@ -643,16 +606,11 @@ def _engine(roots: tuple[Any, ...], grads: tuple[Any, ...], inputs: tuple[Any, .
             sys.setprofile(previous)
             with contextlib.suppress(ValueError):
                 filters.remove(quiet)
-    finally:
-        for target, data in reversed(now):
-            target.copy_(data)
-        for t, data in swapped:
-            t.data = data
 
 
 def _compare(got: torch.Tensor, intact: torch.Tensor) -> dict[str, Any]:
     """How far the program's gradient is from the intact one: largest absolute difference, that over the largest
-    intact value, cosine similarity, and whether the update direction flips (cosine < 0)."""
+    intact value, cosine similarity, the ratio of their norms, and whether the update direction flips (cosine < 0)."""
     if got.is_sparse:
         got = got.to_dense()
     if intact.is_sparse:
@@ -662,16 +620,20 @@ def _compare(got: torch.Tensor, intact: torch.Tensor) -> dict[str, Any]:
     a = got.detach().to(torch.float64).flatten()
     b = intact.detach().to(torch.float64).flatten()
     if a.numel() == 0:
-        return {"max_abs": 0.0, "max_rel": 0.0, "cosine": 1.0, "flipped": False}
+        return {"max_abs": 0.0, "max_rel": 0.0, "cosine": 1.0, "norm_ratio": 1.0, "flipped": False}
     max_abs = float((a - b).abs().max())
     scale = float(b.abs().max())
     max_rel = max_abs / scale if scale > 0 else (0.0 if max_abs == 0 else None)
-    norms = float(a.norm()) * float(b.norm())
+    got_norm, intact_norm = float(a.norm()), float(b.norm())
+    norms = got_norm * intact_norm
+    # how much larger the program's gradient is: a cosine near 1 says nothing of a gradient 6x too small
+    norm_ratio = got_norm / intact_norm if intact_norm > 0 else (1.0 if got_norm == 0 else None)
     if norms > 0:
         cosine: float | None = max(-1.0, min(1.0, float(a.dot(b)) / norms))
     else:
         cosine = 1.0 if max_abs == 0 else None
-    finite = [v for v in (max_abs, max_rel, cosine) if v is not None]
+    finite = [v for v in (max_abs, max_rel, cosine, norm_ratio) if v is not None]
     if any(v != v or v in (float("inf"), float("-inf")) for v in finite):  # NaN or inf in a gradient: no numbers
         return {"max_abs": None, "max_rel": None, "cosine": None, "flipped": False, "not_finite": True}
-    return {"max_abs": max_abs, "max_rel": max_rel, "cosine": cosine, "flipped": cosine is not None and cosine < 0}
+    flipped = cosine is not None and cosine < 0
+    return {"max_abs": max_abs, "max_rel": max_rel, "cosine": cosine, "norm_ratio": norm_ratio, "flipped": flipped}

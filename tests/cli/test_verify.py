@@ -63,10 +63,10 @@ def test_render_verify_puts_the_error_in_the_graph_note(python_m_gradviz: Callab
     out = tmp_path / "graph.dot"
     result = python_m_gradviz("render", GALLERY / "plot_02_data_silent.py", "--verify", "-o", out, "-q")
     assert result.returncode == 0, result.stderr
-    assert "measured: a.grad off by up to 0.99 (relative 2.36)" in out.read_text()
+    assert "measured at step 1: a.grad off by up to 0.99 (relative 2.36, norm ratio 4.07)" in out.read_text()
     identical = tmp_path / "identical.dot"
     python_m_gradviz("render", DATA / "zeros_over_zeros.py", "--verify", "-o", identical, "-q")
-    assert "measured: gradients identical" in identical.read_text()
+    assert "measured at step 1: gradients identical" in identical.read_text()
 
 
 def test_verify_on_a_saved_trace_is_a_usage_error(python_m_gradviz: Callable[..., Result], tmp_path: Path) -> None:

@@ -50,7 +50,7 @@ def test_magic_verify_shows_the_measured_error(shell) -> None:
         if "image/svg+xml" in out.data
         for t in re.findall(r"<text[^>]*>([^<]*)</text>", out.data["image/svg+xml"])
     ]
-    assert "measured: a.grad off by up to 0.99 (relative 2.36)" in texts
+    assert "measured at step 1: a.grad off by up to 0.99 (relative 2.36, norm ratio 4.07)" in texts
     shown = "".join(out.data.get("text/html", "") for out in captured.outputs)
     assert "Measured with --verify" in html.unescape(shown)
     assert shell.user_ns["a"].grad.tolist() == [1.0, 1.0, 1.0]  # the program's own (wrong) gradient, unchanged

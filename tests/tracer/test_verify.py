@@ -39,7 +39,7 @@ WRONG = [
     DATA / "relu_unmasked.py",
     DATA / "post_accumulate.py",
 ]
-IDENTICAL = [DATA / "relu_masked.py", DATA / "zeros_over_zeros.py"]
+IDENTICAL = [DATA / "relu_masked.py", DATA / "zeros_over_zeros.py", DATA / "relu_clamp_saved_again.py"]
 HOOKED = [DATA / "hooked.py", DATA / "node_hooked.py", DATA / "module_hooked.py", DATA / "old_module_hooked.py"]
 # the measured backward adds onto an earlier one's .grad: the programs' gradients differ by the measured backward's
 # error, but relative error and cosine are against that backward's own gradient, not the sum
@@ -272,7 +272,7 @@ def test_hooks_run_once_and_the_measurement_says_why_not(program: str, printed: 
     (finding,) = _silent(diagnose(trace))
     assert finding.measured is not None and finding.measured.skipped == reason
     assert finding.severity is Severity.ERROR
-    assert f"Not measured (--verify): {reason}." in finding.message
+    assert f"Not measured (--verify) at step 1: {reason}." in finding.message
 
 
 def test_retain_grad_is_not_written_by_the_measurement() -> None:

@@ -1,0 +1,46 @@
+"""Training steps as the views number them: each backward call that reached autograd nodes no earlier backward
+had reached starts one (leaves excluded: parameters are shared by all steps). Derived here once; the graph view's
+steps (render/steps.py) and --verify's measurements (which step was measured) both read it."""
+
+from __future__ import annotations
+
+from ..model import Event, NodeRecord, Trace
+
+
+def is_leaf(node: NodeRecord) -> bool:
+    return node.variable is not None or node.name == "AccumulateGrad"
+
+
+def backward_steps(trace: Trace) -> list[tuple[Event, list[str]]]:
+    """Per step, in program order: its backward event and the nodes it reached first (in the order reached)."""
+    nodes = trace.nodes
+    claimed: set[str] = set()
+    steps: list[tuple[Event, list[str]]] = []
+    for event in trace.events:
+        if event.kind.value != "backward":
+            continue
+        roots = event.data.get("roots") or ([event.tensor] if event.tensor else [])
+        stack = []
+        for tid in roots:
+            record = trace.tensors.get(tid)
+            if record is not None and record.grad_fn in nodes:
+                stack.append(record.grad_fn)
+        reached: list[str] = []
+        while stack:  # iterative: graphs of 20,000 nodes are normal
+            nid = stack.pop()
+            if nid in claimed or nid not in nodes:
+                continue
+            node = nodes[nid]
+            if is_leaf(node) or node.seq > event.seq:
+                continue
+            claimed.add(nid)
+            reached.append(nid)
+            stack.extend(n for n in node.next if n is not None)
+        if reached:
+            steps.append((event, reached))
+    return steps
+
+
+def step_numbers(trace: Trace) -> dict[int, int]:
+    """Backward event seq -> the 1-based number of the step it starts (the K of `--step K`)."""
+    return {event.seq: number for number, (event, _) in enumerate(backward_steps(trace), start=1)}
