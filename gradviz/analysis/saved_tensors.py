@@ -119,6 +119,18 @@ def _consequence(ctx: Context, seq: int, node: NodeRecord) -> tuple[Event | None
     return backward, backward is not None or ctx.pending_at_end(node.id)
 
 
+def _inside_module(module: str | None, call: str) -> str:
+    """Where a write ran, as a reader of the program finds it: the class's forward, then which module it was and,
+    where it took arguments, how the program built it: " inside `Net.forward` (module `model`)", " inside
+    `nn.ReLU.forward` (module `act`, built as `nn.ReLU(inplace=True)`)". (Where, not who: a write in a model's own
+    forward is the model's code at that line.)"""
+    cls = call.partition("(")[0]
+    about = [f"module `{module}`"] if module else []
+    if call != f"{cls}()":
+        about.append(f"built as `{call}`")
+    return f" inside `{cls}.forward`" + (f" ({', '.join(about)})" if about else "")
+
+
 def _saved_write_finding(
     ctx: Context,
     write: _Write,
@@ -144,9 +156,7 @@ def _saved_write_finding(
     if unversioned:
         via = "the running-statistics update of a batch norm in train mode"
     call = write.event.data.get("module_call")
-    # the write happened inside a module: name it as the program built it (`nn.ReLU(inplace=True)`)
-    # (where, not who: a write in a model's own forward is the model's code at that line, not "by `Model()`")
-    by = f" inside `{write.event.data.get('module')}.forward` (`{call}`)" if call and not by_step else ""
+    by = _inside_module(write.event.data.get("module"), call) if call and not by_step else ""
     what = f"{ctx.name(tensor.id)}, saved by {node.name} for backward"
     if shares:
         if backward is not None and backward.data.get("outcome") == "error":
