@@ -50,7 +50,7 @@ function showNode(i, keepHighlight) {
       var td = el("td"); td.appendChild(tensorLink(s.t));
       add(tr, el("td", null, s.name), td, el("td", null, versionText(s.v) + " → " + versionText(versionAt(s.t))));
       st.appendChild(tr);
-      var more = el("tr", "gv-saved-more" + (mark ? " " + mark : "")), cell = el("td", null, t.dtype + shape(t) + " · " + bytes(t.bytes) + (t.storage ? " · storage " : ""));
+      var more = el("tr", "gv-saved-more" + (mark ? " " + mark : "")), cell = el("td", null, t.dtype + shape(t) + " · " + bytes(t.bytes) + (t.storage ? " · " : "")); // (t.storage says "storage of …")
       if (t.storage) { cell.appendChild(codeEl(t.storage)); }
       cell.colSpan = 3; more.appendChild(cell); st.appendChild(more);
       if (s.note) { var nr = el("tr", "gv-note-row"); var c = el("td", null, s.note); c.colSpan = 3; nr.appendChild(c); st.appendChild(nr); }
