@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..model import Event, EventKind, OpRecord, TensorRecord, Trace
-from .context import Context, line_of, source_line
+from .context import Context, source_line
 from .cuts import Cut
 from .findings import Finding, FindingKind
 from .names import statement
@@ -54,7 +54,7 @@ def dead_parameter_findings(ctx: Context, found: list[Cut]) -> list[Finding]:
             continue
         if cut is not None:
             file, line, code = ctx.where(cut.event)
-            reason = f"every path from them to the loss passes through the cut at line {line} (`{statement(code)}`)"
+            reason = f"every path from them to the loss passes through the cut at {ctx.at(file, line)} (`{statement(code)}`)"
             events, nodes = [cut.event.seq], [n for n in [cut.event.data.get("source_grad_fn")] if n]
         else:
             op = _no_grad_break(ctx, leaf, backward)
@@ -62,7 +62,7 @@ def dead_parameter_findings(ctx: Context, found: list[Cut]) -> list[Finding]:
                 continue
             file, line = op.file, op.line
             code = source_line(trace, file, line)
-            reason = f"their values reach the loss only through `{op.name}` at line {line}, computed without gradient tracking"
+            reason = f"their values reach the loss only through `{op.name}` at {ctx.at(file, line)}, computed without gradient tracking"
             if op.checkpoint_line is not None or _REENTRANT_CHECKPOINT.search(statement(code)):
                 # the reentrant checkpoint runs its function under no_grad and backpropagates through the
                 # recomputation only from inputs that require grad: PyTorch warns and gives the parameters none.
@@ -71,7 +71,7 @@ def dead_parameter_findings(ctx: Context, found: list[Cut]) -> list[Finding]:
                     file, line = op.checkpoint_file, op.checkpoint_line
                     code = source_line(trace, file, line)
                 reason = (
-                    f"their values reach the loss only through `checkpoint` at line {line} (`{statement(code)}`), "
+                    f"their values reach the loss only through `checkpoint` at {ctx.at(file, line)} (`{statement(code)}`), "
                     "which with `use_reentrant=True` runs its function without gradient tracking and passes "
                     "gradients back only through inputs that require grad, and none of its inputs does (PyTorch "
                     f"warned: \"{CHECKPOINT_WARNING}\")"
@@ -125,7 +125,7 @@ def _dead_finding(ctx: Context, group: _Starved) -> Finding:
         FindingKind.DEAD_PARAMETER,
         group.file,
         group.line,
-        f"{head} in computing the loss backpropagated at {line_of(group.backward)}, but no backward in the run "
+        f"{head} in computing the loss backpropagated at {ctx.line_of(group.backward)}, but no backward in the run "
         f"gives {'it' if len(records) == 1 else 'them'} a gradient: {reason}. {tail}",
         (
             f"Pass `use_reentrant=False` to `checkpoint` (the non-reentrant checkpoint, which PyTorch recommends, "

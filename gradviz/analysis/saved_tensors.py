@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from ..model import Event, EventKind, NodeRecord, SavedTensorRecord, TensorRecord, Trace, VersionChange
-from .context import Context, line_of
+from .context import Context
 from .findings import Finding, FindingKind, SavedTensorEvidence, version_text
 from .names import statement
 from .verify import measurement_of, then_sentence
@@ -161,9 +161,9 @@ def _saved_write_finding(
     if shares:
         if backward is not None and backward.data.get("outcome") == "error":
             quoted = _pytorch_versions(ctx.trace, backward) or (str(now), _v(saved))
-            then = f"The backward at {line_of(backward)} raised: \"is at version {quoted[0]}; expected version {quoted[1]}\"."
+            then = f"The backward at {ctx.line_of(backward)} raised: \"is at version {quoted[0]}; expected version {quoted[1]}\"."
         elif backward is not None:
-            then = f"The backward at {line_of(backward)} runs through it."
+            then = f"The backward at {ctx.line_of(backward)} runs through it."
         else:
             then = "No backward has run through it yet: calling backward will raise."
         return Finding(
@@ -171,7 +171,7 @@ def _saved_write_finding(
             file,
             line,
             (
-                f"{what} at v{_v(saved)}, was written in place at line {line}{by} through {via}, which shares "
+                f"{what} at v{_v(saved)}, was written in place at {ctx.at(file, line)}{by} through {via}, which shares "
                 f"its version counter: now {version_text(now)}. {then}"
                 if touched
                 else f"{what} at v{_v(saved)}, shares its version counter with {via}, written in place at line "
@@ -189,11 +189,11 @@ def _saved_write_finding(
             evidence=[_write_evidence(ctx, write, node, saved, tensor, now, shares)],
         )
     if backward is not None:
-        then = f"The backward at {line_of(backward)} used the changed values: its gradients are silently wrong."
+        then = f"The backward at {ctx.line_of(backward)} used the changed values: its gradients are silently wrong."
     else:
         then = "No backward has run through it yet: when it does, its gradients will be silently wrong."
     measured = measurement_of(ctx.trace, write.event, backward, ctx.name)
-    then = then_sentence(measured, line_of(backward), then)
+    then = then_sentence(measured, ctx.line_of(backward), then)
     if unversioned:
         why = f", which moves no version (a known PyTorch issue), so autograd did not notice (still v{_v(saved)})"
         fix = (
@@ -216,7 +216,7 @@ def _saved_write_finding(
         FindingKind.SILENTLY_CORRUPTED_SAVED_TENSOR,
         file,
         line,
-        f"{what} at v{_v(saved)}, had its bytes changed at line {line}{by} through {via}{why}. {then}",
+        f"{what} at v{_v(saved)}, had its bytes changed at {ctx.at(file, line)}{by} through {via}{why}. {then}",
         fix,
         code=code,
         tensors=[tensor.id, write.tensor],
@@ -284,19 +284,19 @@ def _data_set_findings(ctx: Context, entries: dict[str, list[_Entry]]) -> list[F
         file, line, code = ctx.where(event)
         for node, saved, tensor, backward in _saved_as_itself(ctx, event, entries, lambda s: s.original):
             then = (
-                f"The backward at {line_of(backward)} used the new values: its gradients are silently wrong."
+                f"The backward at {ctx.line_of(backward)} used the new values: its gradients are silently wrong."
                 if backward
                 else "When backward runs, its gradients will be silently wrong."
             )
             measured = measurement_of(ctx.trace, event, backward, ctx.name)
-            then = then_sentence(measured, line_of(backward), then)
+            then = then_sentence(measured, ctx.line_of(backward), then)
             findings.append(
                 Finding(
                     FindingKind.SILENTLY_CORRUPTED_SAVED_TENSOR,
                     file,
                     line,
                     f"{ctx.name(tensor.id)} was saved by {node.name} for backward itself (not a copy), and "
-                    f"`{statement(code)}` at line {line} swaps its data while the graph is live; its version stays "
+                    f"`{statement(code)}` at {ctx.at(file, line)} swaps its data while the graph is live; its version stays "
                     f"v{_v(saved)}, so autograd does not notice. {then}",
                     "Reassign `.data` only after backward (or not at all: update under `torch.no_grad()` with "
                     "`p.copy_(new)`, which autograd tracks).",
@@ -321,7 +321,7 @@ def _detach_inplace_findings(ctx: Context, entries: dict[str, list[_Entry]]) -> 
         file, line, code = ctx.where(event)
         for node, saved, tensor, backward in _saved_as_itself(ctx, event, entries, lambda s: not s.is_output):
             then = (
-                f"The backward at {line_of(backward)} raised \"{message}\"."
+                f"The backward at {ctx.line_of(backward)} raised \"{message}\"."
                 if backward and backward.data.get("outcome") == "error"
                 else f"Calling backward through it will raise \"{message}\"."
             )
@@ -330,7 +330,7 @@ def _detach_inplace_findings(ctx: Context, entries: dict[str, list[_Entry]]) -> 
                     FindingKind.DETACH_INPLACE_SAVED,
                     file,
                     line,
-                    f"`{statement(code)}` at line {line} detaches {ctx.name(tensor.id)} in place, but {node.name} saved it as "
+                    f"`{statement(code)}` at {ctx.at(file, line)} detaches {ctx.name(tensor.id)} in place, but {node.name} saved it as "
                     f"an input for backward. {then}",
                     f"Use the out-of-place `{tensor.label} = {tensor.label}.detach()` (a new tensor; the graph keeps "
                     "the original), or call backward before detaching.",
