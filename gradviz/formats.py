@@ -37,13 +37,14 @@ RULES: dict[FindingKind, tuple[str, str]] = {
     ),
     FindingKind.DEAD_PARAMETER: (
         'parameters the program trains took part in computing a loss, but no backward in the run gave them a '
-        'gradient: every path was cut (or ran under `no_grad`; inside `checkpoint(..., use_reentrant=True)` whose '
-        "inputs do not require grad, with PyTorch's own warning quoted). One finding per cause, naming its "
+        'gradient: every path was cut (or ran under `no_grad`; inside `checkpoint(..., use_reentrant=True)`, '
+        "reported at the `checkpoint` call, whose inputs do not require grad, with PyTorch's own warning quoted). "
+        'One finding per cause, naming its '
         'parameters grouped by module (`backbone.0: weight, bias; backbone.2: weight, bias`); past three modules, '
         'modules alike but for their numbers as one pattern, counted (a 12-layer LoRA: "24 parameters in 12 modules '
         '(`model.*: lora_A, lora_B` for * in 0-11)"); JSON\'s `parameters` lists the full names. A model no '
         'optimizer holds (a teacher) is frozen on purpose',
-        'remove the cut, or freeze it explicitly with `requires_grad_(False)`',
+        'remove the cut (under a reentrant checkpoint: `use_reentrant=False`), or freeze it explicitly with `requires_grad_(False)`',
     ),
     FindingKind.POISONED_SAVED_TENSOR: (
         'a tensor autograd saved was written in place through an alias sharing its version counter (itself, a view, '

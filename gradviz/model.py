@@ -137,6 +137,10 @@ class OpRecord:
     outputs: list[str]
     line: int | None = None
     file: str | None = None
+    # where the program called `checkpoint(..., use_reentrant=True)`, for a call made inside its forward (which
+    # PyTorch runs without gradient tracking): the line that explains a gradient that never arrives
+    checkpoint_line: int | None = None
+    checkpoint_file: str | None = None
 
 
 @dataclass(slots=True)

@@ -50,6 +50,13 @@ class Context:
         return at if at > 0 else None
 
     # ------------------------------------------------------------ wording helpers
+    def at(self, file: str | None, line: int | None) -> str:
+        return line_at(self.trace, file, line)
+
+    def line_of(self, event: Event | None) -> str:
+        """`at` for an event's line (a backward's, a write's)."""
+        return line_at(self.trace, event.location.file, event.location.line) if event and event.location else "an unknown line"
+
     def name(self, tid: str | None) -> str:
         if tid is None:
             return "a tensor"
@@ -62,7 +69,7 @@ class Context:
             if made and (source.parameter or source.names):
                 return f"`{source.label}{made}`"
             return f"a view of {self.name(source.id)}"
-        made_at = f" made at line {record.created.line}" if record.created is not None else ""
+        made_at = f" made at {self.at(record.created.file, record.created.line)}" if record.created is not None else ""
         made = self.facts.namer.made(tid)  # the name every view gives it (`err_real.add(err_fake)`)
         if made is not None:
             return f"`{made}`{made_at}"
@@ -132,8 +139,12 @@ class Context:
         return node in self._alive_reach
 
 
-def line_of(event: Event | None) -> str:
-    return f"line {event.location.line}" if event is not None and event.location is not None else "an unknown line"
+def line_at(trace: Trace, file: str | None, line: int | None) -> str:
+    """A line as its reader finds it: `line 5`, or `cell In[3], line 5` in a notebook (files IPython names)."""
+    if line is None:
+        return "an unknown line"
+    label = trace.file_labels.get(file) if file else None
+    return f"cell {label}, line {line}" if label else f"line {line}"
 
 
 def source_line(trace: Trace, file: str | None, line: int | None) -> str:

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from ..model import Event, EventKind, Location
-from .context import Context, line_of, source_line
+from .context import Context, source_line
 from .findings import CutEvidence, Finding, FindingKind
 from .reach import first_backward_reached
 
@@ -144,15 +144,15 @@ def cut_edge_findings(ctx: Context, found: list[Cut]) -> list[Finding]:
         produced = f" (output of {ctx.node_name(node)})" if node else ""
         roots = ctx.names(cut.roots)
         message = (
-            f"{how} at line {line} cuts the gradient path: {ctx.name(source.id)}{produced} flows on into "
-            f"{roots}, but backward ({line_of(cut.backward)}) stops here, so nothing computed before it gets a "
+            f"{how} at {ctx.at(file, line)} cuts the gradient path: {ctx.name(source.id)}{produced} flows on into "
+            f"{roots}, but backward ({ctx.line_of(cut.backward)}) stops here, so nothing computed before it gets a "
             f"gradient through this path."
         )
         if node is None and rewrap is None:  # a leaf's own `.data`: the leaf is what loses its gradient
             how = f"`.data` of {ctx.name(source.id)}"
             message = (
-                f"{how} at line {line} uses its values without its gradient path: they flow on into {roots}, but "
-                f"backward ({line_of(cut.backward)}) gives {ctx.name(source.id)} no gradient through this use."
+                f"{how} at {ctx.at(file, line)} uses its values without its gradient path: they flow on into {roots}, but "
+                f"backward ({ctx.line_of(cut.backward)}) gives {ctx.name(source.id)} no gradient through this use."
             )
         if rewrap is not None:
             fix = (

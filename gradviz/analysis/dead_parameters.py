@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ..model import Event, EventKind, TensorRecord, Trace
-from .context import Context, line_of, source_line
+from ..model import Event, EventKind, OpRecord, TensorRecord, Trace
+from .context import Context, source_line
 from .cuts import Cut
 from .findings import Finding, FindingKind
 from .names import statement
@@ -49,29 +49,36 @@ def dead_parameter_findings(ctx: Context, found: list[Cut]) -> list[Finding]:
     for leaf, backward in sorted(participating.items(), key=lambda item: trace.tensors[item[0]].seq):
         record = trace.tensors[leaf]
         cut = explained.get(leaf)
+        checkpointed = False
         if cut is not None and trained_models is not None and _model_of(record) not in trained_models:
             continue
         if cut is not None:
             file, line, code = ctx.where(cut.event)
-            reason = f"every path from them to the loss passes through the cut at line {line} (`{statement(code)}`)"
+            reason = f"every path from them to the loss passes through the cut at {ctx.at(file, line)} (`{statement(code)}`)"
             events, nodes = [cut.event.seq], [n for n in [cut.event.data.get("source_grad_fn")] if n]
         else:
-            step = _no_grad_break(ctx, leaf, backward)
-            if step is None or (optimized is not None and leaf not in optimized):
+            op = _no_grad_break(ctx, leaf, backward)
+            if op is None or (optimized is not None and leaf not in optimized):
                 continue
-            op, file, line = step
+            file, line = op.file, op.line
             code = source_line(trace, file, line)
-            reason = f"their values reach the loss only through `{op}` at line {line}, computed without gradient tracking"
-            if _REENTRANT_CHECKPOINT.search(statement(code)):
+            reason = f"their values reach the loss only through `{op.name}` at {ctx.at(file, line)}, computed without gradient tracking"
+            if op.checkpoint_line is not None or _REENTRANT_CHECKPOINT.search(statement(code)):
                 # the reentrant checkpoint runs its function under no_grad and backpropagates through the
-                # recomputation only from inputs that require grad: PyTorch warns and gives it none
-                reason += (
-                    " inside `checkpoint`, whose inputs do not require grad (PyTorch: \"None of the inputs have "
-                    "requires_grad=True. Gradients will be None\"); with `use_reentrant=True` the checkpointed "
-                    "block gets gradients only through inputs that require grad"
+                # recomputation only from inputs that require grad: PyTorch warns and gives the parameters none.
+                # The line to blame is the checkpoint call, not the layer inside it
+                if op.checkpoint_line is not None:
+                    file, line = op.checkpoint_file, op.checkpoint_line
+                    code = source_line(trace, file, line)
+                reason = (
+                    f"their values reach the loss only through `checkpoint` at {ctx.at(file, line)} (`{statement(code)}`), "
+                    "which with `use_reentrant=True` runs its function without gradient tracking and passes "
+                    "gradients back only through inputs that require grad, and none of its inputs does (PyTorch "
+                    f"warned: \"{CHECKPOINT_WARNING}\")"
                 )
+                checkpointed = True
             events, nodes = [], []
-        group = groups.setdefault((file, line, reason), _Starved(file, line, code, reason, backward))
+        group = groups.setdefault((file, line, reason), _Starved(file, line, code, reason, backward, checkpointed))
         group.leaves.append(leaf)
         group.events += [e for e in events if e not in group.events]
         group.nodes += [n for n in nodes if n not in group.nodes]
@@ -89,6 +96,7 @@ class _Starved:
     code: str
     reason: str
     backward: Event  # the first backward whose loss they take part in
+    checkpointed: bool = False  # the cause is `checkpoint(..., use_reentrant=True)`
     leaves: list[str] = field(default_factory=list)
     events: list[int] = field(default_factory=list)
     nodes: list[str] = field(default_factory=list)
@@ -117,10 +125,16 @@ def _dead_finding(ctx: Context, group: _Starved) -> Finding:
         FindingKind.DEAD_PARAMETER,
         group.file,
         group.line,
-        f"{head} in computing the loss backpropagated at {line_of(group.backward)}, but no backward in the run "
+        f"{head} in computing the loss backpropagated at {ctx.line_of(group.backward)}, but no backward in the run "
         f"gives {'it' if len(records) == 1 else 'them'} a gradient: {reason}. {tail}",
-        f"Remove the detach (or `torch.no_grad()`) on the path if {they} should learn; if {they} {are} meant to be "
-        f"frozen, say so with {frozen} and leave {them} out of the optimizer.",
+        (
+            f"Pass `use_reentrant=False` to `checkpoint` (the non-reentrant checkpoint, which PyTorch recommends, "
+            f"gives the parameters inside it gradients whatever its inputs); if {they} {are} meant to be frozen, say "
+            f"so with {frozen} and leave {them} out of the optimizer."
+            if group.checkpointed
+            else f"Remove the detach (or `torch.no_grad()`) on the path if {they} should learn; if {they} {are} meant "
+            f"to be frozen, say so with {frozen} and leave {them} out of the optimizer."
+        ),
         parameter="; ".join(" ".join(part for part in pair if part) for pair in short),
         code=group.code,
         tensors=list(group.leaves),
@@ -178,7 +192,9 @@ def _number_ranges(numbers: list[int]) -> str:
     return ", ".join(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]) for run in runs)
 
 
-_REENTRANT_CHECKPOINT = re.compile(r"\bcheckpoint\w*\(")
+_REENTRANT_CHECKPOINT = re.compile(r"\bcheckpoint\w*\(")  # (traces recorded before ops named their checkpoint)
+#: what torch.utils.checkpoint warns when a reentrant checkpoint's inputs do not require grad
+CHECKPOINT_WARNING = "None of the inputs have requires_grad=True. Gradients will be None"
 
 
 def _model_of(record: TensorRecord) -> str | None:
@@ -197,7 +213,7 @@ def _explaining_cuts(ctx: Context, leaves: set[str], found: list[Cut]) -> dict[s
     return explained
 
 
-def _no_grad_break(ctx: Context, leaf: str, backward: Event) -> tuple[str, str | None, int | None] | None:
+def _no_grad_break(ctx: Context, leaf: str, backward: Event) -> OpRecord | None:
     """The first call on a path from `leaf` to the loss whose inputs require grad but whose outputs do not."""
     trace = ctx.trace
     downstream = ctx.flow.descendants(leaf, -1, before=backward.seq)  # (only up to that backward: bounded work)
@@ -207,6 +223,6 @@ def _no_grad_break(ctx: Context, leaf: str, backward: Event) -> tuple[str, str |
         ins = [t for t in op.inputs if t == leaf or t in downstream]
         if ins and any(trace.tensors[t].requires_grad for t in ins) and op.outputs:
             if not any(trace.tensors[t].requires_grad for t in op.outputs):
-                return op.name, op.file, op.line
+                return op
     return None
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 
 from ..model import Event, EventKind, Trace
+from .context import line_at
 from .findings import Finding, FindingKind, LifetimeEvidence
 from .lifetime import END, Lifetimes, freed_with_saved, program_holders
 from .names import statement
@@ -170,7 +171,7 @@ def _freed_finding(
     nodes = trace.nodes
     old = bridge[1] if bridge else freed_node
     freeing = by_seq.get(life.freed_at.get(old, -1)) or _freeing_below(trace, life, old, by_seq)
-    freeing_line = freeing.location.line if freeing and freeing.location else None
+    freeing_at = line_at(trace, freeing.location.file, freeing.location.line) if freeing and freeing.location else "an unknown line"
     carrier = trace.tensors[carriers[old]] if old in carriers else None
     held_as = _held_as(trace, carrier.id) if carrier is not None else None
     value = f"`{held_as}`" if held_as else "a value"
@@ -187,18 +188,18 @@ def _freed_finding(
             # built before the freeing, on a branch that backward did not run through (a stored loss whose hidden
             # state the next step's backward freed)
             how = (
-                f"`{statement(code)}` at line {line} built a graph on {value} (output of {nodes[old].name}), and the backward "
-                f"at line {freeing_line} later freed {value}'s graph without running through that branch"
+                f"`{statement(code)}` at {line_at(trace, file, line)} built a graph on {value} (output of {nodes[old].name}), and the backward "
+                f"at {freeing_at} later freed {value}'s graph without running through that branch"
             )
         else:
             how = (
-                f"{value} (output of {nodes[old].name}) still carries the graph that the backward at line "
-                f"{freeing_line} freed, and `{statement(code)}` at line {line} builds the new graph on it"
+                f"{value} (output of {nodes[old].name}) still carries the graph that the backward at "
+                f"{freeing_at} freed, and `{statement(code)}` at {line_at(trace, file, line)} builds the new graph on it"
             )
     else:
         loc = backward.location if backward else None
         file, line, code = (loc.file, loc.line, loc.code.strip()) if loc else (None, None, "")
-        how = f"it runs again through the graph that the backward at line {freeing_line} already freed"
+        how = f"it runs again through the graph that the backward at {freeing_at} already freed"
     if predicted and side_branch:
         then = (
             "Note: the program does not backpropagate it, and need not; a backward of it would raise \"Trying to "
@@ -207,9 +208,9 @@ def _freed_finding(
     elif predicted:
         then = "No backward has run through it yet: calling backward will raise \"Trying to backward through the graph a second time\"."
     elif backward is not None and backward.data.get("outcome") == "error":
-        then = f"The backward at line {backward.location.line if backward.location else '?'} raised \"Trying to backward through the graph a second time\"."
+        then = f"The backward at {line_at(trace, backward.location.file, backward.location.line) if backward.location else 'an unknown line'} raised \"Trying to backward through the graph a second time\"."
     else:
-        then = f"The backward at line {backward.location.line if backward and backward.location else '?'} runs through freed buffers."
+        then = f"The backward at {line_at(trace, backward.location.file, backward.location.line) if backward and backward.location else 'an unknown line'} runs through freed buffers."
     fix = (
         "Nothing to do unless you mean to backpropagate it: then call that backward before the other one frees the "
         "shared part, or pass `retain_graph=True` to the first."

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..model import EventKind, NodeRecord, Trace
-from .context import source_line
+from .context import line_at, source_line
 from .findings import Finding, FindingKind, LifetimeEvidence
 from .lifetime import END, Lifetimes, freed_with_saved, program_holders, size_text
 from .names import statement
@@ -178,7 +178,7 @@ def graph_kept_alive_findings(trace: Trace, life: Lifetimes, kept: list[KeptAliv
                 FindingKind.GRAPH_KEPT_ALIVE,
                 group.file,
                 group.line,
-                f"`{statement(code)}` at line {group.line} stores {what} with its autograd history, so the graphs of "
+                f"`{statement(code)}` at {line_at(trace, group.file, group.line)} stores {what} with its autograd history, so the graphs of "
                 f"{group.steps} {unit}s stay alive at the end: "
                 f"{len(group.nodes)} autograd nodes holding {held}{peak_text}; {growth} until the run runs out "
                 "of memory.",

@@ -178,14 +178,16 @@ class Namer:
         record = self.trace.tensors[tid]
         module = self._module_of(tid)
         line = record.created.line if record.created is not None else None
-        at = f", line {line}" if line is not None else ""
+        label = self.trace.file_labels.get(record.created.file) if record.created is not None else None
+        place = f"cell {label}, line {line}" if label else f"line {line}"  # (context.line_at, one layer up)
+        at = f", {place}" if line is not None else ""
         if module:
             return f"output of {module}{at}"
         if record.op:
             call = record.op.removeprefix("torch.").removeprefix("Tensor.")
-            return f"{call}() at line {line}" if line is not None else f"{call}()"
+            return f"{call}() at {place}" if line is not None else f"{call}()"
         if line is not None:
-            return f"tensor made at line {line}"
+            return f"tensor made at {place}"
         shape = "[" + ", ".join(str(n) for n in record.shape) + "]"
         return f"a {shape} {record.dtype} tensor"
 

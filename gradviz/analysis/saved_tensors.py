@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from ..model import Event, EventKind, NodeRecord, SavedTensorRecord, TensorRecord, Trace, VersionChange
-from .context import Context, line_of
+from .context import Context
 from .findings import Finding, FindingKind, SavedTensorEvidence, version_text
 from .names import statement
 from .verify import measurement_of, then_sentence
@@ -119,6 +119,18 @@ def _consequence(ctx: Context, seq: int, node: NodeRecord) -> tuple[Event | None
     return backward, backward is not None or ctx.pending_at_end(node.id)
 
 
+def _inside_module(module: str | None, call: str) -> str:
+    """Where a write ran, as a reader of the program finds it: the class's forward, then which module it was and,
+    where it took arguments, how the program built it: " inside `Net.forward` (module `model`)", " inside
+    `nn.ReLU.forward` (module `act`, built as `nn.ReLU(inplace=True)`)". (Where, not who: a write in a model's own
+    forward is the model's code at that line.)"""
+    cls = call.partition("(")[0]
+    about = [f"module `{module}`"] if module else []
+    if call != f"{cls}()":
+        about.append(f"built as `{call}`")
+    return f" inside `{cls}.forward`" + (f" ({', '.join(about)})" if about else "")
+
+
 def _saved_write_finding(
     ctx: Context,
     write: _Write,
@@ -144,16 +156,14 @@ def _saved_write_finding(
     if unversioned:
         via = "the running-statistics update of a batch norm in train mode"
     call = write.event.data.get("module_call")
-    # the write happened inside a module: name it as the program built it (`nn.ReLU(inplace=True)`)
-    # (where, not who: a write in a model's own forward is the model's code at that line, not "by `Model()`")
-    by = f" inside `{write.event.data.get('module')}.forward` (`{call}`)" if call and not by_step else ""
+    by = _inside_module(write.event.data.get("module"), call) if call and not by_step else ""
     what = f"{ctx.name(tensor.id)}, saved by {node.name} for backward"
     if shares:
         if backward is not None and backward.data.get("outcome") == "error":
             quoted = _pytorch_versions(ctx.trace, backward) or (str(now), _v(saved))
-            then = f"The backward at {line_of(backward)} raised: \"is at version {quoted[0]}; expected version {quoted[1]}\"."
+            then = f"The backward at {ctx.line_of(backward)} raised: \"is at version {quoted[0]}; expected version {quoted[1]}\"."
         elif backward is not None:
-            then = f"The backward at {line_of(backward)} runs through it."
+            then = f"The backward at {ctx.line_of(backward)} runs through it."
         else:
             then = "No backward has run through it yet: calling backward will raise."
         return Finding(
@@ -161,7 +171,7 @@ def _saved_write_finding(
             file,
             line,
             (
-                f"{what} at v{_v(saved)}, was written in place at line {line}{by} through {via}, which shares "
+                f"{what} at v{_v(saved)}, was written in place at {ctx.at(file, line)}{by} through {via}, which shares "
                 f"its version counter: now {version_text(now)}. {then}"
                 if touched
                 else f"{what} at v{_v(saved)}, shares its version counter with {via}, written in place at line "
@@ -179,13 +189,13 @@ def _saved_write_finding(
             evidence=[_write_evidence(ctx, write, node, saved, tensor, now, shares)],
         )
     if backward is not None:
-        then = f"The backward at {line_of(backward)} used the changed values: its gradients are silently wrong."
+        then = f"The backward at {ctx.line_of(backward)} used the changed values: its gradients are silently wrong."
     else:
         then = "No backward has run through it yet: when it does, its gradients will be silently wrong."
     measured = measurement_of(
         ctx.trace, write.event, backward, ctx.name, step=ctx.step_of(backward), written=[tensor.id, write.tensor]
     )
-    then = then_sentence(measured, line_of(backward), then)
+    then = then_sentence(measured, ctx.line_of(backward), then)
     if unversioned:
         why = f", which moves no version (a known PyTorch issue), so autograd did not notice (still v{_v(saved)})"
         fix = (
@@ -208,7 +218,7 @@ def _saved_write_finding(
         FindingKind.SILENTLY_CORRUPTED_SAVED_TENSOR,
         file,
         line,
-        f"{what} at v{_v(saved)}, had its bytes changed at line {line}{by} through {via}{why}. {then}",
+        f"{what} at v{_v(saved)}, had its bytes changed at {ctx.at(file, line)}{by} through {via}{why}. {then}",
         fix,
         code=code,
         tensors=[tensor.id, write.tensor],
@@ -276,21 +286,21 @@ def _data_set_findings(ctx: Context, entries: dict[str, list[_Entry]]) -> list[F
         file, line, code = ctx.where(event)
         for node, saved, tensor, backward in _saved_as_itself(ctx, event, entries, lambda s: s.original):
             then = (
-                f"The backward at {line_of(backward)} used the new values: its gradients are silently wrong."
+                f"The backward at {ctx.line_of(backward)} used the new values: its gradients are silently wrong."
                 if backward
                 else "When backward runs, its gradients will be silently wrong."
             )
             measured = measurement_of(
                 ctx.trace, event, backward, ctx.name, step=ctx.step_of(backward), written=[tensor.id]
             )
-            then = then_sentence(measured, line_of(backward), then)
+            then = then_sentence(measured, ctx.line_of(backward), then)
             findings.append(
                 Finding(
                     FindingKind.SILENTLY_CORRUPTED_SAVED_TENSOR,
                     file,
                     line,
                     f"{ctx.name(tensor.id)} was saved by {node.name} for backward itself (not a copy), and "
-                    f"`{statement(code)}` at line {line} swaps its data while the graph is live; its version stays "
+                    f"`{statement(code)}` at {ctx.at(file, line)} swaps its data while the graph is live; its version stays "
                     f"v{_v(saved)}, so autograd does not notice. {then}",
                     "Reassign `.data` only after backward (or not at all: update under `torch.no_grad()` with "
                     "`p.copy_(new)`, which autograd tracks).",
@@ -315,7 +325,7 @@ def _detach_inplace_findings(ctx: Context, entries: dict[str, list[_Entry]]) -> 
         file, line, code = ctx.where(event)
         for node, saved, tensor, backward in _saved_as_itself(ctx, event, entries, lambda s: not s.is_output):
             then = (
-                f"The backward at {line_of(backward)} raised \"{message}\"."
+                f"The backward at {ctx.line_of(backward)} raised \"{message}\"."
                 if backward and backward.data.get("outcome") == "error"
                 else f"Calling backward through it will raise \"{message}\"."
             )
@@ -324,7 +334,7 @@ def _detach_inplace_findings(ctx: Context, entries: dict[str, list[_Entry]]) -> 
                     FindingKind.DETACH_INPLACE_SAVED,
                     file,
                     line,
-                    f"`{statement(code)}` at line {line} detaches {ctx.name(tensor.id)} in place, but {node.name} saved it as "
+                    f"`{statement(code)}` at {ctx.at(file, line)} detaches {ctx.name(tensor.id)} in place, but {node.name} saved it as "
                     f"an input for backward. {then}",
                     f"Use the out-of-place `{tensor.label} = {tensor.label}.detach()` (a new tensor; the graph keeps "
                     "the original), or call backward before detaching.",

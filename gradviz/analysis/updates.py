@@ -7,7 +7,7 @@ import bisect
 from collections.abc import Set as AbstractSet
 
 from ..model import Event, EventKind, Trace
-from .context import Context, line_of
+from .context import Context, line_at
 from .findings import Finding, FindingKind
 from .names import statement
 
@@ -82,9 +82,9 @@ def manual_update_findings(trace: Trace, dead: AbstractSet[str] = frozenset()) -
                 FindingKind.UPDATE_WITHOUT_GRADIENT,
                 loc.file if loc else None,
                 loc.line if loc else None,
-                f"`{(statement(loc.code) if loc else event.op) or event.op}` at line {loc.line if loc else '?'} changed "
+                f"`{(statement(loc.code) if loc else event.op) or event.op}` at {line_at(trace, loc.file, loc.line) if loc else 'an unknown line'} changed "
                 f"{via} in place (`{event.op}`) although no gradient reached `{record.label}` in any backward since "
-                f"its previous update (the latest: line {latest.location.line if latest.location else '?'}): an "
+                f"its previous update (the latest: {line_at(trace, latest.location.file, latest.location.line) if latest.location else 'an unknown line'}): an "
                 "update outside the optimizer (weight decay, a custom step) moves a parameter that is not training.",
                 f"Apply the update only to parameters that have a gradient (`if p.grad is not None:`), or leave "
                 f"`{record.label}` out of the update / `requires_grad_(False)` if it is frozen.",
@@ -107,7 +107,7 @@ def _given_in_step_finding(
     name = ctx.name(tid)
     optimizer = event.data.get("optimizer", "The optimizer")
     at = event.data.get("grad_given_at")
-    where = f" at line {at[1]} (`{at[2]}`)" if at else ""
+    where = f" at {ctx.at(at[0], at[1])} (`{at[2]}`)" if at else ""
     if at:
         file, line, code = at[0], at[1], at[2]
     label = ctx.trace.tensors[tid].label
@@ -115,7 +115,7 @@ def _given_in_step_finding(
         FindingKind.UPDATE_WITHOUT_GRADIENT,
         file,
         line,
-        f"{name} had no `.grad` when {optimizer}.step() was called at line {ctx.where(event)[1]}: no backward "
+        f"{name} had no `.grad` when {optimizer}.step() was called at {ctx.at(*ctx.where(event)[:2])}: no backward "
         f"reached it. The step gave it a gradient itself{where}, then its update (momentum, weight decay) moved it "
         "all the same, so a parameter meant to stay put changed.",
         f"In step(), skip a parameter whose `.grad` is None (`if p.grad is None: continue`, as torch's optimizers "
@@ -155,7 +155,7 @@ def update_without_gradient_findings(ctx: Context) -> list[Finding]:
                 "none": "it had no `.grad`",
             }.get(grad or "", "it had no fresh gradient")
             last = (
-                f"any backward since the previous step (the latest: {line_of(latest)})"
+                f"any backward since the previous step (the latest: {line_at(trace, latest.location.file, latest.location.line) if latest.location else 'an unknown line'})"
                 if latest is not None
                 else "any backward"
             )
@@ -164,7 +164,7 @@ def update_without_gradient_findings(ctx: Context) -> list[Finding]:
                     FindingKind.UPDATE_WITHOUT_GRADIENT,
                     file,
                     line,
-                    f"{event.data.get('optimizer', 'The optimizer')}.step() at line {line} changed "
+                    f"{event.data.get('optimizer', 'The optimizer')}.step() at {ctx.at(file, line)} changed "
                     f"{ctx.name(tid)} although no gradient reached it in {last}: {held}, and momentum or weight "
                     "decay still moved it. detach() does not stop parameter updates.",
                     "Use `optimizer.zero_grad(set_to_none=True)` (the default) so parameters without a gradient are "

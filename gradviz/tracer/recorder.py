@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+import torch.utils.checkpoint  # (the reentrant checkpoint's forward is recognised by its code object)
 from torch.overrides import TorchFunctionMode, resolve_name
 
 from ..model import Event, EventKind, Location, OpRecord, Trace
@@ -444,7 +445,10 @@ class Recorder(
         for t in outputs:
             entry = live.get(id(t))
             out_ids.append(entry.tid if entry is not None else track(t, "op", seq, name, file, line))
-        self.trace.ops.append(OpRecord(seq, name, in_ids, out_ids, line, file))
+        op = OpRecord(seq, name, in_ids, out_ids, line, file)
+        if out_ids and not torch.is_grad_enabled():
+            op.checkpoint_file, op.checkpoint_line = _reentrant_checkpoint_call(caller)
+        self.trace.ops.append(op)
         if norm is not None:
             self._running_stats(norm, written, out_ids, name, file, line)
         self._module_now = None  # (read afresh by whatever records next)
@@ -480,6 +484,21 @@ class Recorder(
 
 
 _names: dict[Any, str] = {}
+# the forward of `checkpoint(..., use_reentrant=True)`: it runs the checkpointed function under no_grad
+_CHECKPOINT_FORWARD = getattr(getattr(torch.utils.checkpoint, "CheckpointFunction", None), "forward", None)
+_CHECKPOINT_CODE = getattr(_CHECKPOINT_FORWARD, "__code__", None)
+
+
+def _reentrant_checkpoint_call(frame: Any) -> tuple[str | None, int | None]:
+    """The user's file and line that called a reentrant checkpoint, when `frame` runs inside one; else (None, None)."""
+    while frame is not None and _CHECKPOINT_CODE is not None:
+        if frame.f_code is _CHECKPOINT_CODE:
+            outer = _user_frame_from(frame.f_back)
+            return (outer.f_code.co_filename, outer.f_lineno) if outer is not None else (None, None)
+        frame = frame.f_back
+    return None, None
+
+
 # torch's resolve_name runs inside warnings.catch_warnings, and every catch_warnings resets the registries behind
 # "show a warning once per place": the program's warnings would show again. Its table is built (and cached) now,
 # outside any program, and later calls skip the wrapper.

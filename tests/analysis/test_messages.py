@@ -27,8 +27,35 @@ def test_the_module_that_wrote_in_place_is_named(trace_of) -> None:
     )
     (finding,) = gradviz.diagnose(trace)
     assert finding.kind is FindingKind.POISONED_SAVED_TENSOR
-    assert "written in place at line 11 inside `act.forward` (`nn.ReLU(inplace=True)`) through `h` itself" in finding.message
+    assert "written in place at line 11 inside `nn.ReLU.forward` (module `act`, built as `nn.ReLU(inplace=True)`) through `h` itself" in finding.message
     assert "#" not in finding.message and "relu writes into" not in finding.message
+
+
+def test_a_write_in_a_models_own_forward_names_its_class_and_module(trace_of) -> None:
+    trace = trace_of(
+        """
+        import torch
+        import torch.nn as nn
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(3, 3)
+
+            def forward(self, x):
+                h = torch.sigmoid(self.fc(x))
+                h.mul_(2)  # writes sigmoid's saved output
+                return h
+
+        model = Net()
+        model(torch.randn(2, 3)).sum().backward()
+        """
+    )
+    (finding,) = gradviz.diagnose(trace)
+    assert finding.kind is FindingKind.POISONED_SAVED_TENSOR and finding.line == 11
+    # the class whose forward ran the line, then which module it was: not "inside `model.forward` (`Net()`)"
+    assert "written in place at line 11 inside `Net.forward` (module `model`) through `h` itself" in finding.message
+    assert "Net()" not in finding.message
 
 
 def test_embedding_max_norm_renormalising_its_weight_is_named(trace_of) -> None:
@@ -46,7 +73,7 @@ def test_embedding_max_norm_renormalising_its_weight_is_named(trace_of) -> None:
         """
     )
     (finding,) = gradviz.diagnose(trace)
-    assert "inside `emb.forward` (`nn.Embedding(10, 3, max_norm=1.0)`)" in finding.message
+    assert "inside `nn.Embedding.forward` (module `emb`, built as `nn.Embedding(10, 3, max_norm=1.0)`)" in finding.message
     # PyTorch's own numbers: the weight was at version 2 when saved (init and mul_), 3 after the renorm
     assert 'raised: "is at version 3; expected version 2"' in finding.message
 

@@ -30,6 +30,13 @@ test("a message's `code` and **bold** become parts, without their marks", () => 
   assert.deepEqual(h.richParts("<img src=x>"), [["text", "<img src=x>"]]);
 });
 
+test("code breaks after . ( [ , / = : only, never inside an identifier", () => {
+  assert.deepEqual(h.codePieces("h = torch.relu(self.norm(x))"), ["h =", " torch.", "relu(", "self.", "norm(", "x))"]);
+  assert.deepEqual(h.codePieces("requires_grad_(False)"), ["requires_grad_(", "False)"]);
+  assert.deepEqual(h.codePieces("x."), ["x."]);  // nothing after the last mark: no empty piece
+  assert.equal(h.codePieces("a.b, c[0]/d:e").join(""), "a.b, c[0]/d:e");
+});
+
 test("fitText keeps the longest start that fits, with an ellipsis", () => {
   const width = (t) => t.length * 10;
   assert.equal(h.fitText("abcdef", 60, width), "abcdef");

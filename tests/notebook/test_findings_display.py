@@ -91,7 +91,7 @@ def test_diagnose_displays_a_table_and_readable_text(executed):
     cells = re.findall(r"<td[^>]*>(.*?)</td>", rows[1])
     assert cells[0] == "error" and cells[1].startswith("In[5]:4<br><code>z.data.zero_()</code>")
     assert cells[2] == "<code>silently_corrupted_saved_tensor</code>"
-    assert "had its bytes changed at line 4" in cells[3] and cells[4].startswith("Use <code>.detach()</code>")
+    assert "had its bytes changed at cell In[5], line 4" in cells[3] and cells[4].startswith("Use <code>.detach()</code>")
     assert "`" not in table and "<code>z.data</code>" in cells[3]
     cell_styles = re.findall(r'<td style="([^"]*)">', rows[1])
     assert cell_styles[1:] == ["text-align:left;word-break:normal;overflow-wrap:break-word"] * 4

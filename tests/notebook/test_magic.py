@@ -225,3 +225,27 @@ def test_magic_shows_the_graph_memory_chart(shell):
     # the chart's title names the cell line that keeps the graphs (line 6 counting the %%gradviz line)
     assert "held by line 6" in charts[0]
     assert float(shell.user_ns["val_loss"]) > 0
+
+
+def test_messages_name_each_line_with_its_cell(shell) -> None:
+    """In a notebook "line 5" alone does not say which cell: every line a message names carries its cell, as
+    IPython's tracebacks name it (`cell In[3], line 5`), through the magic and through `with gradviz.trace()`."""
+    result, captured = run(shell, DATA_CELL.format(options=" --view graph"))
+    cell = f"In[{result.execution_count}]"
+    shown = "\n".join(out.data.get("text/plain", "") for out in captured.outputs)
+    # the write (line 5 of the cell: the magic's own line is line 1) and the backward (line 6)
+    assert f"had its bytes changed at cell {cell}, line 5 through `c`" in shown, shown
+    assert f"The backward at cell {cell}, line 6 used the changed values" in shown, shown
+    assert "at line" not in shown
+
+    import gradviz
+
+    result = shell.run_cell(
+        "import gradviz\nwith gradviz.trace() as traced:\n    a = torch.tensor([1, 2, 3.], requires_grad=True)\n"
+        "    out = a.tanh()\n    c = out.detach()\n    c.zero_()\n    out.sum().backward()\n"
+    )
+    cell = f"In[{result.execution_count}]"
+    (finding,) = gradviz.diagnose(shell.user_ns["traced"])
+    assert finding.kind.value == "poisoned_saved_tensor" and finding.line == 6
+    assert f"written in place at cell {cell}, line 6 through `c`" in finding.message, finding.message
+    assert f"The backward at cell {cell}, line 7 raised" in finding.message, finding.message

@@ -36,9 +36,16 @@ function sourceLine(file, line) {
   return hit ? hit[1].trim() : "";
 }
 /* `code` and **bold** of a finding's message as elements; everything else as text */
+function breakable(e, text) { // `text` into element e, wrapping between tokens only (codePieces: a <wbr> between them)
+  codePieces(text).forEach(function (piece, k) { if (k) { e.appendChild(el("wbr")); } e.appendChild(document.createTextNode(piece)); });
+  return e;
+}
+function codeEl(text) { return breakable(el("code"), text); }
 function rich(text) {
   var span = el("span");
-  richParts(text).forEach(function (p) { span.appendChild(p[0] === "text" ? document.createTextNode(p[1]) : el(p[0], null, p[1])); });
+  richParts(text).forEach(function (p) {
+    span.appendChild(p[0] === "text" ? document.createTextNode(p[1]) : p[0] === "code" ? codeEl(p[1]) : el(p[0], null, p[1]));
+  });
   return span;
 }
 var canvas = document.createElement("canvas").getContext("2d");

@@ -5,12 +5,12 @@ function kv(table, key, value) {
   tr.appendChild(td); table.appendChild(tr);
 }
 function tensorLink(t) {
-  var a = el("button", "gv-link", T[t] ? T[t].name : "?"); a.type = "button";
+  var a = breakable(el("button", "gv-link"), T[t] ? T[t].name : "?"); a.type = "button";
   a.addEventListener("click", function () { showTensor(t); });
   return a;
 }
 function placeLink(file, line) {
-  var a = el("button", "gv-link", where(file, line)); a.type = "button";
+  var a = breakable(el("button", "gv-link"), where(file, line)); a.type = "button";
   a.addEventListener("click", function () { showSource(file, line); });
   return a;
 }
@@ -31,24 +31,29 @@ function showNode(i, keepHighlight) {
   kv(table, "kind", n.kind === "leaf" ? "leaf (receives .grad)" : n.kind === "output" ? "output: backward started here" : n.kind === "op" ? "backward node" : n.kind);
   if (n.step) { kv(table, "step", "step " + n.step + (n.absent ? " (this node is not in that step)" : "")); }
   if (n.module) { kv(table, "module", n.module); }
-  if (n.file !== undefined) { kv(table, "made at", placeLink(n.file, n.line)); kv(table, "source", el("code", null, sourceLine(n.file, n.line))); }
+  if (n.file !== undefined) { kv(table, "made at", placeLink(n.file, n.line)); kv(table, "source", codeEl(sourceLine(n.file, n.line))); }
   if (n.out !== undefined) { kv(table, "output", tensorLink(n.out)); }
   if (n.var !== undefined) { kv(table, "tensor", tensorLink(n.var)); }
   if (n.freed !== undefined) { kv(table, "graph freed", "by the backward at event " + eventOfSeq(n.freed)); }
   box.appendChild(table);
   if (n.saved) {
     box.appendChild(el("h3", null, "Saved for backward"));
-    var st = el("table", "gv-grid");
-    var head = el("tr"); ["name", "tensor", "shape", "bytes", "saved at", "now", "storage"].forEach(function (h) { head.appendChild(el("th", null, h)); });
+    // three columns that fit the sidebar (a row per tensor, its shape, size and storage on a line under it): seven
+    // columns scrolled sideways showed two, the rest cut off behind a scrollbar
+    var st = el("table", "gv-grid gv-saved");
+    var head = el("tr"); ["name", "tensor", "saved → now"].forEach(function (h) { head.appendChild(el("th", null, h)); });
     st.appendChild(head);
     n.saved.forEach(function (s) {
       var t = T[s.t] || {};
-      var tr = el("tr", s.mark ? "gv-mark-" + s.mark : null);
-      add(tr, el("td", null, s.name)); var td = el("td"); td.appendChild(tensorLink(s.t)); tr.appendChild(td);
-      add(tr, el("td", null, t.dtype + shape(t)), el("td", null, bytes(t.bytes)), el("td", null, versionText(s.v)),
-          el("td", null, versionText(versionAt(s.t))), el("td", null, t.storage || "-"));
+      var mark = s.mark ? "gv-mark-" + s.mark : null;
+      var tr = el("tr", mark);
+      var td = el("td"); td.appendChild(tensorLink(s.t));
+      add(tr, el("td", null, s.name), td, el("td", null, versionText(s.v) + " → " + versionText(versionAt(s.t))));
       st.appendChild(tr);
-      if (s.note) { var nr = el("tr", "gv-note-row"); var c = el("td", null, s.note); c.colSpan = 7; nr.appendChild(c); st.appendChild(nr); }
+      var more = el("tr", "gv-saved-more" + (mark ? " " + mark : "")), cell = el("td", null, t.dtype + shape(t) + " · " + bytes(t.bytes) + (t.storage ? " · " : "")); // (t.storage says "storage of …")
+      if (t.storage) { cell.appendChild(codeEl(t.storage)); }
+      cell.colSpan = 3; more.appendChild(cell); st.appendChild(more);
+      if (s.note) { var nr = el("tr", "gv-note-row"); var c = el("td", null, s.note); c.colSpan = 3; nr.appendChild(c); st.appendChild(nr); }
     });
     box.appendChild(st);
   }
@@ -72,7 +77,7 @@ function showTensor(t) {
   var table = el("table", "gv-kv");
   kv(table, "shape", r.dtype + shape(r)); kv(table, "device", r.device); kv(table, "bytes", bytes(r.bytes));
   if (r.parameter) { kv(table, "parameter", r.parameter); }
-  kv(table, "made by", r.origin + (r.made ? "" : "")); if (r.made) { kv(table, "made at", placeLink(r.made[0], r.made[1])); kv(table, "source", el("code", null, r.made[2])); }
+  kv(table, "made by", r.origin + (r.made ? "" : "")); if (r.made) { kv(table, "made at", placeLink(r.made[0], r.made[1])); kv(table, "source", codeEl(r.made[2])); }
   if (r.source !== undefined) { kv(table, "alias of", tensorLink(r.source)); }
   kv(table, "version now", versionText(versionAt(t)));
   if (r.storage) { kv(table, "storage", r.storage + (r.range ? " bytes " + r.range[0] + "-" + r.range[1] : "")); }
@@ -85,7 +90,7 @@ function showTensor(t) {
   if (r.events) {
     box.appendChild(el("h3", null, "Written, aliased, used by backward"));
     var ul = el("ul", "gv-plain");
-    r.events.forEach(function (e) { var li = el("li"); add(li, el("span", "gv-ekind", e[0].replace(/_/g, " ") + " "), placeLink(e[1], e[2]), el("code", null, " " + e[3])); ul.appendChild(li); });
+    r.events.forEach(function (e) { var li = el("li"); add(li, el("span", "gv-ekind", e[0].replace(/_/g, " ") + " "), placeLink(e[1], e[2]), document.createTextNode(" "), codeEl(e[3])); ul.appendChild(li); });
     box.appendChild(ul);
   }
   if (r.reads) {

@@ -169,7 +169,18 @@ function paint(g, info, clusters, cuts) {
   var gr = g.graph();
   state.bounds = { x: 0, y: 0, w: Math.max(gr.width || 1, 1), h: Math.max(gr.height || 1, 1) };
   ui.mini.setAttribute("viewBox", "0 0 " + state.bounds.w + " " + state.bounds.h);
+  drawMinimap(g, info, clusters);
   applyClasses();
+}
+function drawMinimap(g, info, clusters) { // the boxes and nodes as rectangles, in their kinds' colours
+  ui.miniLayer.textContent = "";
+  var box = function (b, cls) {
+    ui.miniLayer.appendChild(sv("rect", { x: b.x - b.width / 2, y: b.y - b.height / 2, width: b.width, height: b.height, "class": cls }));
+  };
+  clusters.forEach(function (c) { var b = g.node("c" + c); if (b && b.width !== undefined) { box(b, "gv-mini-cluster"); } });
+  Object.keys(info).forEach(function (key) {
+    box(g.node(key), "gv-mini-node gv-mini-" + (key[0] === "n" ? N[+key.slice(1)].kind : "box"));
+  });
 }
 function cutLabelAt(mid, width, taken) { // right of the edge, else left, else above or below: where nothing else is
   var tries = [[4, 0], [-4 - width, 0], [4, -14], [4, 14], [-4 - width, -14], [-4 - width, 14], [4, -28], [4, 28]];

@@ -20,6 +20,17 @@ function richParts(text) {
   });
   return out;
 }
+/* code in pieces that a line may end after (a `.`, `(`, `[`, `,`, `/`, `=`, `:`): the page puts a <wbr> between them,
+   so a line breaks between tokens (`self.` | `norm(x)`), never inside an identifier (`requir` | `es_grad_`) */
+function codePieces(text) {
+  var out = [], start = 0;
+  text = String(text);
+  for (var k = 0; k < text.length; k++) {
+    if (".([,/=:".indexOf(text[k]) >= 0 && k + 1 < text.length) { out.push(text.slice(start, k + 1)); start = k + 1; }
+  }
+  out.push(text.slice(start));
+  return out;
+}
 /* the longest start of `text` whose width (by `width(text)`) is at most `limit`, with an ellipsis when cut */
 function fitText(text, limit, width) {
   if (width(text) <= limit) { return text; }
@@ -82,7 +93,7 @@ function nearest(from, targets, dx, dy) {
   return best;
 }
 if (typeof module === "object" && module.exports) {
-  module.exports = { bytes: bytes, shape: shape, cut: cut, versionText: versionText, richParts: richParts,
+  module.exports = { bytes: bytes, shape: shape, cut: cut, versionText: versionText, richParts: richParts, codePieces: codePieces,
                      fitText: fitText, parseAddress: parseAddress, clamp: clamp, frame: frame, centred: centred,
                      union: union, contains: contains, overlaps: overlaps, nearest: nearest };
 }

@@ -122,19 +122,44 @@ function setView(v) {
   ui.miniView.setAttribute("x", v.x); ui.miniView.setAttribute("y", v.y);
   ui.miniView.setAttribute("width", v.w); ui.miniView.setAttribute("height", v.h);
   var b = state.bounds;
-  ui.mini.classList.toggle("gv-hidden", !b || (v.w >= b.w * 0.98 && v.h >= b.h * 0.98 && v.x <= 1 && v.y <= 1) || !N.length);
+  var whole = !b || (v.w >= b.w * 0.98 && v.h >= b.h * 0.98 && v.x <= 1 && v.y <= 1) || !N.length;
+  ui.mini.classList.toggle("gv-hidden", whole || !placeMinimap());
+}
+function placeMinimap() { // into a corner of the pane where it covers no node or box; false when every corner would
+  var layout = state.layout, m = ui.svg.getScreenCTM();
+  if (!layout || !m || !m.a || !m.d) { return false; }
+  var pane = ui.svg.getBoundingClientRect(), host = ui.mini.parentNode.getBoundingClientRect();
+  var size = ui.mini.getBoundingClientRect(), gap = 8;
+  var xs = [pane.right - gap - size.width, pane.left + gap], ys = [pane.bottom - gap - size.height, pane.top + gap];
+  var boxes = Object.keys(layout.info).map(function (k) { var b = layout.g.node(k); return { x: b.x - b.width / 2, y: b.y - b.height / 2, w: b.width, h: b.height }; });
+  // and each open box's title band, with the ‹ step › control just above it
+  (layout.clusters || new Set()).forEach(function (c) {
+    var b = layout.g.node("c" + c);
+    if (b && b.width !== undefined) { boxes.push({ x: b.x - b.width / 2, y: b.y - b.height / 2 - 16, w: b.width, h: 32 }); }
+  });
+  for (var k = 0; k < 4; k++) {
+    var x = xs[k % 2], y = ys[k < 2 ? 0 : 1];
+    // the corner in graph units, with a margin of a few screen pixels
+    var area = { x: (x - 4 - m.e) / m.a, y: (y - 4 - m.f) / m.d, w: (size.width + 8) / m.a, h: (size.height + 8) / m.d };
+    if (!boxes.some(function (b) { return overlaps(area, b); })) {
+      ui.mini.style.left = (x - host.left) + "px"; ui.mini.style.top = (y - host.top) + "px";
+      return true;
+    }
+  }
+  return false;
 }
 function screen() { var r = ui.svg.getBoundingClientRect(); return { w: Math.max(r.width, 50), h: Math.max(r.height, 50) }; }
 function framed(x, y, w, h, maxScale) { return frame(screen(), x, y, w, h, maxScale); } // with the screen's aspect ratio
-// "fit" shows a small graph (BIG nodes at most) whole; the first view does so down to SMALL_READABLE, below which it
-// shows the most severe finding's nodes at a readable scale (the minimap shows the rest)
+// the first view and "fit" show a small graph (BIG nodes at most) whole down to SMALL_READABLE (labels of 6.6 px), a
+// big one down to READABLE; below, "fit" keeps that scale around the view's centre (a box just opened is there) and
+// the first view shows the most severe finding's nodes (the minimap shows the rest)
 var SMALL_READABLE = 0.6;
-function wholeReadable(scale, first) { return scale >= READABLE || (N.length <= BIG && (!first || scale >= SMALL_READABLE)); }
+function wholeReadable(scale) { return scale >= READABLE || (N.length <= BIG && scale >= SMALL_READABLE); }
 function fitAll() { // the whole graph when it can be read so; else at the smallest readable scale, where the view is
   var b = state.bounds, v = state.view;
   if (!b) { return; }
   if (wholeReadable(fitScale()) || !v) { setView(framed(b.x, b.y, b.w, b.h)); return; }
-  setView(centred(screen(), b, v.x + v.w / 2, v.y + v.h / 2, READABLE));
+  setView(centred(screen(), b, v.x + v.w / 2, v.y + v.h / 2, N.length <= BIG ? SMALL_READABLE : READABLE));
 }
 function bringIntoView(keys) { // keep the view when `keys` are in it; else move it there, zooming out only if need be
   var m = extent(keys), v = state.view, pane = screen();
@@ -149,7 +174,7 @@ function firstView() {
   // the whole graph when it can be read fitted to the pane; else, at a readable scale, the most severe finding's nodes
   // with the outputs (the loss) when they fit together, else the finding's nodes alone; the minimap shows the rest
   var s = fitScale();
-  if (wholeReadable(s, true) || !N.length) { fitAll(); return; }
+  if (wholeReadable(s) || !N.length) { fitAll(); return; }
   var pane = screen(), b = state.bounds;
   var m = extent(mustSee(true)), alone = extent(mustSee(false)) || b;
   var fits = function (x) { return x && (x.w + 32) * READABLE <= pane.w && (x.h + 32) * READABLE <= pane.h; };

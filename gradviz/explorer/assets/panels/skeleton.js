@@ -56,10 +56,12 @@ function build() {
   ui.svg = sv("svg", { "class": "gv-graph", tabindex: "0", role: "img", "aria-label": "autograd graph" });
   ui.layer = sv("g", { id: "gv-layer" });
   ui.svg.appendChild(ui.layer);
-  ui.mini = sv("svg", { "class": "gv-minimap", "aria-label": "overview" });
-  ui.miniUse = sv("use", { href: "#gv-layer" });
+  // the overview is drawn with plain rectangles of its own: a <use> of the graph's layer copied every node's Tab stop
+  // into it, tiny and unseen; it is for the pointer only (the keyboard pans with the arrows, fits with f)
+  ui.mini = sv("svg", { "class": "gv-minimap", "aria-hidden": "true" });
+  ui.miniLayer = sv("g", {});
   ui.miniView = sv("rect", { "class": "gv-minimap-view" });
-  add(ui.mini, ui.miniUse, ui.miniView);
+  add(ui.mini, ui.miniLayer, ui.miniView);
   ui.empty = el("div", "gv-empty");
   ui.tip = el("div", "gv-tip"); ui.tip.hidden = true; ui.tip.setAttribute("role", "tooltip");
   add(graphBox, bar, ui.svg, ui.mini, ui.empty, ui.tip);
