@@ -61,3 +61,65 @@ def test_the_memory_legend_names_a_kept_alive_value_as_such() -> None:
     text = svg_text(render(trace, "memory", findings=findings).svg())
     assert "finding: value keeping the graphs of many steps alive" in text
     assert "gradient path cut here" not in text
+
+
+VALIDATION_LEAK = '''\
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(8, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Linear(16, 4))
+opt = torch.optim.SGD(model.parameters(), lr=0.05)
+for step in range(12):
+    loss = F.cross_entropy(model(torch.randn(8, 8)), torch.randint(0, 4, (8,)))
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+model.eval()
+val_loss = 0.0
+for batch in range(6):
+    val_loss += F.cross_entropy(model(torch.randn(4, 8)), torch.randint(0, 4, (4,)))
+'''
+
+
+def test_the_graph_memory_chart_keeps_every_label_inside_the_figure_and_off_the_axes(trace_of, monkeypatch) -> None:
+    """The chart (matplotlib) of a validation leak: the headline, the axis labels and the kept-alive note are drawn
+    whole inside the figure, the note over no tick label or axis label, and it counts iterations (no backward ran
+    through the validation's graphs), as the finding does."""
+    from matplotlib.figure import Figure
+    from matplotlib.text import Text
+
+    from gradviz.render.graph_memory import graph_memory_image
+
+    drawn: list[Figure] = []
+    savefig = Figure.savefig
+
+    def keep(self: Figure, *args, **kwargs):  # type: ignore[no-untyped-def]
+        drawn.append(self)
+        return savefig(self, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", keep)
+    trace = trace_of(VALIDATION_LEAK)
+    findings = gradviz.diagnose(trace)
+    assert [(f.kind.value, f.count) for f in findings] == [("graph_kept_alive", 6)]
+    assert "6 iterations" in findings[0].message
+    svg = graph_memory_image(trace, findings, "svg").decode()
+    (figure,) = drawn
+    renderer = figure.canvas.get_renderer()
+    frame = figure.bbox
+    texts = [t for t in figure.findobj(Text) if t.get_visible() and t.get_text().strip()]
+    for text in texts:
+        box = text.get_window_extent(renderer)
+        assert frame.x0 - 1 <= box.x0 and box.x1 <= frame.x1 + 1, f"{text.get_text()!r} runs past the figure"
+        assert frame.y0 - 1 <= box.y0 and box.y1 <= frame.y1 + 1, f"{text.get_text()!r} runs past the figure"
+    (note,) = [t for t in texts if "graph_kept_alive" in t.get_text()]
+    note_box = note.get_bbox_patch().get_window_extent(renderer) if note.get_bbox_patch() else note.get_window_extent(
+        renderer)
+    for axes in figure.axes:
+        labels = [axes.yaxis.label, *axes.get_yticklabels(), axes.xaxis.label, *axes.get_xticklabels()]
+        for label in labels:
+            if label.get_visible() and label.get_text().strip():
+                assert not note_box.overlaps(label.get_window_extent(renderer)), label.get_text()
+    assert "keeps every iteration" in " ".join(note.get_text().split())
+    assert "per step" not in svg and "per iteration" in " ".join(svg.split())
