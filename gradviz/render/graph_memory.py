@@ -59,7 +59,9 @@ def graph_memory_image(trace: Trace, findings: list[Finding], fmt: str, picture:
     if profile.backwards:
         # x reads in training steps: a tick at each backward (every k-th when there are many)
         every = max(1, len(profile.backwards) // 12)
-        ticks = [(seq, str(n)) for n, (seq, _) in enumerate(profile.backwards, start=1) if n % every == 0 or n == 1]
+        run = trace.run_steps()  # a step traced again after the window is labelled with its number in the run
+        ticks = [(seq, str(run.get(seq, n))) for n, (seq, _) in enumerate(profile.backwards, start=1)
+                 if n % every == 0 or n == 1 or (seq in run and run[seq] - 1 not in run.values())]
         axes.set_xticks([seq for seq, _ in ticks], [label for _, label in ticks])
         lines = sorted({line for _, line in profile.backwards if line is not None})
         where = f" at line {', '.join(map(str, lines[:3]))}" if lines else ""
