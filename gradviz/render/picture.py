@@ -51,7 +51,7 @@ class Picture:
 
     @cached_property
     def annotations(self) -> Annotations:
-        return annotate(self.trace, self.findings, self.namer)
+        return annotate(self.trace, self.findings, self.namer, self.steps)
 
     @cached_property
     def steps(self) -> list[Step]:

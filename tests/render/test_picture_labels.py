@@ -123,3 +123,59 @@ def test_the_graph_memory_chart_keeps_every_label_inside_the_figure_and_off_the_
                 assert not note_box.overlaps(label.get_window_extent(renderer)), label.get_text()
     assert "keeps every iteration" in " ".join(note.get_text().split())
     assert "per step" not in svg and "per iteration" in " ".join(svg.split())
+
+
+TIED_LM = ROOT / "tests" / "programs" / "realistic" / "tied_lm_data_renorm.py"
+
+
+def svg_graph(source: str) -> tuple[dict[str, str], set[tuple[str, str]]]:
+    """The SVG's nodes (title -> their texts, joined) and edges (title pairs), as dot wrote them."""
+    nodes, edges = {}, set()
+    for kind, title, body in re.findall(r'<g id="[^"]*" class="(node|edge)">\s*<title>([^<]*)</title>(.*?)</g>', source,
+                                        re.S):
+        title = html.unescape(title)
+        if kind == "node":
+            nodes[title] = " ".join(html.unescape(t) for t in re.findall(r"<text[^>]*>([^<]*)</text>", body))
+        else:
+            edges.add(tuple(title.split("->", 1)))  # type: ignore[arg-type]
+    return nodes, edges
+
+
+def test_the_tied_embedding_weight_gets_an_edge_from_the_embedding_and_from_the_output_layer() -> None:
+    """PyTorch accumulates both gradients into the one tied tensor (checked below); the graph view draws the weight
+    once in the step with an edge from each user, the embedding's box and the output layer's."""
+    import runpy
+    import sys
+
+    argv = sys.argv
+    try:
+        sys.argv = [str(TIED_LM), "1"]
+        scope = runpy.run_path(str(TIED_LM), run_name="plain")
+    finally:
+        sys.argv = argv
+    model = scope["model"]
+    assert model.head.weight is model.wte.weight
+    users = {type(n).__name__ for n in _users_of(scope["loss"].grad_fn, model.wte.weight)}
+    assert users == {"EmbeddingBackward0", "TBackward0"}
+
+    trace = gradviz.trace_script(TIED_LM, argv=["3"])
+    nodes, edges = svg_graph(render(trace, "graph", findings=gradviz.diagnose(trace)).svg())
+    (leaf,) = [t for t, text in nodes.items() if text.startswith("model.wte.weight")]
+    accumulate = [dst for src, dst in edges if src == leaf]
+    users_drawn = {nodes[dst].split(" ")[0] for acc in accumulate for src, dst in edges if src == acc}
+    assert users_drawn == {"model.wte", "model.head"}, users_drawn
+
+
+def _users_of(root, parameter):  # type: ignore[no-untyped-def]
+    """The autograd nodes whose inputs include `parameter`'s AccumulateGrad."""
+    found, stack, seen = [], [root], set()
+    while stack:
+        node = stack.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        for nxt, _ in node.next_functions:
+            if nxt is not None and getattr(nxt, "variable", None) is parameter:
+                found.append(node)
+            stack.append(nxt)
+    return found
