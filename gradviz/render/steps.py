@@ -480,7 +480,8 @@ def only_step(trace: Trace, steps: list[Step], number: int) -> set[str]:
     """The node ids to draw for `--step K`: the nodes backward K reached, and the leaves they feed from."""
     step = next((s for s in steps if s.number == number), None)
     if step is None:
-        raise ValueError(f"step {number} does not exist: the trace holds steps {traced_text(steps)}")
+        raise ValueError(f"step {number} does not exist: the program made {len(steps)} backward call(s) with a graph "
+                         f"(steps {traced_text(steps)})")
     keep = set(step.nodes)
     for nid in list(keep):
         for nxt in trace.nodes[nid].next:
