@@ -72,6 +72,8 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     assert rendered.returncode == 0, rendered.stderr
     memory = run(folder, "render", "trace.json", "--view", "memory", "-o", "memory.svg")
     assert memory.returncode == 0, memory.stderr
+    chart = run(folder, "render", "trace.json", "--view", "graph-memory", "-o", "chart.svg")
+    assert chart.returncode == 0, chart.stderr
     for form in ("json", "sarif", "github", "text"):
         result = run(folder, "check", "train.py", "--steps", "3", "--format", form)
         assert result.returncode == 0, result.stderr
@@ -108,6 +110,10 @@ def test_the_steps_traced_again_keep_their_numbers_in_the_run(outputs) -> None:
     # the page's document: its step picker and boxes read the same numbers
     document = explorer_document(trace, gradviz.diagnose(trace))
     assert [s["number"] for s in document["steps"]] == [1, 2, 3, 7, 8]
+    # the graph-memory chart's x axis (matplotlib, its text kept as text): a tick per backward, by step number
+    x_axis = (outputs["folder"] / "chart.svg").read_text().split('id="matplotlib.axis_2"')[0]
+    ticks = re.findall(r'id="xtick_\d+".*?<text[^>]*>\s*(\d+)\s*</text>', x_axis, re.S)
+    assert ticks == ["1", "2", "3", "7", "8"], ticks
     assert sorted(trace.run_steps().values()) == [7, 8]  # the one place they are derived
 
 
