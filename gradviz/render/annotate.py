@@ -11,11 +11,10 @@ from ..analysis.findings import CutEvidence, FindingKind, LifetimeEvidence, Save
 from ..analysis.names import Namer
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping
 
     from ..analysis.findings import Finding
     from ..model import Trace
-    from .steps import Step
 
 __all__ = ["Annotations", "Cut", "Note", "alias_expression", "annotate", "consumer_node", "saved_lines"]
 
@@ -49,13 +48,14 @@ class Annotations:
 
 
 def annotate(
-    trace: Trace, findings: list[Finding], namer: Namer | None = None, steps: Sequence[Step] = ()
+    trace: Trace, findings: list[Finding], namer: Namer | None = None, step_of: Mapping[str, int] | None = None
 ) -> Annotations:
-    """What each finding marks in the graph view, read from the evidence the analysis attached to it. `steps`: the
-    run's steps; with several, a saved tensor's versions name the step they are of (`v39, step 20`), since the
-    drawing of a roll shows one step's node for all and the text states the first occurrence's versions."""
+    """What each finding marks in the graph view, read from the evidence the analysis attached to it. `step_of`:
+    autograd node -> the number of its step, when the run has several: a saved tensor's versions then name the step
+    they are of (`v39, step 20`), since the drawing of a roll shows one step's node for all and the text states the
+    first occurrence's versions."""
     notes = Annotations()
-    step_of = {nid: step.number for step in steps for nid in step.nodes} if len(steps) > 1 else {}
+    step_of = step_of or {}
     namer = Namer(trace) if namer is None else namer
     acc_of: dict[str, list[str]] = defaultdict(list)  # leaf tensor -> its AccumulateGrad nodes
     for node in trace.nodes.values():
