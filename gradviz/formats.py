@@ -204,6 +204,12 @@ def github_commands(
         properties = {"file": _github_path(finding.file), "line": finding.line, "title": title}
         text = finding.message if not finding.fix else f"{finding.message}\nfix: {finding.fix}"
         lines.append(_command(_GITHUB_COMMAND[finding.severity], properties, text))
+    window = trace.window if trace is not None else None
+    if window is not None and window.closed:  # what the findings cover, and each step traced again after the window
+        lines.append(github_notice("notice", f"gradviz: {window.describe()}"))
+        for entry, said in zip(window.rearmed, window.describe_rearmed()):
+            lines.append(_command("notice", {"file": _github_path(entry.file), "line": entry.line if entry.file else None,
+                                             "title": f"gradviz: {entry.label()}"}, said))
     exception = trace.exception if trace is not None else None
     if trace is not None and exception is not None and trace.error is not None and not _clean_exit(trace.error):
         location = exception.location

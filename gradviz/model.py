@@ -193,6 +193,10 @@ class RearmedStep:
         """`validation after step 1,500`."""
         return f"{self.kind} after step {self.step:,}"
 
+    def covers(self, seq: int) -> bool:
+        """Whether what happened at `seq` was recorded by this re-armed recording."""
+        return self.start <= seq and (self.end is None or seq <= self.end)
+
 
 @dataclass(slots=True)
 class WindowRecord:
@@ -323,6 +327,32 @@ class Trace:
         if not matches:
             raise KeyError(f"no tensor named {name_or_id!r} in this trace")
         return matches[0]
+
+    def run_steps(self) -> dict[int, int]:
+        """Backward event seq -> the number, in the whole run, of the step it ends, for the steps the sentinel traced
+        again after the window: recording began again after step `RearmedStep.step`, so its first backward is step
+        `step + 1` (counted in the window's unit: optimizer steps, or backward calls without an optimizer), not the
+        next after the window's N. Steps inside the window are numbered as traced (1..N): no entry here. The one
+        place every view reads a re-armed step's number from."""
+        window = self.window
+        if window is None or not window.rearmed:
+            return {}
+        # the window counts the steps of the optimizer stepped first (a GAN's D and G step once each per step)
+        first = next((e.data.get("optimizer_id") for e in self.events if e.kind is EventKind.OPTIMIZER_STEP), None)
+        out: dict[int, int] = {}
+        for entry in window.rearmed:
+            done = entry.step
+            for event in self.events:
+                if not entry.covers(event.seq):
+                    continue
+                if event.kind is EventKind.BACKWARD:
+                    out[event.seq] = done + 1
+                    if window.unit != "step":
+                        done += 1
+                elif (event.kind is EventKind.OPTIMIZER_STEP and window.unit == "step"
+                      and event.data.get("optimizer_id") == first and event.data.get("outcome") is None):
+                    done += 1
+        return out
 
     def events_of(self, kind: EventKind | str) -> list[Event]:
         kind = EventKind(kind)

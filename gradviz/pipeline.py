@@ -236,13 +236,15 @@ def _check_step(trace: Trace, program: Program, options: Options) -> None:
     step = options.step
     if step is None:
         return
-    from .render.steps import split_steps
+    from .render.steps import split_steps, traced_text
 
-    count = len(split_steps(trace))
-    if step > count:
+    steps = split_steps(trace)
+    count = len(steps)
+    if step not in {s.number for s in steps}:
         window = f" ({trace.window.describe()})" if trace.window is not None and trace.window.closed else ""
         where = "the saved trace holds" if program.kind == "trace" else "the run made"
-        choose = f"choose 1-{count}" if count > 1 else ("only --step 1 exists" if count == 1 else "there is no step to draw")
+        choose = (f"choose {traced_text(steps)}" if count > 1 else
+                  f"only --step {steps[0].number} exists" if count == 1 else "there is no step to draw")
         raise UsageError(
             f"--step {step} does not exist: {where} {count} backward call(s) with a graph{window}; {choose}"
         )

@@ -122,7 +122,8 @@ def check_document(
     if program.kind == "module":
         document["module"] = program.target
     if trace.window is not None and trace.window.closed:  # only part of the run was traced: say which
-        document["window"] = {**asdict(trace.window), "description": trace.window.describe()}
+        document["window"] = {**asdict(trace.window), "description": trace.window.describe(),
+                              "coverage": trace.window.coverage()}
     if analysis_error is not None:
         document["internal_error"] = f"{type(analysis_error).__name__}: {safe_str(analysis_error)}"
     return document

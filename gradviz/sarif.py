@@ -92,6 +92,17 @@ def sarif_document(
         "results": sarif_results(findings, trace, suppressed=suppressed, namer=namer) if results is None else results,
         "columnKind": "unicodeCodePoints",
     }
+    window = trace.window
+    if window is not None and window.closed:  # only part of the run was traced: which, and what was traced again
+        run["properties"] = {"window": {
+            "unit": window.unit, "limit": window.limit, "traced": window.traced, "total": window.total,
+            "description": window.describe(), "coverage": clean(window.coverage()),
+            "rearmed": [
+                {"step": entry.step, "reason": entry.reason, "kind": entry.kind, "line": entry.line,
+                 "file": clean(relative(entry.file)) if entry.file else None, "label": entry.label()}
+                for entry in window.rearmed
+            ],
+        }}
     return {"$schema": SARIF_SCHEMA, "version": "2.1.0", "runs": [run]}
 
 

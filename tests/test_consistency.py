@@ -1,7 +1,9 @@
 """Every medium states the same facts: a count, a line, a step set, a name or a version that the text, the static
 pictures, the page's document, the JSON and the SARIF log all show must be the same in each (issue 26).
 
-Runs every gallery example and three realistic programs through every view, drawn from one picture model."""
+Runs every gallery example and realistic programs through every view, drawn from one picture model: among them
+multi-step ones (issue 35): a tied-weight LM for 20 steps with a `.data` write in each, and a CNN traced with a
+10-step window whose validation after step 25 the sentinel traces again, with the steps after it."""
 
 from __future__ import annotations
 
@@ -25,9 +27,16 @@ from gradviz.sarif import sarif_results
 pytest.importorskip("torch")
 
 ROOT = Path(__file__).resolve().parent.parent
+REALISTIC = ROOT / "tests" / "programs" / "realistic"
 PROGRAMS = sorted((ROOT / "gallery").glob("plot_*.py")) + [
-    ROOT / "tests" / "programs" / "realistic" / name for name in ("dcgan.py", "lstm_lm.py", "actor_critic.py")
+    REALISTIC / name for name in ("dcgan.py", "lstm_lm.py", "actor_critic.py", "tied_lm_data_renorm.py",
+                                  "cnn_late_validation.py")
 ]
+#: how a program is traced, where not as a plain run: (argv, step window)
+SETTINGS: dict[str, tuple[list[str], int | None]] = {
+    "tied_lm_data_renorm": (["20"], None),  # 20 steps, every one writing the tied weight through `.data`
+    "cnn_late_validation": (["40", "25"], 10),  # the window ends at step 10; the validation after step 25 re-arms
+}
 #: Spellings of an unknown version that must not appear: the one spelling is version_text(None).
 FORBIDDEN = ("vNone", "a later version", "at version None", "v-")
 
@@ -36,7 +45,8 @@ class Run:
     """One program through every medium, each drawn from the same picture model."""
 
     def __init__(self, path: Path) -> None:
-        self.trace = gradviz.trace_script(path)
+        argv, steps = SETTINGS.get(path.stem, ([], None))
+        self.trace = gradviz.trace_script(path, argv, steps=steps)
         self.findings = list(gradviz.diagnose(self.trace))
         self.picture = Picture(self.trace, self.findings)
         kwargs = {"findings": self.findings, "picture": self.picture}
@@ -154,3 +164,70 @@ def test_one_palette_for_dot_memory_timeline_and_the_page() -> None:
         assert SEVERITY_COLOURS[severity] == swatch.colour and f"--{severity}: {swatch.colour};" in css
     page = render(gradviz.Trace(), "report", findings=[]).html()
     assert css in page and "--warning: #b26a00;" in page
+
+
+# ---------------------------------------------------------------------------------------------- multi-step (issue 35)
+def _strings(value: object, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], str]]:
+    if isinstance(value, dict):
+        return [hit for key, item in value.items() for hit in _strings(item, (*path, str(key)))]
+    if isinstance(value, list):
+        return [hit for item in value for hit in _strings(item, path)]
+    return [(path, value)] if isinstance(value, str) else []
+
+
+def test_names_in_json_and_sarif_are_data_without_markup(run: Run) -> None:
+    """Backticks are the text medium's Markdown: a name, a tensor or an alias in JSON or SARIF is plain."""
+    prose = {"message", "fix", "markdown", "text"}
+    documents = [[f.to_dict() for f in run.findings], run.sarif]
+    for path, text in [hit for doc in documents for hit in _strings(doc)]:
+        if path and path[-1] not in prose:
+            assert "`" not in text, (path, text)
+
+
+def test_a_saved_tensor_is_named_alike_in_text_sarif_and_page(run: Run) -> None:
+    """One naming rule: the tensor SARIF and the page name is the one the text names (there with Markdown, and
+    `a view of` where the name is `view of`)."""
+    for f, shown, result in zip(run.picture.findings, run.document["findings"], _by_document_order(run)):
+        for evidence in f.evidence[:1]:
+            if isinstance(evidence, SavedTensorEvidence) and evidence.tensor in run.trace.tensors:
+                name = run.picture.namer.tensor(evidence.tensor)
+                assert shown["evidence"]["tensor"] == result["properties"]["evidence"]["tensor"] == name
+                plain = f.message.replace("`", "")
+                assert plain.startswith(name) or plain.startswith(f"a {name}"), (name, f.message[:80])
+
+
+def test_a_saved_version_drawn_names_the_step_it_is_of(run: Run) -> None:
+    """A rolled step shows one step's node for all: a version drawn beside it names its step (`v39, step 20`), and
+    that step's occurrence in the evidence (what JSON and SARIF list) has that version; the text's is the first's."""
+    step_of = {nid: s.number for s in run.picture.steps for nid in s.nodes}
+    occurrences = {(step_of.get(e.node), e.saved_version) for f in run.findings for e in f.evidence
+                   if isinstance(e, SavedTensorEvidence)}
+    drawn = re.findall(r"(?:version unchanged \(|saved )(v\d+)(?:, now v\d+ \(|, )step (\d+)\)", run.graph)
+    if len(run.picture.steps) > 1 and occurrences:
+        assert drawn, "a multi-step graph draws a saved tensor's versions without their step"
+    for version, step in drawn:
+        assert (int(step), int(version[1:])) in occurrences, (version, step)
+    for f in run.findings:  # the text states the first occurrence's version (the one JSON and SARIF list first)
+        first = next((e for e in f.evidence if isinstance(e, SavedTensorEvidence)), None)
+        if first is not None and f.kind.value == "silently_corrupted_saved_tensor":
+            assert f"at {version_text(first.saved_version)}," in f.message, f.message
+
+
+def test_steps_traced_again_carry_their_numbers_in_the_run_everywhere(run: Run) -> None:
+    """The step numbers the picture, the page and the memory view show are the run's: a step the sentinel traced
+    again after the window is `step 26`, never the next after the window's 10."""
+    numbers = [s.number for s in run.picture.steps]
+    assert numbers == sorted(set(numbers))
+    assert [s["number"] for s in run.document["steps"]] == numbers
+    window = run.trace.window
+    run_steps = run.trace.run_steps()
+    for step in run.picture.steps:
+        if step.seq in run_steps:
+            assert step.number == run_steps[step.seq]
+    drawn = {int(n) for n in re.findall(r"\bstep (\d+)[:\s]", run.graph)}
+    mentioned = {entry.step for entry in (window.rearmed if window else [])}
+    assert drawn <= set(numbers) | mentioned, drawn - set(numbers) - mentioned
+    if window is not None and window.rearmed:
+        assert all(s.number > window.traced for s in run.picture.steps if s.seq in run_steps)
+        last = run.picture.steps[-1].number
+        assert f"step {last}" in run.memory and f"step {len(numbers)} of {len(numbers)}" not in run.memory

@@ -11,7 +11,7 @@ import networkx as nx
 from ..model import Event, EventKind, Trace
 from .evidence import Facts
 from .graphs import Dataflow, autograd_graph, freed_at
-from .steps import backward_steps
+from .steps import numbered_steps
 
 
 @dataclass
@@ -26,7 +26,7 @@ class Context:
     _backwards_through: dict[str, list[int]] | None = None  # node id -> indexes in `backwards` that ran through it
     _alive_reach: set[str] | None = None  # nodes a tensor alive at the end can still backpropagate through
     _facts: Facts | None = None
-    _step_seqs: list[int] | None = None  # the backward starting each step (analysis/steps.py), in order
+    _steps: tuple[list[int], list[int]] | None = None  # each step's first backward and its number (analysis/steps.py)
 
     @property
     def facts(self) -> Facts:
@@ -44,10 +44,12 @@ class Context:
         """The step a backward ran in, as the views number steps (the last one started at or before it)."""
         if backward is None:
             return None
-        if self._step_seqs is None:
-            self._step_seqs = [event.seq for event, _ in backward_steps(self.trace)]
-        at = bisect.bisect_right(self._step_seqs, backward.seq)
-        return at if at > 0 else None
+        if self._steps is None:
+            numbered = numbered_steps(self.trace)
+            self._steps = ([event.seq for _, event, _ in numbered], [number for number, _, _ in numbered])
+        seqs, numbers = self._steps
+        at = bisect.bisect_right(seqs, backward.seq)
+        return numbers[at - 1] if at > 0 else None
 
     # ------------------------------------------------------------ wording helpers
     def at(self, file: str | None, line: int | None) -> str:

@@ -180,8 +180,8 @@ def graph_kept_alive_findings(trace: Trace, life: Lifetimes, kept: list[KeptAliv
                 group.line,
                 f"`{statement(code)}` at {line_at(trace, group.file, group.line)} stores {what} with its autograd history, so the graphs of "
                 f"{group.steps} {unit}s stay alive at the end: "
-                f"{len(group.nodes)} autograd nodes holding {held}{peak_text}; {growth} until the run runs out "
-                "of memory.",
+                f"{len(group.nodes)} autograd nodes holding {held}{peak_text}; {growth}, for as long as the "
+                f"{'run' if group.across_backwards else 'loop'} goes on.",
                 "Store a number for statistics (`loss.item()` or `float(loss)`), `.detach()` to keep the tensor "
                 "without its graph, and evaluate under `torch.no_grad()` / `torch.inference_mode()`.",
                 code=code,

@@ -134,16 +134,21 @@ def lifetimes(trace: Trace) -> Lifetimes:
         for nid in saved_bytes
     ]
     # executions of a line: calls in a row at one line are one, unless a call uses a parameter again the way an
-    # earlier call of the run did (`outs.append(model(x))` looping on one line runs the model's layers again)
+    # earlier call of the run did (`outs.append(model(x))` looping on one line runs the model's layers again), or
+    # writes in place a value of the graph an earlier call of the run made (`val_loss += crit(model(x), y)`: the sum
+    # the previous iteration made, where that iteration's forward was not recorded, a step traced again from there)
     op_seqs, op_runs, run, previous = [], [], 0, None
     tensors = trace.tensors
     used: set[tuple[str, str]] = set()
+    made: set[str] = set()
     for op in trace.ops:
         uses = [(op.name, tid) for tid in op.inputs if tensors[tid].is_leaf and tensors[tid].requires_grad]
-        if (op.file, op.line) != previous or any(use in used for use in uses):
+        carried = any(tid in made and tid in op.inputs and tensors[tid].grad_fn is not None for tid in op.outputs)
+        if (op.file, op.line) != previous or carried or any(use in used for use in uses):
             run, previous = run + 1, (op.file, op.line)
-            used = set()
+            used, made = set(), set()
         used.update(uses)
+        made.update(op.outputs)
         op_seqs.append(op.seq)
         op_runs.append(run)
     # steps are told apart by the backward calls that end them; a gradient taken with create_graph=True (MAML's

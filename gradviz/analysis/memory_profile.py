@@ -18,7 +18,8 @@ class MemoryProfile:
     backwards: list[tuple[int, int | None]]  # (seq, line) of each backward
     peak: tuple[int, int] | None  # (seq, bytes)
     top_holders: list[tuple[str, int]]  # ("Linear at train.py:12", bytes) at the peak, largest first
-    kept: list[tuple[int, int | None, int, int]]  # (seq growth starts, line, bytes per step, nodes per step)
+    # (seq growth starts, line, bytes per step, nodes per step, "step" or "iteration": what the graphs are of)
+    kept: list[tuple[int, int | None, int, int, str]]
     end: int  # the last seq of the run
     live_nodes: list[tuple[int, int]] = field(default_factory=list)  # (seq, autograd nodes alive from then on)
 
@@ -37,7 +38,8 @@ def memory_profile(trace: Trace, *, top: int = 5, life: Lifetimes | None = None)
                 key = f"module {node.module} at {where}" if node.module else f"{node.name} at {where}"
                 holders[key] = holders.get(key, 0) + life.saved_bytes[nid]
     kept = [
-        (g.first_seq, g.line, g.saved_bytes // max(g.steps, 1), len(g.nodes) // max(g.steps, 1))
+        (g.first_seq, g.line, g.saved_bytes // max(g.steps, 1), len(g.nodes) // max(g.steps, 1),
+         "step" if g.across_backwards else "iteration")
         for g in kept_alive(trace, life)
     ]
     seqs = [e.seq for e in trace.events] + [op.seq for op in trace.ops[-1:]] + [p[0] for p in points[-1:]]

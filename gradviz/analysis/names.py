@@ -135,7 +135,8 @@ class Namer:
 
     def _made(self, tid: str, *, depth: int) -> str | None:
         record = self.trace.tensors[tid]
-        if record.source in self.trace.tensors and record.origin in ("data", "detach", "view"):
+        # (a tensor first seen saved by a node, where it is a view of a known one: `weight.t()` inside linear)
+        if record.source in self.trace.tensors and record.origin in ("data", "detach", "view", "saved"):
             source = self._short(record.source, depth)
             if record.origin == "data":
                 return shorten_name(f"{source}.data")

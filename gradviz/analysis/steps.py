@@ -41,6 +41,20 @@ def backward_steps(trace: Trace) -> list[tuple[Event, list[str]]]:
     return steps
 
 
+def numbered_steps(trace: Trace) -> list[tuple[int, Event, list[str]]]:
+    """`backward_steps` with each step's number in the run: 1..N inside the window, and for the steps the sentinel
+    traced again after it, their number in the whole run (`Trace.run_steps`)."""
+    run = trace.run_steps()
+    numbered: list[tuple[int, Event, list[str]]] = []
+    for event, reached in backward_steps(trace):
+        last = numbered[-1][0] if numbered else 0
+        number = run.get(event.seq, last + 1)
+        if number <= last:  # gradient accumulation in a step traced again: numbered as traced
+            number = last + 1
+        numbered.append((number, event, reached))
+    return numbered
+
+
 def step_numbers(trace: Trace) -> dict[int, int]:
-    """Backward event seq -> the 1-based number of the step it starts (the K of `--step K`)."""
-    return {event.seq: number for number, (event, _) in enumerate(backward_steps(trace), start=1)}
+    """Backward event seq -> the number of the step it starts in the run (the K of `--step K`)."""
+    return {event.seq: number for number, event, _ in numbered_steps(trace)}

@@ -35,7 +35,8 @@ class GradientError:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "tensor": self.tensor, "name": self.name, "max_abs": self.max_abs, "max_rel": self.max_rel,
+            # the name as data: the backticks of the messages' Markdown belong to the text medium only
+            "tensor": self.tensor, "name": self.name.replace("`", ""), "max_abs": self.max_abs, "max_rel": self.max_rel,
             "cosine": self.cosine, "flipped": self.flipped, "norm_ratio": self.norm_ratio, "written": self.written,
         }  # fmt: skip
 

@@ -245,7 +245,8 @@ class _Builder:
                         continue
                     record = self.trace.nodes[nid]
                     saved = [[self.tensor(x.tensor), x.saved_version] for x in record.saved if x.tensor is not None]
-                    rows.append([i, record.seq, self.tensor(record.output), saved, freed.get(nid)])
+                    rows.append([i, record.seq, self.tensor(record.output), saved, freed.get(nid),
+                                 self.picture.lifetimes.freed_at.get(nid)])
                 instances.append({"number": number, "nodes": rows})
             groups.describe_step(roll.id, instances=instances, drawn=roll.numbers.index(drawn))
 
@@ -316,6 +317,9 @@ class _Builder:
                 node["mark"] = marks[0]
         if nid in freed:
             node["freed"] = freed[nid]
+        backward = self.picture.lifetimes.freed_at.get(nid)
+        if backward is not None:  # the backward that freed its saved tensors: `freed` is when the node itself went
+            node["freed_by"] = backward
         return node
 
     @cached_property

@@ -11,6 +11,8 @@ from ..analysis.findings import CutEvidence, FindingKind, LifetimeEvidence, Save
 from ..analysis.names import Namer
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from ..analysis.findings import Finding
     from ..model import Trace
 
@@ -45,9 +47,15 @@ class Annotations:
     holders: dict[str, Note] = field(default_factory=dict)  # node id -> a value keeping its graph alive / freed
 
 
-def annotate(trace: Trace, findings: list[Finding], namer: Namer | None = None) -> Annotations:
-    """What each finding marks in the graph view, read from the evidence the analysis attached to it."""
+def annotate(
+    trace: Trace, findings: list[Finding], namer: Namer | None = None, step_of: Mapping[str, int] | None = None
+) -> Annotations:
+    """What each finding marks in the graph view, read from the evidence the analysis attached to it. `step_of`:
+    autograd node -> the number of its step, when the run has several: a saved tensor's versions then name the step
+    they are of (`v39, step 20`), since the drawing of a roll shows one step's node for all and the text states the
+    first occurrence's versions."""
     notes = Annotations()
+    step_of = step_of or {}
     namer = Namer(trace) if namer is None else namer
     acc_of: dict[str, list[str]] = defaultdict(list)  # leaf tensor -> its AccumulateGrad nodes
     for node in trace.nodes.values():
@@ -60,7 +68,7 @@ def annotate(trace: Trace, findings: list[Finding], namer: Namer | None = None) 
             # every occurrence the analysis kept: a loop repeating the write in each step is marked in each step
             for evidence in finding.evidence:
                 if isinstance(evidence, SavedTensorEvidence):
-                    _mark_saved(trace, finding, evidence, namer, notes)
+                    _mark_saved(trace, finding, evidence, namer, notes, step_of.get(evidence.node))
         elif kind in (FindingKind.DEAD_PARAMETER, FindingKind.UPDATE_WITHOUT_GRADIENT):
             # a dead_parameter finding names every parameter its cause starves: each gets its own note
             dead = kind is FindingKind.DEAD_PARAMETER
@@ -109,7 +117,8 @@ def _by_parameter(trace: Trace, name: str) -> list[str]:
     return [t.id for t in trace.tensors.values() if t.parameter == name][:1]
 
 
-def _mark_saved(trace: Trace, finding: Finding, evidence: SavedTensorEvidence, namer: Namer, notes: Annotations) -> None:
+def _mark_saved(trace: Trace, finding: Finding, evidence: SavedTensorEvidence, namer: Namer, notes: Annotations,
+                step: int | None) -> None:
     node = trace.nodes.get(evidence.node)
     if node is None:
         return
@@ -119,7 +128,7 @@ def _mark_saved(trace: Trace, finding: Finding, evidence: SavedTensorEvidence, n
             style = _SAVED_STYLE[finding.kind]
             if finding.measured is not None and finding.measured.identical:  # --verify: the write did no harm
                 style = "corrupted_unread"
-            notes.saved.setdefault((node.id, saved.name), Note(style, saved_lines(finding, evidence, namer)))
+            notes.saved.setdefault((node.id, saved.name), Note(style, saved_lines(finding, evidence, namer, step=step)))
     notes.protected.add(node.id)
 
 
@@ -130,15 +139,18 @@ _SAVED_STYLE = {
 }
 
 
-def saved_lines(finding: Finding, evidence: SavedTensorEvidence, namer: Namer) -> list[str]:
-    """The lines under a saved tensor in the graph view, from the finding's evidence."""
+def saved_lines(finding: Finding, evidence: SavedTensorEvidence, namer: Namer, *, step: int | None = None) -> list[str]:
+    """The lines under a saved tensor in the graph view, from the finding's evidence; `step`: the step the evidence's
+    node is in, named beside its versions when the run has several."""
+    in_step = f", step {step}" if step is not None else ""
     if finding.kind is FindingKind.DETACH_INPLACE_SAVED:
         where = f" at line {evidence.write_line}" if evidence.write_line else ""
         return [f"detached in place{where}", "backward cannot use it"]
     line = evidence.write_line
     via = namer.tensor(evidence.writer) if evidence.writer and evidence.writer in namer.trace.tensors else None
     if finding.kind is FindingKind.POISONED_SAVED_TENSOR:
-        text = [f"saved {version_text(evidence.saved_version)}, now {version_text(evidence.version_now)},"]
+        text = [f"saved {version_text(evidence.saved_version)}, now {version_text(evidence.version_now)}"
+                f"{f' (step {step})' if step is not None else ''},"]
         if line:
             text.append(f"written at line {line}" + (f" via {via}" if via else ""))
         else:
@@ -150,7 +162,7 @@ def saved_lines(finding: Finding, evidence: SavedTensorEvidence, namer: Namer) -
     alias = evidence.writer_alias or via
     where = f", line {line}" if line else ""
     lines = [f"bytes changed via {alias}{where};" if alias else f"bytes changed{where};",
-             f"version unchanged ({version_text(evidence.saved_version)})"]
+             f"version unchanged ({version_text(evidence.saved_version)}{in_step})"]
     if finding.measured is not None:  # --verify: how wrong the gradients came out
         lines.append(finding.measured.short())
     return lines

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import textwrap
 from typing import TYPE_CHECKING
 
 from ..analysis.lifetime import size_text
@@ -21,9 +22,9 @@ def headline(trace: Trace, profile: MemoryProfile | None = None) -> str:
     profile = memory_profile(trace) if profile is None else profile
     peak = f"peak {size_text(profile.peak[1])}" if profile.peak else "no saved tensors held"
     if profile.kept:
-        _seq, line, per_step, nodes = profile.kept[0]
+        _seq, line, per_step, nodes, unit = profile.kept[0]
         grows = f"+{nodes} live autograd nodes" + (f" and +{size_text(per_step)} saved" if per_step else "")
-        return f"Graph memory grows by {grows} per step, held by line {line}; saved tensors: {peak}"
+        return f"Graph memory grows by {grows} per {unit}, held by line {line}; saved tensors: {peak}"
     return f"Graph memory: saved tensors {peak}; no graph outlives its step"
 
 
@@ -53,28 +54,34 @@ def graph_memory_image(trace: Trace, findings: list[Finding], fmt: str, picture:
     nodes_axis.set_ylabel("live autograd nodes", color="#1f77b4")
     nodes_axis.tick_params(axis="y", colors="#1f77b4")
     handles = axes.get_legend_handles_labels()[0] + nodes_axis.get_legend_handles_labels()[0]
-    axes.legend(handles=handles, loc="upper right", fontsize=8)
+    # above the plot, right: inside it, it covered the holders box and the curves
+    axes.legend(handles=handles, loc="lower right", bbox_to_anchor=(1.0, 1.0), ncol=2, fontsize=8, frameon=False)
     if profile.backwards:
         # x reads in training steps: a tick at each backward (every k-th when there are many)
         every = max(1, len(profile.backwards) // 12)
-        ticks = [(seq, str(n)) for n, (seq, _) in enumerate(profile.backwards, start=1) if n % every == 0 or n == 1]
+        run = trace.run_steps()  # a step traced again after the window is labelled with its number in the run
+        ticks = [(seq, str(run.get(seq, n))) for n, (seq, _) in enumerate(profile.backwards, start=1)
+                 if n % every == 0 or n == 1 or (seq in run and run[seq] - 1 not in run.values())]
         axes.set_xticks([seq for seq, _ in ticks], [label for _, label in ticks])
         lines = sorted({line for _, line in profile.backwards if line is not None})
         where = f" at line {', '.join(map(str, lines[:3]))}" if lines else ""
-        axes.set_xlabel(f"step: backward call number{where} (dotted lines); program order in between")
+        axes.set_xlabel(_wrapped(f"step: backward call number{where} (dotted lines); program order in between"))
     else:
         axes.set_xlabel("program order (no backward ran: nothing freed the saved tensors)")
     if profile.peak is not None:
         seq, size = profile.peak
         axes.plot([seq], [size / scale], marker="v", color="black")
+        near_end = seq > 0.85 * max(profile.end, 1)  # centred there, it ran over the right axis
         axes.annotate(f"peak {size_text(size)}", (seq, size / scale), xytext=(0, 8), textcoords="offset points",
-                      ha="center", fontsize=9, fontweight="bold")
-    for seq, line, per_step, nodes in profile.kept:
+                      ha="right" if near_end else "center", fontsize=9, fontweight="bold")
+    for seq, line, per_step, nodes, per in profile.kept:
         grows = f"+{size_text(per_step)}" if per_step else f"+{nodes} nodes"
+        # the note sits inside the plot, in its middle: placed off the point it ran over the right axis' labels
         axes.annotate(
-            f"graph_kept_alive: line {line} keeps every step's graph ({grows} per step)",
+            _wrapped(f"graph_kept_alive: line {line} keeps every {per}'s graph ({grows} per {per})", 40),
             (seq, _height_at(profile.points, seq) / scale),
-            xytext=(40, 90), textcoords="offset points", fontsize=8, color="#9c5700",
+            xytext=(0.5, 0.62), textcoords="axes fraction", ha="center", fontsize=8, color="#9c5700",
+            bbox={"boxstyle": "round", "facecolor": "white", "alpha": 0.85, "edgecolor": "#e0c090"},
             arrowprops={"arrowstyle": "->", "color": "#9c5700"},
         )
     if profile.top_holders:
@@ -84,7 +91,8 @@ def graph_memory_image(trace: Trace, findings: list[Finding], fmt: str, picture:
     axes.set_ylim(bottom=0, top=max(max(ys) / scale * 1.7, 1))  # room above the curve for the holders box
     axes.set_xlim(0, max(profile.end, 1))
     axes.set_ylabel(f"saved tensors held by live graphs ({unit})", color="#d62728")
-    axes.set_title(_drawable(headline(trace, profile)), fontsize=10)
+    # the headline wrapped, left-aligned above the legend: one line of it was wider than the figure and clipped
+    axes.set_title(_wrapped(_drawable(headline(trace, profile)), 70), fontsize=10, loc="left", pad=22)
     axes.grid(axis="y", alpha=0.3)
     figure.tight_layout()
     buffer = io.BytesIO()
@@ -93,6 +101,11 @@ def graph_memory_image(trace: Trace, findings: list[Finding], fmt: str, picture:
     with rc_context({"svg.fonttype": "none", "svg.hashsalt": "gradviz"}):  # real, searchable text; stable ids
         figure.savefig(buffer, format=fmt, metadata=_metadata(fmt))
     return buffer.getvalue()
+
+
+def _wrapped(text: str, width: int = 90) -> str:
+    """`text` in lines of at most `width` characters, so that no label runs past the figure or over an axis."""
+    return "\n".join(textwrap.wrap(text, width)) or text
 
 
 def _drawable(text: str) -> str:

@@ -60,7 +60,10 @@ def prepare(trace: Trace, notes: Annotations, *, show_saved: bool, step: int | N
             if nxt is not None and (keep is None or nxt in keep):
                 core.add_edge(nxt, node.id)
     if step is not None:
-        core.notes.append(f"backward {step} of {len(steps)} (line {steps[step - 1].line})")
+        shown = next(s for s in steps if s.number == step)
+        index = steps.index(shown) + 1  # a step traced again after the window has its number in the run
+        prefix = "" if index == step else f"step {step}: "
+        core.notes.append(f"{prefix}backward {index} of {len(steps)} (line {shown.line})")
 
     # 0. training steps, episodes, closure calls: steps that built the same graph are drawn once
     if step is None and len(steps) > 1:
@@ -84,7 +87,8 @@ def prepare(trace: Trace, notes: Annotations, *, show_saved: bool, step: int | N
     copies: dict[str, str] = {}
     if len(core.nodes) > SPLIT_SHARED_ABOVE:
         leafish = {nid for nid in core.nodes if is_leaf_node(nodes[nid]) and nid not in notes.protected}
-        copies = core.split_shared(leafish)
+        step_of = {nid: i for i, step_roll in enumerate(core.steps) for nid in step_roll.nodes}
+        copies = core.split_shared(leafish, step_of)
 
     def weight(cid: str) -> int:
         record = nodes[copies.get(cid, cid)]

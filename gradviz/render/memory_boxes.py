@@ -46,6 +46,8 @@ _FINDING_MARKS = {  # finding kind -> its mark in the palette
     "update_without_gradient": "updated",
     "dead_parameter": "dead",
     "cut_edge": "cut",
+    "graph_kept_alive": "kept",  # the value holding many steps' graphs, in the graph view's fill
+    "backward_through_freed_graph": "freed",
 }
 FINDING_COLOURS: dict[str, str] = {
     kind: PALETTE[mark].line or PALETTE[mark].colour for kind, mark in _FINDING_MARKS.items()
@@ -268,6 +270,8 @@ _FINDING_WORDS = {
     FINDING_COLOURS["update_without_gradient"]: "finding: parameter updated without a gradient",
     FINDING_COLOURS["dead_parameter"]: "finding: parameter that never gets a gradient",
     FINDING_COLOURS["cut_edge"]: "finding: gradient path cut here",
+    FINDING_COLOURS["graph_kept_alive"]: "finding: value keeping the graphs of many steps alive",
+    FINDING_COLOURS["backward_through_freed_graph"]: "finding: built on a graph an earlier backward freed",
 }
 
 

@@ -125,7 +125,9 @@ def _saved_groups(trace: Trace, steps: list[Step]) -> tuple[str, str, int, list[
     if not steps:
         return "the graph", "the graph", total, ranked
     short = f"step {steps[-1].number}"
-    return short, f"{short} of {len(steps)} (backward at line {steps[-1].line})", total, ranked
+    # a step traced again after the window keeps its number in the run: `step 152, the last of 102 traced`
+    of = f" of {len(steps)}" if steps[-1].number == len(steps) else f", the last of {len(steps)} traced"
+    return short, f"{short}{of} (backward at line {steps[-1].line})", total, ranked
 
 
 def activation_table(trace: Trace, steps: list[Step], limit: int = 12) -> str | None:

@@ -47,8 +47,10 @@ PALETTE: dict[str, Swatch] = {
     "step": Swatch("#f3faee", "training step (backward call) drawn once for all steps of the same graph"),
     "cut": Swatch("red", "gradient path cut by .detach() / .data (dashed)", tint="#ffe8e8"),
     "carried": Swatch("blue", "value carried from the previous iteration (dashed)"),
-    "kept": Swatch("#ffd8a8", "value keeping the graphs of many steps alive (graph_kept_alive)"),
-    "freed": Swatch("#ffcccc", "graph an earlier backward freed, built on again (dashed)"),
+    "kept": Swatch("#ffd8a8", "value keeping the graphs of many steps alive (graph_kept_alive)", line="#d9822b",
+                  tint="#fff1e0"),
+    "freed": Swatch("#ffcccc", "graph an earlier backward freed, built on again (dashed)", line="#cc4444",
+                   tint="#ffecec"),
     # a write that changed bytes and left the version where it was (`.data`): the memory view, timeline and page
     "silent": Swatch("#a0309a", "in-place write the version counter did not notice"),
 }

@@ -55,13 +55,15 @@ def per_step_repeats(trace: Trace, findings: Sequence[Finding], steps: Sequence[
     step: the k-th such alias of a step goes with every step's k-th); the ones left single go with the others of
     their line. Those made after the last backward (an evaluation) count as step len(steps) + 1; titles say so."""
     ends = [s.seq for s in steps]
+    last = steps[-1].number if steps else 0
     named = {tid for f in findings for tid in f.tensors}
     groups: dict[tuple[object, ...], list[tuple[int, str]]] = {}
     per_step: dict[tuple[object, ...], int] = {}
     for t in sorted(trace.tensors.values(), key=lambda t: t.seq):
         if t.origin not in ("data", "detach") or t.source not in trace.tensors:
             continue
-        step = bisect.bisect_left(ends, t.seq) + 1  # len(ends) + 1: after the last backward (an evaluation)
+        at = bisect.bisect_left(ends, t.seq)  # len(ends): after the last backward (an evaluation)
+        step = steps[at].number if at < len(steps) else last + 1  # (a step traced again keeps its run number)
         source = trace.tensors[t.source]
         of = source.parameter or (source.names[0] if source.names else
                                   (source.op, source.created.line if source.created else None, tuple(source.shape)))
@@ -83,11 +85,11 @@ def per_step_repeats(trace: Trace, findings: Sequence[Finding], steps: Sequence[
         if len(members) < 2:
             continue
         ids = [tid for _, tid in members]
-        in_steps = [tid for step, tid in members if step <= len(ends)]  # the last of a training step, if any
+        in_steps = [tid for step, tid in members if step <= last]  # the last of a training step, if any
         drawn = [tid for tid in ids if tid in named] or (in_steps or ids)[-1:]
         created = trace.tensors[ids[0]].created
         line = created.line if created else None
-        out.append(Repeat(ids, drawn, [step for step, _ in members], line, trace.tensors[ids[0]].origin, len(ends)))
+        out.append(Repeat(ids, drawn, [step for step, _ in members], line, trace.tensors[ids[0]].origin, last))
     return out
 
 

@@ -51,7 +51,9 @@ class Picture:
 
     @cached_property
     def annotations(self) -> Annotations:
-        return annotate(self.trace, self.findings, self.namer)
+        steps = self.steps
+        step_of = {nid: step.number for step in steps for nid in step.nodes} if len(steps) > 1 else None
+        return annotate(self.trace, self.findings, self.namer, step_of)
 
     @cached_property
     def steps(self) -> list[Step]:

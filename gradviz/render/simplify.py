@@ -161,21 +161,36 @@ class Core:
         self.remap(mapping, carried=carried)
 
     # ------------------------------------------------------------------ shared parameters
-    def split_shared(self, shareable: set[str]) -> dict[str, str]:
-        """Give each use of a shared leaf node (AccumulateGrad) its own copy; returns copy id -> original id."""
+    def split_shared(self, shareable: set[str], zone: Mapping[str, Hashable] | None = None) -> dict[str, str]:
+        """Give each use of a shared leaf node (AccumulateGrad) its own copy; returns copy id -> original id.
+
+        Uses in one `zone` (training step) by ops of different modules share one copy: a weight tied between an
+        embedding and the output layer is drawn once in the step, with an edge from each, as PyTorch accumulates
+        both gradients into it (a loop in one module still gets a copy per use)."""
         users = self.parents()
         order = self._order_key()
+        zone = zone or {}
         copies: dict[str, str] = {}
         for nid in [n for n in self.nodes if n in shareable]:
             targets = sorted(set(users.get(nid, [])), key=order)
             if len(targets) < 2:
                 continue
+            by_zone: dict[Hashable, list[str]] = defaultdict(list)
+            for dst in targets:
+                by_zone[zone.get(dst)].append(dst)
+            uses: list[list[str]] = []
+            for members in by_zone.values():
+                tied = len({self.nodes[dst].module for dst in members}) > 1
+                uses.extend([members] if tied else [[dst] for dst in members])
+            if len(uses) < 2 and len(uses[0]) > 1:
+                continue  # one tied use in the only step: the node as it is
             original = self.nodes.pop(nid)
-            for i, dst in enumerate(targets):
+            for i, group in enumerate(sorted(uses, key=lambda g: order(g[0]))):
                 cid = f"{nid}_u{i}"
                 self.nodes[cid] = CoreNode(cid, original.name, origin=original.origin or nid, module=original.module)
-                kind = self.edges.pop((nid, dst))
-                self.edges[(cid, dst)] = kind
+                for dst in group:
+                    kind = self.edges.pop((nid, dst))
+                    self.edges[(cid, dst)] = kind
                 copies[cid] = original.origin or nid
         return copies
 
@@ -229,6 +244,7 @@ class Core:
         member_of = {m: g.id for g in groups for m in g.members}
         users = self.parents()
         shared: dict[str, set[str]] = {}  # leaf -> the groups, all of its users, that share it
+        module_of = {g.id: g.module for g in groups}
         for nid in attach:
             if nid in self.nodes and nid not in protected:
                 found = [member_of.get(u) for u in users.get(nid, [])]
@@ -237,6 +253,10 @@ class Core:
                     continue  # (a user outside every group)
                 if len(owners) == 1:
                     member_of[nid] = owners.pop()
+                elif len({module_of[owner] for owner in owners}) > 1:
+                    # a weight tied between modules (an embedding and the output layer): drawn as itself, with an
+                    # edge from each, or the picture would hide that one tensor gets both gradients
+                    continue
                 elif len(owners) > 1:
                     # a weight only boxes use (a model's, in each step of a GAN, in each call): counted in every box
                     # that uses it rather than drawn as a node whose edges cross the picture, which at a shallow

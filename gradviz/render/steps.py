@@ -7,7 +7,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Hashable
 
-from ..analysis.steps import backward_steps
+from ..analysis.steps import numbered_steps
 from ..analysis.steps import is_leaf as _is_leaf
 from .simplify import MIN_REPEATS
 
@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Step", "StepRoll", "after_window", "only_step", "optimizer_steps", "rearmed_kind", "roll_steps", "split_steps",
+    "traced_text",
 ]
 
 
@@ -24,7 +25,7 @@ __all__ = [
 class Step:
     """The autograd nodes one backward call reached first (leaves excluded: parameters are shared by all steps)."""
 
-    number: int  # 1-based: the K of `--step K`
+    number: int  # 1-based, in the whole run (a step traced again after the window: its own number): `--step K`
     seq: int  # the backward event
     line: int | None
     nodes: list[str]  # in creation order
@@ -59,10 +60,10 @@ def split_steps(trace: Trace) -> list[Step]:
     nodes = trace.nodes
     steps: list[Step] = []
     claimed: set[str] = set()
-    for event, reached in backward_steps(trace):
+    for number, event, reached in numbered_steps(trace):  # re-traced steps keep their numbers in the run
         claimed.update(reached)
         line = event.location.line if event.location else None
-        steps.append(Step(len(steps) + 1, event.seq, line, reached))
+        steps.append(Step(number, event.seq, line, reached))
     # what a step built but its backward did not use (an LSTM's final state, a logged metric) belongs to that step
     # too, or every step would leave its own copy of it outside the picture of the step. A node made after a
     # backward, reading the graph that backward just used (`output.mean().item()` after `loss.backward()`), belongs
@@ -81,15 +82,19 @@ def split_steps(trace: Trace) -> list[Step]:
             owner[nid] = at
     for step in steps:
         step.nodes.sort(key=lambda n: (nodes[n].seq, n))
-        step.kind = rearmed_kind(trace, step.seq)
+        step.kind = rearmed_kind(trace, step.seq, step.number)
     return steps
 
 
-def rearmed_kind(trace: Trace, seq: int) -> str | None:
-    """`validation after step 500` for what the sentinel recorded again after the window at `seq`; else None."""
+def rearmed_kind(trace: Trace, seq: int, number: int | None = None) -> str | None:
+    """`validation after step 500` for what the sentinel recorded again after the window at `seq` (the step the new
+    thing ran in, step 501); `traced again after the validation after step 500` for the next step, which it recorded
+    whole to see the changed program run (`number`: the step's number, 502); else None."""
     window = trace.window
     for entry in window.rearmed if window is not None else ():
-        if entry.start <= seq and (entry.end is None or seq <= entry.end):
+        if entry.covers(seq):
+            if number is not None and number > entry.step + 1:
+                return f"traced again after the {entry.label()}"
             return entry.label()
     return None
 
@@ -434,11 +439,25 @@ def after_window(trace: Trace, steps: list[Step]) -> set[str]:
     return {nid for nid, node in trace.nodes.items() if node.seq > last and nid not in claimed and not _is_leaf(node)}
 
 
+def traced_text(steps: list[Step]) -> str:
+    """`1-100, 151-152`: the numbers of the traced steps, in the run's numbering."""
+    numbers = [s.number for s in steps]
+    spans: list[str] = []
+    for number in numbers:
+        if spans and spans[-1].split("-")[-1] == str(number - 1):
+            spans[-1] = f"{spans[-1].split('-')[0]}-{number}"
+        else:
+            spans.append(str(number))
+    return ", ".join(spans) if spans else "none"
+
+
 def only_step(trace: Trace, steps: list[Step], number: int) -> set[str]:
     """The node ids to draw for `--step K`: the nodes backward K reached, and the leaves they feed from."""
-    if not 1 <= number <= len(steps):
-        raise ValueError(f"step {number} does not exist: the program made {len(steps)} backward call(s) with a graph")
-    keep = set(steps[number - 1].nodes)
+    step = next((s for s in steps if s.number == number), None)
+    if step is None:
+        raise ValueError(f"step {number} does not exist: the program made {len(steps)} backward call(s) with a graph "
+                         f"(steps {traced_text(steps)})")
+    keep = set(step.nodes)
     for nid in list(keep):
         for nxt in trace.nodes[nid].next:
             if nxt is not None and nxt in trace.nodes and _is_leaf(trace.nodes[nxt]):

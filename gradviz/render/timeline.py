@@ -111,8 +111,11 @@ def _row(
     # (aliasing events move nothing: only their changes are shown)
     changes = event.written() if is_write else [v for v in event.versions if v.before != v.after]
     labels = [namer.tensor(v.tensor) for v in changes]
+    # a write the op's own kernel makes without moving the counter (batch norm's running statistics), not an alias's
+    kernel = _op_name(event.op) if event.data.get("unversioned") else None
     versions = [
-        {"tensor": v.tensor, "label": label, "before": v.before, "after": v.after, "noticed": v.before != v.after}
+        {"tensor": v.tensor, "label": label, "before": v.before, "after": v.after, "noticed": v.before != v.after,
+         "kernel": kernel}
         for v, label in zip(changes, labels)
     ]
     outcome, error = _outcome(event)
@@ -137,6 +140,11 @@ def _row(
         "severity": severities[0] if severities else None,
         "count": 1,
     }
+
+
+def _op_name(op: str | None) -> str:
+    """`batch_norm` for `nn.functional.batch_norm`: the op whose kernel wrote."""
+    return (op or "the op").rsplit(".", 1)[-1]
 
 
 def _where(trace: Trace, file: str | None, line: int | None, file_names: dict[str, str]) -> str:
@@ -380,13 +388,18 @@ def _site_row(run: list[dict[str, Any]]) -> dict[str, Any]:
         if kind == "inplace_write":
             changes = [v for r in of_kind for v in r["versions"]]
             noticed = [v for v in changes if v["noticed"]]
-            hidden = [v for v in changes if not v["noticed"]]
+            hidden = [v for v in changes if not v["noticed"] and not v.get("kernel")]
+            by_kernel = [v for v in changes if not v["noticed"] and v.get("kernel")]
             if noticed:
                 lines.append(f"{_count(len({v['label'] for v in noticed}), 'tensor')} written, "
                              f"{_moves(noticed)}")
             if hidden:
                 lines.append(f"{_count(len({v['label'] for v in hidden}), 'tensor')}: bytes changed, version "
                              "unchanged (written through an alias with its own counter: .data)")
+            for op in dict.fromkeys(v["kernel"] for v in by_kernel):
+                written = [v for v in by_kernel if v["kernel"] == op]
+                lines.append(f"{_count(len({v['label'] for v in written}), 'tensor')}: written in place by {op}'s "
+                             "kernel, which does not move the version counter")
         elif kind == "data_set":
             lines.append(f"{_count(len(of_kind), 'tensor')}: .data set (now in new memory)")
         else:

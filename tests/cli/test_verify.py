@@ -26,7 +26,7 @@ def test_check_verify_json_carries_the_measured_error(python_m_gradviz: Callable
     assert measured["backward"] == finding["affected_backward"]
     (row,) = measured["gradients"]
     # a.grad is 1 where 1 - tanh(a)^2 is right: off by 1 - (1 - tanh(3)^2) = 0.990 at a = 3
-    assert row["name"] == "`a`" and row["max_abs"] == pytest.approx(0.9901340, rel=1e-6)
+    assert row["name"] == "a" and row["max_abs"] == pytest.approx(0.9901340, rel=1e-6)
     assert row["max_rel"] == pytest.approx(2.3576062, rel=1e-6) and row["cosine"] == pytest.approx(0.6783230, rel=1e-6)
     assert row["flipped"] is False
     assert "Measured with --verify" in finding["message"]

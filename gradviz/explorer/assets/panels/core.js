@@ -84,6 +84,7 @@ function view(i) { // node i as the step picked in its box has it: its seq, outp
   if (r[2] !== null) { out.out = r[2]; }
   if (n.saved) { out.saved = n.saved.map(function (s, j) { var x = r[3][j]; return x ? Object.assign({}, s, { t: x[0], v: x[1] }) : s; }); }
   if (r[4] !== null) { out.freed = r[4]; } else { delete out.freed; }
+  if (r[5] !== null && r[5] !== undefined) { out.freed_by = r[5]; } else { delete out.freed_by; }
   return out;
 }
 function pickInstance(g, k) {

@@ -34,7 +34,8 @@ function showNode(i, keepHighlight) {
   if (n.file !== undefined) { kv(table, "made at", placeLink(n.file, n.line)); kv(table, "source", codeEl(sourceLine(n.file, n.line))); }
   if (n.out !== undefined) { kv(table, "output", tensorLink(n.out)); }
   if (n.var !== undefined) { kv(table, "tensor", tensorLink(n.var)); }
-  if (n.freed !== undefined) { kv(table, "graph freed", "by the backward at event " + eventOfSeq(n.freed)); }
+  if (n.freed_by !== undefined) { kv(table, "saved tensors freed", "by the backward at event " + eventOfSeq(n.freed_by)); }
+  if (n.freed !== undefined) { kv(table, "node freed", "at event " + eventOfSeq(n.freed) + " (its last holder let go)"); }
   box.appendChild(table);
   if (n.saved) {
     box.appendChild(el("h3", null, "Saved for backward"));
