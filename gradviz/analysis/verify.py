@@ -35,8 +35,7 @@ class GradientError:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            # the name as data: the backticks of the messages' Markdown belong to the text medium only
-            "tensor": self.tensor, "name": self.name.replace("`", ""), "max_abs": self.max_abs, "max_rel": self.max_rel,
+            "tensor": self.tensor, "name": self.name, "max_abs": self.max_abs, "max_rel": self.max_rel,
             "cosine": self.cosine, "flipped": self.flipped, "norm_ratio": self.norm_ratio, "written": self.written,
         }  # fmt: skip
 
@@ -161,7 +160,7 @@ class Measurement:
         same = len([g for g in self.gradients if g.identical and g not in written])
         if same:
             parts.append(f"{same} other{'s' if same != 1 else ''} identical")
-        flipped = [g.name for g in wrong if g.flipped]
+        flipped = [_code(g.name) for g in wrong if g.flipped]
         flips = f" The update direction flips for {', '.join(flipped)}." if flipped else ""
         return (
             f"Measured with --verify{self.where()}{self._alone()}, against the gradients the intact saved values give "
@@ -182,7 +181,7 @@ class Measurement:
         rel = f" (relative {_number(worst.max_rel)}" if worst.max_rel is not None else " ("
         ratio = f"norm ratio {_number(worst.norm_ratio)}" if worst.norm_ratio is not None else ""
         detail = (rel + (", " if rel != " (" and ratio else "") + ratio + ")") if (rel != " (" or ratio) else ""
-        return f"measured{at}: {worst.name.strip('`')}.grad off by up to {_number(worst.max_abs)}{detail}"
+        return f"measured{at}: {worst.name}.grad off by up to {_number(worst.max_abs)}{detail}"
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"backward": self.backward, "writes": list(self.writes)}
@@ -236,15 +235,21 @@ def _cosine(value: float) -> str:
     return f"{value:.6f}".rstrip("0").rstrip(".") or "0"
 
 
+def _code(name: str) -> str:
+    """A gradient's tensor name as the messages write code: `fc2.weight`; a phrase ("a view of h") as it is."""
+    return name if " " in name else f"`{name}`"
+
+
 def _one(g: GradientError) -> str:
+    name = _code(g.name)
     if g.max_abs is None:
-        return f"{g.name}: not comparable (a NaN, an inf or a new shape)"
+        return f"{name}: not comparable (a NaN, an inf or a new shape)"
     rel = f", relative error {_number(g.max_rel)}" if g.max_rel is not None else " (its intact gradient is 0)"
     if g.identical:
-        return f"{g.name} (written): identical"
+        return f"{name} (written): identical"
     cosine = f", cosine {_cosine(g.cosine)}" if g.cosine is not None else ""
     ratio = f", norm ratio {_number(g.norm_ratio)}" if g.norm_ratio is not None else ""
-    return f"{g.name}: max abs error {_number(g.max_abs)}{rel}{cosine}{ratio}"
+    return f"{name}: max abs error {_number(g.max_abs)}{rel}{cosine}{ratio}"
 
 
 def measurement_of(
@@ -280,7 +285,8 @@ def measurement_of(
     memory = {tensors[t].storage for t in written if t in tensors and tensors[t].storage is not None}
     rows = [
         GradientError(
-            row["tensor"], name(row["tensor"]) if row["tensor"] in tensors else row["tensor"],
+            # the name as data: the backticks of the messages' Markdown belong to the text medium only (`_code`)
+            row["tensor"], (name(row["tensor"]) if row["tensor"] in tensors else row["tensor"]).replace("`", ""),
             row.get("max_abs"), row.get("max_rel"), row.get("cosine"), bool(row.get("flipped", False)),
             row.get("norm_ratio"),
             row["tensor"] in written or (row["tensor"] in tensors and tensors[row["tensor"]].storage in memory),

@@ -347,5 +347,5 @@ def test_measurement_survives_the_json_trace_and_the_finding_dict(tmp_path: Path
     assert Finding.from_dict(data).measured == first.measured
     (row,) = data["measured"]["gradients"]
     # x.relu() with -1 turned into 5 at position 0: that position's gradient is 3 instead of 0
-    assert (row["name"], row["max_abs"], row["max_rel"]) == ("`x`", 3.0, 1.0)
+    assert (row["name"], row["max_abs"], row["max_rel"]) == ("x", 3.0, 1.0)
     assert math.isclose(row["cosine"], 18 / math.sqrt(27 * 18), rel_tol=1e-9)  # [3, 3, 0, 3] against [0, 3, 0, 3]
