@@ -1,0 +1,261 @@
+"""Custom autograd.Functions as fused kernels write them (issue 36, item 1), each with its twin: what they save with
+`ctx.save_for_backward`, what they write in forward and in backward, `mark_dirty`, `once_differentiable`, a
+Liger-style cross-entropy that stores the gradient over its input. PyTorch is the judge: whether backward raises, and
+whether the gradients equal those of the same run with every saved tensor cloned at save time. gradviz is met as users
+meet it: `gradviz check` in a subprocess, its exit status and the lines it reports."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gradviz.analysis import FindingKind
+
+from . import truth as pytorch
+from .test_reports import _check, _findings, _line, _write
+
+PROGRAM = """
+    import torch, torch.nn as nn
+    from torch.autograd.function import once_differentiable
+
+
+    class Scale(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, w):
+            ctx.save_for_backward(x, w)
+            return x * w
+
+        @staticmethod
+        def backward(ctx, grad):
+            x, w = ctx.saved_tensors
+            return grad * w, (grad * x).sum(0)
+
+
+    class OnceScale(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, w):
+            ctx.save_for_backward(x, w)
+            return x * w
+
+        @staticmethod
+        @once_differentiable
+        def backward(ctx, grad):
+            x, w = ctx.saved_tensors
+            return grad * w, (grad * x).sum(0)
+
+
+    class Double(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            x.mul_(2)
+            MARK
+            return x
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad * 2
+
+
+    class FusedCE(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, logits, target):
+            p = logits.softmax(-1)
+            ctx.save_for_backward(logits, target)
+            return -p.gather(1, target[:, None]).log().mean()
+
+        @staticmethod
+        def backward(ctx, grad):
+            logits, target = ctx.saved_tensors
+            buf = BUFFER
+            buf.copy_(logits.softmax(-1))
+            buf[torch.arange(len(target)), target] -= 1
+            buf.mul_(grad / len(target))
+            return buf, None
+
+
+    class LigerCE(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, _input, target):
+            n = _input.shape[0]
+            p = _input.softmax(-1)
+            loss = -p.gather(1, target[:, None]).log().mean()
+            p[torch.arange(n), target] -= 1
+            _input.copy_(p / n)
+            ctx.save_for_backward(_input.detach())
+            return loss
+
+        @staticmethod
+        def backward(ctx, grad_output):
+            (_input,) = ctx.saved_tensors
+            if not torch.equal(grad_output, torch.tensor(1.0)):
+                _input.mul_(grad_output)
+            return _input, None
+
+
+    torch.manual_seed(0)
+    net = nn.Linear(8, 5)
+    gain = nn.ParameterDict({"w": nn.Parameter(torch.rand(5) + 0.5)})
+    w = gain["w"]
+    opt = torch.optim.SGD([*net.parameters(), *gain.parameters()], lr=0.1)
+    for step in range(3):
+        x, y = torch.randn(16, 8), torch.randint(0, 5, (16,))
+        BODY
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+"""
+SAVE = """h = net(x)
+        out = FUNCTION.apply(h, w)
+        WRITE
+        loss = out.pow(2).mean()"""
+# the z-loss's logsumexp saves the logits; made before the cross-entropy, its node runs after it in backward
+Z_FIRST = """logits = net(x)
+        z_loss = 1e-1 * torch.logsumexp(logits, 1).pow(2).mean()
+        loss = z_loss + FusedCE.apply(logits, y)"""
+Z_LAST = """logits = net(x)
+        ce = FusedCE.apply(logits, y)
+        loss = 1e-1 * torch.logsumexp(logits, 1).pow(2).mean() + ce"""
+
+
+def _program(tmp: Path, name: str, body: str, *, mark: str = "pass", buffer: str = "torch.empty_like(logits)") -> Path:
+    source = PROGRAM.replace("BODY", body).replace("MARK", mark).replace("BUFFER", buffer)
+    return _write(tmp, name, source)
+
+
+def _raises_inplace(script: Path) -> str:
+    """PyTorch's own verdict on a program expected to raise: its error, checked to be the version check's."""
+    truth = pytorch.run(script)
+    assert truth.error is not None and "modified by an inplace operation" in truth.error, truth.error
+    return truth.error
+
+
+# -------------------------------------------------------------------------- saved in forward, written after apply
+@pytest.mark.parametrize("function", ["Scale", "OnceScale"])
+def test_data_write_to_what_a_function_saved_is_silent_corruption(tmp_path: Path, function: str) -> None:
+    body = SAVE.replace("FUNCTION", function).replace("WRITE", "h.data.mul_(10)")
+    script = _program(tmp_path, f"save_data_{function}", body)
+    plain, true = pytorch.run(script), pytorch.run(script, clone_saved=True)
+    assert plain.error is None and pytorch.silently_wrong(plain, true)  # PyTorch: silent, and wrong
+    findings = _findings(script)
+    line = _line(script, "h.data.mul_(10)")
+    assert {(f.kind, f.line) for f in findings} == {(FindingKind.SILENTLY_CORRUPTED_SAVED_TENSOR, line)}
+    assert f"saved by {function}Backward" in findings[0].message
+    code, out = _check(script)
+    assert code == 1 and f":{line}  silently_corrupted_saved_tensor" in out, out
+
+
+@pytest.mark.parametrize("function", ["Scale", "OnceScale"])
+def test_function_whose_saved_tensor_is_only_read_is_clean(tmp_path: Path, function: str) -> None:
+    body = SAVE.replace("FUNCTION", function).replace("WRITE", "shown = h.detach() * 10")
+    script = _program(tmp_path, f"save_read_{function}", body)
+    plain, true = pytorch.run(script), pytorch.run(script, clone_saved=True)
+    assert plain.error is None and not pytorch.silently_wrong(plain, true)
+    assert _findings(script) == []
+    code, out = _check(script, "--strict")
+    assert code == 0, out
+
+
+@pytest.mark.parametrize("function", ["Scale", "OnceScale"])
+def test_detach_write_to_what_a_function_saved_is_poisoned(tmp_path: Path, function: str) -> None:
+    body = SAVE.replace("FUNCTION", function).replace("WRITE", "h.detach().clamp_(min=0)")
+    script = _program(tmp_path, f"save_detach_{function}", body)
+    _raises_inplace(script)  # ctx.saved_tensors checks the version: backward raises
+    code, out = _check(script)
+    line = _line(script, "h.detach().clamp_(min=0)")
+    assert code == 1 and f":{line}  poisoned_saved_tensor" in out, out
+    assert f"saved by {function}Backward" in out
+
+
+# -------------------------------------------------------------------------- written in forward: mark_dirty
+def test_mark_dirty_write_to_an_input_nobody_saved_is_clean(tmp_path: Path) -> None:
+    script = _program(tmp_path, "dirty", "loss = Double.apply(net(x)).pow(2).mean()", mark="ctx.mark_dirty(x)")
+    plain, true = pytorch.run(script), pytorch.run(script, clone_saved=True)
+    assert plain.error is None and not pytorch.silently_wrong(plain, true)
+    assert _findings(script) == []
+    code, out = _check(script, "--strict")
+    assert code == 0, out
+
+
+def test_forward_write_without_mark_dirty_to_an_input_nobody_saved_is_clean(tmp_path: Path) -> None:
+    """PyTorch: no error and the same gradients as with every saved tensor cloned (nothing read the old values)."""
+    script = _program(tmp_path, "undirty", "loss = Double.apply(net(x)).pow(2).mean()")
+    plain, true = pytorch.run(script), pytorch.run(script, clone_saved=True)
+    assert plain.error is None and not pytorch.silently_wrong(plain, true)
+    assert _findings(script) == []
+    code, out = _check(script, "--strict")
+    assert code == 0, out
+
+
+@pytest.mark.parametrize("mark", ["pass", "ctx.mark_dirty(x)"])
+def test_forward_write_to_an_input_tanh_saved_is_poisoned(tmp_path: Path, mark: str) -> None:
+    script = _program(tmp_path, "dirty_saved", "loss = Double.apply(net(x).tanh()).pow(2).mean()", mark=mark)
+    error = _raises_inplace(script)
+    assert "output 0 of Tanh" in error
+    code, out = _check(script)
+    line = _line(script, "x.mul_(2)")
+    assert code == 1 and f":{line}  poisoned_saved_tensor" in out and "TanhBackward0" in out, out
+
+
+# -------------------------------------------------------------------------- written in backward
+def test_backward_writing_saved_logits_through_data_that_a_later_term_reads_is_silent(tmp_path: Path) -> None:
+    script = _program(tmp_path, "ce_backward_data", Z_FIRST, buffer="logits.data")
+    plain, true = pytorch.run(script), pytorch.run(script, clone_saved=True)
+    assert plain.error is None and pytorch.silently_wrong(plain, true)
+    findings = _findings(script)
+    line = _line(script, "buf.copy_(logits.softmax(-1))")
+    assert {(f.kind, f.line) for f in findings} == {(FindingKind.SILENTLY_CORRUPTED_SAVED_TENSOR, line)}
+    assert "LogsumexpBackward0" in findings[0].message and "FusedCEBackward's backward" in findings[0].message
+    code, out = _check(script)
+    assert code == 1 and f":{line}  silently_corrupted_saved_tensor" in out, out
+
+
+def test_backward_writing_the_saved_logits_themselves_is_poisoned(tmp_path: Path) -> None:
+    script = _program(tmp_path, "ce_backward_direct", Z_FIRST, buffer="logits")
+    assert "output 0 of Addmm" in _raises_inplace(script)
+    code, out = _check(script)
+    line = _line(script, "buf.copy_(logits.softmax(-1))")
+    assert code == 1 and f":{line}  poisoned_saved_tensor" in out and "silently_corrupted" not in out, out
+
+
+def test_backward_writing_a_fresh_buffer_is_clean(tmp_path: Path) -> None:
+    script = _program(tmp_path, "ce_backward_fresh", Z_FIRST)
+    plain, true = pytorch.run(script), pytorch.run(script, clone_saved=True)
+    assert plain.error is None and not pytorch.silently_wrong(plain, true)
+    assert _findings(script) == []
+    code, out = _check(script, "--strict")
+    assert code == 0, out
+
+
+def test_backward_writing_saved_logits_after_their_last_reader_ran_is_clean(tmp_path: Path) -> None:
+    """The z-loss made after the cross-entropy: autograd runs its logsumexp first, so the overwrite harms nothing."""
+    script = _program(tmp_path, "ce_backward_after", Z_LAST, buffer="logits.data")
+    plain, true = pytorch.run(script), pytorch.run(script, clone_saved=True)
+    assert plain.error is None and not pytorch.silently_wrong(plain, true)
+    assert _findings(script) == []
+    code, out = _check(script, "--strict")
+    assert code == 0, out
+
+
+# -------------------------------------------------------------------------- Liger-style: the gradient over the input
+@pytest.mark.parametrize("scale", ["", "0.5 * "])
+def test_liger_style_gradient_stored_over_the_input_is_clean(tmp_path: Path, scale: str) -> None:
+    """The forward writes d(loss)/d(logits) over the logits and saves that; backward scales it in place when the loss
+    is scaled. Nothing else saved the logits: PyTorch raises nothing, and the gradients are the clone-at-save ones."""
+    script = _program(tmp_path, "liger", f"logits = net(x)\n        loss = {scale}LigerCE.apply(logits, y)")
+    plain, true = pytorch.run(script), pytorch.run(script, clone_saved=True)
+    assert plain.error is None and not pytorch.silently_wrong(plain, true)
+    assert _findings(script) == []
+    code, out = _check(script, "--strict")
+    assert code == 0, out
+
+
+def test_liger_style_overwrite_of_logits_a_z_loss_saved_is_poisoned(tmp_path: Path) -> None:
+    """The same kernel after a z-loss on the logits: its in-place store moves their version, and backward raises."""
+    body = "logits = net(x)\n        z_loss = 1e-1 * torch.logsumexp(logits, 1).pow(2).mean()\n" \
+        "        loss = z_loss + LigerCE.apply(logits, y)"
+    script = _program(tmp_path, "liger_z", body)
+    assert "output 0 of Addmm" in _raises_inplace(script)
+    code, out = _check(script)
+    line = _line(script, "_input.copy_(p / n)")
+    assert code == 1 and f":{line}  poisoned_saved_tensor" in out and "LogsumexpBackward0" in out, out
