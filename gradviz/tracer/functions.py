@@ -9,6 +9,7 @@ returns, so the node is recorded at the first call the program makes after that 
 
 from __future__ import annotations
 
+import io
 import sys
 import weakref
 from typing import Any, Callable
@@ -19,6 +20,7 @@ from torch.overrides import TorchFunctionMode
 
 from ..model import Location
 from .callsite import site as _site
+from . import verify
 from .source import frame_variables, user_frame_from
 from .tensors import _byte_span, _flatten, _storage_key, _version
 from .window import _CLOSED
@@ -68,6 +70,7 @@ class FunctionRecording:
     _running_module: Callable[..., tuple[str | None, Any]]
     _internal: Callable[..., None]
     _backwards: list[tuple[Any, list[Any]]]
+    _applied: set[str]  # nodes recorded when their apply saved: their backward is called through _Backward
 
     def _watch_backward(self, ctx: Any) -> BackwardWatch | None:
         """The watch for a recorded Function's backward, run by the program's backward now running through it."""
@@ -136,6 +139,7 @@ class FunctionRecording:
             record.created, record.module = pending.where, pending.module
             # its backward is called through the node's own `apply` (an instance attribute, which the engine reads)
             ctx.apply = _Backward(ctx, self)
+            self._applied.add(nid)
         tensors = self.trace.tensors
         for k in range(pending.first_tensor, len(tensors)):
             # the forward's outputs: tracked while it ran, before apply gave them this node
@@ -166,11 +170,49 @@ class _Backward:
         if ctx is None:  # (the engine holds the node while it runs it: not reached)
             raise RuntimeError("autograd.Function node freed while its backward was called")
         apply = type(ctx).apply
+        if sys.getprofile() is verify.tripwire:  # --verify's measuring run (verify.py): this backward a second time
+            return _measured(apply, ctx, grads)
         watch = recorder._watch_backward(ctx) if recorder is not None else None
         if watch is None:
             return apply(ctx, *grads)
         with watch:
             return apply(ctx, *grads)
+
+
+class _NoWrites(TorchFunctionMode):
+    """Around a custom backward run again by --verify's measurement: an in-place write there would be made twice,
+    so the first one stops the measurement before it is made."""
+
+    def __init__(self, node: str) -> None:
+        super().__init__()
+        self.node = node
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", "")
+        if (name.endswith("_") and not name.endswith("__")) or name in _WRITES or "out" in kwargs:
+            user = user_frame_from(sys._getframe(1))
+            where = (user.f_code.co_filename, user.f_lineno) if user is not None else ("<unknown>", 0)
+            raise verify.WriteWouldRepeat(f"the in-place `{name}` of {self.node}'s backward", *where)
+        return func(*args, **kwargs)
+
+
+_WRITES = frozenset({"__setitem__", "__iadd__", "__isub__", "__imul__", "__itruediv__", "__set__", "copy_"})
+
+
+def _measured(apply: Any, ctx: Any, grads: tuple[Any, ...]) -> Any:
+    """The node's backward in --verify's measuring run: its Python code runs (the profile function that stops at
+    the first line of a program's hook is off meanwhile), but writes nothing in place and prints nothing."""
+    out, err = sys.stdout, sys.stderr
+    sys.setprofile(None)
+    sys.stdout = sys.stderr = io.StringIO()  # what it prints, the program printed already (or will, once)
+    try:
+        # (the measurement runs inside the recorder's bookkeeping, where torch functions are off: on, as for the program)
+        with torch._C._EnableTorchFunction(), _NoWrites(type(ctx).__name__):
+            return apply(ctx, *grads)
+    finally:
+        sys.stdout, sys.stderr = out, err
+        sys.setprofile(verify.tripwire)
 
 
 def _released(node: Any, names: tuple[tuple[str, str, bool], ...] | None) -> bool:

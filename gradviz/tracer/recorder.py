@@ -164,6 +164,7 @@ class Recorder(
         self._forwards: list[Any] = []  # custom Function forwards whose node is not recorded yet (functions.py)
         self._backwards: list[tuple[Event, list[Any]]] = []  # the program's backwards running now, with their roots
         self._name_of = _func_name
+        self._applied: set[str] = set()  # custom Function nodes recorded when apply saved (functions.py)
         self._finished = False
         self._on_dead_callback = self._on_dead  # one bound method for every weak reference
         self._locations: dict[tuple[str | None, int | None], Location] = {}

@@ -6,10 +6,14 @@ meet it: `gradviz check` in a subprocess, its exit status and the lines it repor
 
 from __future__ import annotations
 
+import contextlib
+import io
 from pathlib import Path
 
 import pytest
 
+import gradviz
+from gradviz import EventKind
 from gradviz.analysis import FindingKind
 
 from . import truth as pytorch
@@ -43,6 +47,21 @@ PROGRAM = """
         def backward(ctx, grad):
             x, w = ctx.saved_tensors
             return grad * w, (grad * x).sum(0)
+
+
+    class NoisyScale(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, w):
+            ctx.save_for_backward(x, w)
+            return x * w
+
+        @staticmethod
+        def backward(ctx, grad):
+            x, w = ctx.saved_tensors
+            print("NoisyScale.backward")
+            gx = grad * w
+            SCALE_GRAD
+            return gx, (grad * x).sum(0)
 
 
     class Double(torch.autograd.Function):
@@ -118,8 +137,10 @@ Z_LAST = """logits = net(x)
         loss = 1e-1 * torch.logsumexp(logits, 1).pow(2).mean() + ce"""
 
 
-def _program(tmp: Path, name: str, body: str, *, mark: str = "pass", buffer: str = "torch.empty_like(logits)") -> Path:
-    source = PROGRAM.replace("BODY", body).replace("MARK", mark).replace("BUFFER", buffer)
+def _program(
+    tmp: Path, name: str, body: str, *, mark: str = "pass", buffer: str = "torch.empty_like(logits)", scale: str = "pass"
+) -> Path:
+    source = PROGRAM.replace("BODY", body).replace("MARK", mark).replace("BUFFER", buffer).replace("SCALE_GRAD", scale)
     return _write(tmp, name, source)
 
 
@@ -259,3 +280,40 @@ def test_liger_style_overwrite_of_logits_a_z_loss_saved_is_poisoned(tmp_path: Pa
     code, out = _check(script)
     line = _line(script, "_input.copy_(p / n)")
     assert code == 1 and f":{line}  poisoned_saved_tensor" in out and "LogsumexpBackward0" in out, out
+
+
+# -------------------------------------------------------------------------- --verify through a Function's backward
+@pytest.mark.parametrize("function", ["Scale", "OnceScale", "NoisyScale"])
+def test_verify_measures_a_function_s_saved_tensor_write_as_the_clone_at_save_run_differs(
+    tmp_path: Path, function: str
+) -> None:
+    body = SAVE.replace("FUNCTION", function).replace("WRITE", "h.data.mul_(10)")
+    script = _program(tmp_path, f"verify_{function}", body)
+    plain, true = pytorch.run(script), pytorch.run(script, clone_saved=True)
+    with contextlib.redirect_stdout(io.StringIO()):
+        trace = gradviz.trace_script(script, verify=True)
+    first = next(e for e in trace.events_of(EventKind.BACKWARD))
+    rows = {trace.tensors[row["tensor"]].parameter: row for row in first.data["verify"]["gradients"]}
+    assert set(rows) == set(plain.steps[0].grads) == {"net.weight", "net.bias", "gain.w"}
+    for name, row in rows.items():  # the error measured is PyTorch's own: the program's gradient minus the intact one
+        difference = (plain.steps[0].grads[name].double() - true.steps[0].grads[name].double()).abs().max().item()
+        assert row["max_abs"] == pytest.approx(difference, rel=1e-5, abs=1e-7), name
+    assert rows["gain.w"]["max_rel"] == pytest.approx(9, rel=1e-4)  # the write made w's gradient 10 times too big
+    code, out = _check(script, "--verify")
+    assert code == 1 and "Measured with --verify" in out and "`gain.w`: max abs error" in out, out
+    # the backward run again for the measurement printed nothing: the program's one print per step, as without it
+    assert out.count("NoisyScale.backward") == (3 if function == "NoisyScale" else 0)
+
+
+def test_verify_does_not_run_a_backward_that_writes_in_place_twice(tmp_path: Path) -> None:
+    body = SAVE.replace("FUNCTION", "NoisyScale").replace("WRITE", "h.data.mul_(10)")
+    script = _program(tmp_path, "verify_writes", body, scale="gx.mul_(1.0)")
+    code, out = _check(script, "--verify")
+    line = _line(script, "h.data.mul_(10)")
+    assert code == 1 and f":{line}  silently_corrupted_saved_tensor" in out, out
+    written = _line(script, "gx.mul_(1.0)")
+    assert (
+        "Not measured (--verify): the in-place `mul_` of NoisyScaleBackward's backward at "
+        f"verify_writes.py:{written} would be made a second time" in out
+    ), out
+    assert out.count("NoisyScale.backward") == 3  # the program's own backward, once per step
