@@ -229,6 +229,12 @@ def _saved_write_finding(
             "themselves, not copies), under which autograd checks no versions, so it did not notice"
         )
         fix = "`.clone()` before modifying, or make the write after backward."
+    elif during is not None:
+        why = f", which has its own version counter, so autograd did not notice (still v{_v(saved)})"
+        fix = (
+            "Write the backward's result into a buffer of its own (`torch.empty_like(...)`), not over a tensor the "
+            "graph saved; or make the reader after this Function (autograd runs the later-made node first)."
+        )
     else:
         why = f", which has its own version counter, so autograd did not notice (still v{_v(saved)})"
         fix = (
