@@ -9,6 +9,7 @@ returns, so the node is recorded at the first call the program makes after that 
 
 from __future__ import annotations
 
+import heapq
 import io
 import sys
 import weakref
@@ -328,15 +329,10 @@ class BackwardWatch(TorchFunctionMode):
                     candidates.add(nid)
         if not candidates:
             return []
-        if self.event.data.get("retain_graph"):  # nothing is freed while the graph is kept: the nodes below run after
-            below: set[str] = set()
-            names_below = [self.nid]
-            while names_below:
-                for nxt in trace.nodes[names_below.pop()].next:
-                    if nxt is not None and nxt not in below:
-                        below.add(nxt)
-                        names_below.append(nxt)
-            return sorted(candidates & below, key=lambda n: int(n[1:]))
+        if self.event.data.get("retain_graph"):  # nothing is freed while the graph is kept: autograd's order says
+            order = _engine_order(self.roots, self.recorder._node_ids)
+            here = order.get(self.nid, -1)
+            return sorted((n for n in candidates if order.get(n, -1) > here), key=lambda n: int(n[1:]))
         later = []
         ids = self.recorder._node_ids
         names = self.recorder._saved_names
@@ -352,3 +348,36 @@ class BackwardWatch(TorchFunctionMode):
                 later.append(nid)
             stack.extend(nxt for nxt, _ in fn.next_functions if nxt is not None)
         return sorted(later, key=lambda n: int(n[1:]))
+
+
+def _engine_order(roots: list[Any], ids: dict[Any, str]) -> dict[str, int]:
+    """The order autograd's engine runs the graph below `roots` in (one ready queue, as on the CPU): a node once every
+    node that feeds it has run, the one made last first (AccumulateGrad before all). Recorded node id -> position."""
+    feeding: dict[int, int] = {}
+    seen: set[int] = set()
+    stack = list(roots)
+    while stack:
+        fn = stack.pop()
+        if id(fn) in seen:
+            continue
+        seen.add(id(fn))
+        for nxt, _ in fn.next_functions:
+            if nxt is not None:
+                feeding[id(nxt)] = feeding.get(id(nxt), 0) + 1
+                stack.append(nxt)
+    ready = [(-fn._sequence_nr(), k, fn) for k, fn in enumerate(roots) if not feeding.get(id(fn))]
+    heapq.heapify(ready)
+    order: dict[str, int] = {}
+    count = len(ready)
+    while ready:
+        _, _, fn = heapq.heappop(ready)
+        nid = ids.get(fn._sequence_nr())
+        if nid is not None and nid not in order:
+            order[nid] = len(order)
+        for nxt, _ in fn.next_functions:
+            if nxt is not None:
+                feeding[id(nxt)] -= 1
+                if not feeding[id(nxt)]:
+                    count += 1
+                    heapq.heappush(ready, (-nxt._sequence_nr(), count, nxt))
+    return order
