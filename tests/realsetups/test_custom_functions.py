@@ -11,6 +11,7 @@ import io
 from pathlib import Path
 
 import pytest
+import torch
 
 import gradviz
 from gradviz import EventKind
@@ -328,3 +329,42 @@ def test_verify_does_not_run_a_backward_that_writes_in_place_twice(tmp_path: Pat
         f"verify_writes.py:{written} would be made a second time" in out
     ), out
     assert out.count("NoisyScale.backward") == 3  # the program's own backward, once per step
+
+
+# -------------------------------------------------------------------------- the program unchanged
+@pytest.mark.parametrize(
+    ("name", "body", "options"),
+    [
+        ("save_data", SAVE.replace("FUNCTION", "NoisyScale").replace("WRITE", "h.data.mul_(10)"), {}),
+        ("backward_writes", Z_FIRST, {"buffer": "logits.data"}),
+        ("backward_raises", Z_FIRST, {"buffer": "logits"}),
+        ("liger", "logits = net(x)\n        loss = 0.5 * LigerCE.apply(logits, y)", {}),
+        ("dirty", "loss = Double.apply(net(x)).pow(2).mean()", {"mark": "ctx.mark_dirty(x)"}),
+    ],
+)
+@pytest.mark.parametrize("verify", [False, True])
+def test_program_is_unchanged_by_tracing_its_functions(tmp_path: Path, name: str, body: str, options: dict, verify: bool) -> None:
+    """Same printed text, error, parameters and gradients, bit for bit, with and without gradviz watching the
+    Functions' forwards and backwards (and running them again for --verify)."""
+    script = _program(tmp_path, name, body, **options)
+
+    def run(traced: bool) -> tuple[str, str | None, dict[str, torch.Tensor]]:
+        out = io.StringIO()
+        namespace: dict[str, object] = {"__name__": "__main__"}
+        error = None
+        tracer = gradviz.trace(verify=verify) if traced else contextlib.nullcontext()
+        with contextlib.redirect_stdout(out), tracer:
+            try:
+                exec(compile(script.read_text(), str(script), "exec"), namespace)
+            except RuntimeError as exc:
+                error = str(exc)
+        net, gain = namespace["net"], namespace["gain"]
+        values = {f"{n}{'.grad' * g}": (p.grad if g else p).detach().clone()
+                  for module in (net, gain) for n, p in module.named_parameters()  # type: ignore[attr-defined]
+                  for g in (0, 1) if not g or p.grad is not None}  # fmt: skip
+        return out.getvalue(), error, values
+
+    plain, traced = run(False), run(True)
+    assert plain[0] == traced[0] and plain[1] == traced[1]
+    assert plain[2].keys() == traced[2].keys()
+    assert all(torch.equal(plain[2][key], traced[2][key]) for key in plain[2])
