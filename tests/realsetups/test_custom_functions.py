@@ -271,11 +271,22 @@ def test_backward_writing_saved_logits_after_their_last_reader_ran_is_clean(tmp_
 
 
 # -------------------------------------------------------------------------- Liger-style: the gradient over the input
+LIGER_SAVE_FIRST = ("_input.copy_(p / n)\n        ctx.save_for_backward(_input.detach())",
+                    "ctx.save_for_backward(_input)\n        _input.copy_(p / n)")
+
+
 @pytest.mark.parametrize("scale", ["", "0.5 * "])
-def test_liger_style_gradient_stored_over_the_input_is_clean(tmp_path: Path, scale: str) -> None:
+@pytest.mark.parametrize("save_first", [False, True])
+def test_liger_style_gradient_stored_over_the_input_is_clean(tmp_path: Path, scale: str, save_first: bool) -> None:
     """The forward writes d(loss)/d(logits) over the logits and saves that; backward scales it in place when the loss
-    is scaled. Nothing else saved the logits: PyTorch raises nothing, and the gradients are the clone-at-save ones."""
+    is scaled. Nothing else saved the logits: PyTorch raises nothing, and the gradients are the clone-at-save ones.
+    Saved before the write (`save_for_backward` names it, autograd saves it, at its version then, when apply
+    returns): no poison either."""
     script = _program(tmp_path, "liger", f"logits = net(x)\n        loss = {scale}LigerCE.apply(logits, y)")
+    if save_first:
+        source = script.read_text()
+        assert LIGER_SAVE_FIRST[0] in source
+        script.write_text(source.replace(*LIGER_SAVE_FIRST))
     plain, true = pytorch.run(script), pytorch.run(script, clone_saved=True)
     assert plain.error is None and not pytorch.silently_wrong(plain, true)
     assert _findings(script) == []
