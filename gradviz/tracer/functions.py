@@ -20,8 +20,8 @@ import torch.utils.checkpoint
 from torch.overrides import TorchFunctionMode
 
 from ..model import Location
-from .callsite import site as _site
 from . import verify
+from .callsite import site as _site
 from .source import frame_variables, user_frame_from
 from .tensors import _byte_span, _flatten, _storage_key, _version
 from .window import _CLOSED
@@ -72,10 +72,11 @@ class FunctionRecording:
     _internal: Callable[..., None]
     _backwards: list[tuple[Any, list[Any]]]
     _applied: set[str]  # nodes recorded when their apply saved: their backward is called through _Backward
+    _paused: int
 
     def _watch_backward(self, ctx: Any) -> BackwardWatch | None:
         """The watch for a recorded Function's backward, run by the program's backward now running through it."""
-        if self._paused >= _CLOSED:  # type: ignore[attr-defined]
+        if self._paused >= _CLOSED:
             return None
         nid = self._node_ids.get(ctx._sequence_nr())
         if nid is None:
@@ -96,6 +97,8 @@ class FunctionRecording:
         ctx = frame_variables(forward).get(code.co_varnames[0])
         # (a Function with setup_context gets no ctx in forward: its node is recorded where it is first met)
         if not isinstance(ctx, _CONTEXT) or getattr(ctx, "_forward_cls", None) is _CHECKPOINT:
+            return
+        if not any(ctx.needs_input_grad):  # applied to nothing that requires grad: no node to record
             return
         for pending in self._forwards:
             if pending.ctx() is ctx:
@@ -133,6 +136,7 @@ class FunctionRecording:
         self._forwards = keep
 
     def _forward_done(self, ctx: Any, pending: _Forward) -> None:
+        """Record the node of a forward whose apply has just saved: what it saved, at the versions autograd took."""
         known = ctx._sequence_nr() in self._node_ids
         nid = self._node(ctx)
         record = self.trace.nodes[nid]
@@ -152,7 +156,6 @@ class FunctionRecording:
                 tensor.grad_fn, tensor.requires_grad, tensor.is_leaf = nid, True, False
                 if record.output is None:
                     record.output = tid
-
 
 
 class _Backward:
