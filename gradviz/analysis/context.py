@@ -118,6 +118,10 @@ class Context:
         at = bisect.bisect_right(indexes, seq, key=lambda i: self.backwards[i].seq)
         return self.backwards[indexes[at]] if at < len(indexes) else None
 
+    def backward_at(self, seq: int) -> Event | None:
+        """The backward event numbered `seq`."""
+        return next((event for event in self.backwards if event.seq == seq), None)
+
     def pending_at_end(self, node: str) -> bool:
         """Whether `node` may still be backpropagated: alive at the end, and the program has not moved on.
 

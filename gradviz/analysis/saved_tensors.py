@@ -76,12 +76,29 @@ def saved_tensor_findings(ctx: Context) -> list[Finding]:
     alive: dict[str | None, list[tuple[NodeRecord, SavedTensorRecord, TensorRecord]]] = {}
     pending = iter(entries)
     upcoming = next(pending, None)
-    findings = []
+    findings: list[Finding] = []
+    by_node: dict[str, list[_Entry]] = {}
+    judged: set[tuple[int, str, str]] = set()
+    for entry in entries:
+        by_node.setdefault(entry[0].id, []).append(entry)
     for write in _writes(trace):
         seq = write.event.seq
         while upcoming is not None and upcoming[0].seq < seq:
             alive.setdefault(upcoming[2].storage, []).append(upcoming)
             upcoming = next(pending, None)
+        # a write a custom Function's backward made while the program's backward ran: the nodes of that backward
+        # still to run that saved what it changed read it there (the tracer saw autograd had not freed them yet)
+        later = write.event.data.get("read_later", ())
+        during = ctx.backward_at(write.event.data["backward"]) if later else None
+        if during is not None:
+            for node, saved, tensor in (entry for nid in later for entry in by_node.get(nid, ())):
+                key = (during.seq, node.id, saved.name)
+                if tensor.storage != write.storage or key in judged:
+                    continue  # (the first write of that backward to what the node saved is the one to report)
+                finding = _judge(ctx, write, node, saved, tensor, None, during)
+                if finding is not None:
+                    judged.add(key)
+                    findings.append(finding)
         if write.storage is None or write.storage not in alive:
             continue
         still = [entry for entry in alive[write.storage] if ctx.freed_at.get(entry[0].id, never) >= seq]
@@ -89,20 +106,9 @@ def saved_tensor_findings(ctx: Context) -> list[Finding]:
         # batch norm's update of its running statistics moves no version: only the nodes that read them matter
         readers = write.event.data.get("readers") if write.event.data.get("unversioned") else None
         for node, saved, tensor in still:
-            if readers is not None and node.id not in readers:
-                continue  # (a train-mode batch norm's node holds them too, but its backward does not read them)
-            # under a pack hook autograd compares no versions: even a shared counter lets the write through silently
-            shares = (
-                write.counter is not None
-                and write.counter == tensor.version_counter
-                and not saved.packed
-                and readers is None
-            )
-            # autograd compares versions, not bytes: a write to another row of the saved row's base moves its version
-            if not shares and not _overlaps(write.byte_range, tensor.byte_range):
-                continue
-            touched = _overlaps(write.byte_range, tensor.byte_range)
-            finding = _saved_write_finding(ctx, write, node, saved, tensor, shares, touched=touched)
+            if during is not None and node.id in later:
+                continue  # (judged above, against the backward the write was made in)
+            finding = _judge(ctx, write, node, saved, tensor, readers, None)
             if finding is not None:
                 findings.append(finding)
     # by saved tensor: each .data set or detach_() looks up its own tensor's entries, not all of them
@@ -112,6 +118,29 @@ def saved_tensor_findings(ctx: Context) -> list[Finding]:
     findings += _data_set_findings(ctx, by_tensor)
     findings += _detach_inplace_findings(ctx, by_tensor)
     return findings
+
+
+def _judge(
+    ctx: Context,
+    write: _Write,
+    node: NodeRecord,
+    saved: SavedTensorRecord,
+    tensor: TensorRecord,
+    readers: list[str] | None,
+    during: Event | None,
+) -> Finding | None:
+    """One write against one saved tensor of a live node: whether it moves the version autograd will check, or
+    changes the bytes it will read. `readers`: the nodes a version-less write (batch norm's) reaches; `during`: the
+    backward the write was made in, which reads it later."""
+    if readers is not None and node.id not in readers:
+        return None  # (a train-mode batch norm's node holds them too, but its backward does not read them)
+    # under a pack hook autograd compares no versions: even a shared counter lets the write through silently
+    shares = write.counter is not None and write.counter == tensor.version_counter and not saved.packed and readers is None
+    # autograd compares versions, not bytes: a write to another row of the saved row's base moves its version
+    if not shares and not _overlaps(write.byte_range, tensor.byte_range):
+        return None
+    touched = _overlaps(write.byte_range, tensor.byte_range)
+    return _saved_write_finding(ctx, write, node, saved, tensor, shares, touched=touched, during=during)
 
 
 def _consequence(ctx: Context, seq: int, node: NodeRecord) -> tuple[Event | None, bool]:
@@ -140,8 +169,9 @@ def _saved_write_finding(
     shares: bool,
     *,
     touched: bool = True,
+    during: Event | None = None,
 ) -> Finding | None:
-    backward, relevant = _consequence(ctx, write.event.seq, node)
+    backward, relevant = (during, True) if during is not None else _consequence(ctx, write.event.seq, node)
     if not relevant:
         return None
     file, line, code = ctx.where(write.event)
@@ -157,6 +187,9 @@ def _saved_write_finding(
         via = "the running-statistics update of a batch norm in train mode"
     call = write.event.data.get("module_call")
     by = _inside_module(write.event.data.get("module"), call) if call and not by_step else ""
+    running = ctx.trace.nodes.get(write.event.data.get("backward_node", ""))
+    if during is not None and running is not None:
+        by = f" (in {running.name}'s backward, run by the backward at {ctx.line_of(during)})"
     what = f"{ctx.name(tensor.id)}, saved by {node.name} for backward"
     if shares:
         if backward is not None and backward.data.get("outcome") == "error":
@@ -208,6 +241,12 @@ def _saved_write_finding(
             "themselves, not copies), under which autograd checks no versions, so it did not notice"
         )
         fix = "`.clone()` before modifying, or make the write after backward."
+    elif during is not None:
+        why = f", which has its own version counter, so autograd did not notice (still v{_v(saved)})"
+        fix = (
+            "Write the backward's result into a buffer of its own (`torch.empty_like(...)`), not over a tensor the "
+            "graph saved; or make the reader after this Function (autograd runs the later-made node first)."
+        )
     else:
         why = f", which has its own version counter, so autograd did not notice (still v{_v(saved)})"
         fix = (

@@ -268,6 +268,8 @@ def measurement_of(
         why = "gradviz did not see the bytes before this write" if "verify_kept" not in write.data else (
             "the bytes kept were let go before this backward"
         )
+        if write.data.get("backward") == backward.seq:  # (a custom Function's backward wrote it: functions.py)
+            why = "the write was made inside this backward (its measurement runs before it)"
         return Measurement(backward.seq, [write.seq], skipped=why, step=step)
     writes = [int(seq) for seq in record.get("writes", [])]
     if record.get("skipped"):

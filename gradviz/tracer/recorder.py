@@ -33,6 +33,7 @@ from .callsite import in_compiled_code as _in_compiled_code
 from .callsite import site as _site
 from .source import user_frame_from as _user_frame_from
 from .gcstate import GcHold
+from .functions import FunctionRecording
 from .lifetime import mark_end
 from .hooks import RECORD_FUNCTION_OPS, HookRecording
 from .naming import VariableNaming
@@ -48,6 +49,7 @@ from .tensors import _Tensor, _flatten, _version
 _is_compiling = torch.compiler.is_compiling
 _getframe = sys._getframe
 _jit_tracing = torch._C._get_tracing_state  # None unless torch.jit.trace is recording
+_grad_enabled = torch.is_grad_enabled
 _DEBUG = bool(os.environ.get("GRADVIZ_DEBUG"))  # raise gradviz's own errors instead of recording them
 _OUR_WARNINGS = (
     r"Using `torch.compile\(module\)` when there are global hooks",
@@ -90,6 +92,7 @@ _QUERIES = frozenset(
 class Recorder(
     TensorTracking,
     GraphRecording,
+    FunctionRecording,
     WriteRecording,
     SpecialCalls,
     HookRecording,
@@ -159,6 +162,10 @@ class Recorder(
         self._module_now: tuple[str | None, Any] | None = None
         self._outside: tuple[int, types.CodeType] | None = None  # where tracing began (see start)
         self._checkpoint_calls: dict[int, Location | None] = {}  # nodes.py: _on_grad_mode
+        self._forwards: list[Any] = []  # custom Function forwards whose node is not recorded yet (functions.py)
+        self._backwards: list[tuple[Event, list[Any]]] = []  # the program's backwards running now, with their roots
+        self._name_of = _func_name
+        self._applied: set[str] = set()  # custom Function nodes recorded when apply saved (functions.py)
         self._finished = False
         self._on_dead_callback = self._on_dead  # one bound method for every weak reference
         self._locations: dict[tuple[str | None, int | None], Location] = {}
@@ -284,6 +291,8 @@ class Recorder(
         self._stepped_grads.clear()
         self._by_storage.clear()
         self._steps.clear()  # a step that raised and was never closed: let go of its parameters
+        self._forwards = []
+        self._backwards = []
         self._qualify_parameter_names()
         self._label_notebook_cells()
         for path in {e.location.file for e in self.trace.events if e.location} | (
@@ -324,6 +333,9 @@ class Recorder(
             caller = _caller(2, func)
             self._see(caller)  # (inside an optimizer step: its sites are the sentinel's to know too)
             return _call(caller, func, args, kwargs)
+        if self._forwards:  # a custom Function's apply may have saved its tensors since the last call
+            with _quiet(), self._lock:
+                self._end_forwards()
         special = self._special.get(func)
         if special is not None:
             if func in _RUNS_PROGRAM_CODE:  # backward runs the program's hooks: it holds the lock only to record
@@ -410,6 +422,8 @@ class Recorder(
             outputs = []
         if not outputs and written is None:
             return
+        if not _grad_enabled() and caller is not None:  # (a custom Function's forward runs with grad mode off)
+            self._see_forward(caller)
         if site is None or not site[4]:  # called from library code (nn.Linear.forward): the user's line further out
             frame = _user_frame_from(caller.f_back if caller is not None else None)
             site = _site(frame) if frame is not None else None

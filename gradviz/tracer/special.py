@@ -52,6 +52,7 @@ class SpecialCalls:
     _nested_reached: Callable[[Any], list[str]]
     _see_root: Callable[..., None]
     _window_before_backward: Callable[[], bool]
+    _backwards: list[tuple[Event, list[Any]]]
 
     def _where(self) -> tuple[str | None, int | None]:
         frame = source.user_frame(4)
@@ -196,7 +197,8 @@ class SpecialCalls:
                 roots_arg = args[0] if args else kwargs.get("tensors", kwargs.get("outputs"))
                 roots = _flatten((roots_arg,), None, [])
                 root_ids = [self._tid(t) for t in roots]
-                reached_nodes, reached_leaves = self._reachable([fn for fn in map(_grad_fn, roots) if fn is not None])
+                root_fns = [fn for fn in map(_grad_fn, roots) if fn is not None]
+                reached_nodes, reached_leaves = self._reachable(root_fns)
                 inputs_arg = kwargs.get("inputs")
                 if is_grad:
                     inputs_arg = args[1] if len(args) > 1 else inputs_arg
@@ -221,9 +223,13 @@ class SpecialCalls:
         except Exception as exc:
             self._internal(exc)
             return _call(_caller(3), func, args, kwargs)
+        # custom Functions' backwards this one runs record their writes against it (functions.py)
+        running = (event, root_fns)
+        self._backwards.append(running)
         try:
             result = _call(_caller(3), func, args, kwargs)
         except BaseException as exc:
+            self._backwards = [other for other in self._backwards if other is not running]
             event.data["outcome"] = "error"
             event.data["error"] = {"type": type_name(exc), "message": safe_str(exc)}  # user code decides __str__
             if check is not None:
@@ -233,6 +239,7 @@ class SpecialCalls:
                 except Exception as problem:  # never let bookkeeping replace the program's error
                     self._internal(problem)
             raise
+        self._backwards = [other for other in self._backwards if other is not running]
         event.data["outcome"] = "ok"
         try:
             with _quiet(), self._lock:

@@ -35,7 +35,11 @@ class HookWouldRun(Exception):
     """Raised (by the profile function) at the first line of Python code the measurement's backward would run."""
 
 
-def _tripwire(frame: Any, event: str, arg: Any) -> None:
+class WriteWouldRepeat(HookWouldRun):
+    """Raised (functions.py) at an in-place write a custom Function's backward would make a second time."""
+
+
+def tripwire(frame: Any, event: str, arg: Any) -> None:
     # a Python hook (tensor, node, module hook, custom Function) would run a second time: stop before its first line
     if event == "call" and not frame.f_code.co_filename.startswith(_OWN):
         code = frame.f_code
@@ -429,7 +433,9 @@ class GradientCheck:
                 pending.written = _engine(call.roots, tuple(grads), tuple(inputs[i] for i in pending.rerun), None)
         except HookWouldRun as hook:
             name, file, line = hook.args
-            if os.path.abspath(file).startswith(_TORCH):  # torch's wrapper around a hook of the program's
+            if isinstance(hook, WriteWouldRepeat):
+                record["skipped"] = f"{name} at {os.path.basename(file)}:{line} would be made a second time"
+            elif os.path.abspath(file).startswith(_TORCH):  # torch's wrapper around a hook of the program's
                 record["skipped"] = f"a backward hook (run through torch's `{name}`) would run a second time"
             else:
                 record["skipped"] = f"a hook (`{name}` at {os.path.basename(file)}:{line}) would run a second time"
@@ -452,7 +458,9 @@ class GradientCheck:
         reached = event.data.get("reached_nodes", ())
         for nid in reached:
             node = nodes[nid]
-            if node.name.endswith("Backward"):  # built-in nodes end in a digit: this one runs Python code
+            # built-in nodes end in a digit: this one runs Python code; a custom Function's node recorded when its
+            # apply saved runs again under functions.py's guard (no in-place write, nothing printed)
+            if node.name.endswith("Backward") and nid not in recorder._applied:
                 return f"{node.name} (a custom autograd.Function or a module's backward hook) would run a second time"
             if any(s.packed for s in node.saved):
                 return "a tensor in this graph was saved through saved_tensors_hooks (unpacked twice is not safe)"
@@ -599,7 +607,7 @@ def _engine(roots: tuple[Any, ...], grads: tuple[Any, ...], inputs: tuple[Any, .
         filters = cast("list[Any]", warnings.filters)  # (a list: typeshed says Sequence)
         filters.insert(0, quiet)
         previous = sys.getprofile()
-        sys.setprofile(_tripwire)
+        sys.setprofile(tripwire)
         try:
             return Variable._execution_engine.run_backward(roots, grads, True, False, inputs, True, False)
         finally:
