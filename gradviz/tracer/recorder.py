@@ -125,7 +125,8 @@ class Recorder(
         self._off_for: int | None = None
         self._sentinel_hook: Any = None
         self._step_counter: Any = None  # the optimizer post-hook, which outlives the window (window.py)
-        self._node_ids: dict[Any, str] = {}  # node identity (see _node_key) -> node id
+        self._node_ids: dict[Any, str] = {}  # node key (its number; see threads.NodeNumbers) -> node id
+        self._numbers = threads.NodeNumbers(self._node_ids, self.trace.nodes)
         self._heights: dict[str, int] = {}
         self._first_sequence_nr = 0  # autograd's next node number when tracing began
         self._gc = GcHold()
@@ -207,6 +208,7 @@ class Recorder(
         self._first_sequence_nr = torch._C._autograd._get_sequence_nr()
         self._outside = (id(outside), outside.f_code) if outside is not None else None
         self._thread = threading.get_ident()
+        self._numbers.tracing_thread()
         self._gc.hold()
         self.__enter__()
         self._mode_on = True
@@ -217,6 +219,8 @@ class Recorder(
         mode stack is per thread). False when tracing has ended meanwhile."""
         if not self._mode_on or self._paused >= _CLOSED:
             return False
+        with self._lock:
+            self._numbers.entered()
         self.__enter__()
         return True
 

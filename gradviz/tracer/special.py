@@ -3,6 +3,7 @@ backward (`Tensor.backward`, `autograd.backward`, `autograd.grad`)."""
 
 from __future__ import annotations
 
+import threading
 from typing import Any, Callable
 
 import torch
@@ -37,6 +38,7 @@ class SpecialCalls:
     _by_storage: dict[int, set[int]]
     _storage_ids: dict[int, str]
     _fresh_grads: dict[str, tuple[int, int | None]]
+    _thread: int  # the tracing thread
     _here: tuple[str | None, int | None]
     _here_loc: Location | None
     _location: Callable[[str | None, int | None], Location | None]
@@ -244,13 +246,16 @@ class SpecialCalls:
                     if extra:
                         event.data["reached_leaves"] += extra
                         event.data["nested_leaves"] = extra
-                self._fresh_grads = {}
+                # the gradients the tracing thread's optimizer steps read (the steps recorded: hooks.py); another
+                # thread's backward leaves them as they are
+                fresh = {} if threading.get_ident() == self._thread else self._fresh_grads
+                self._fresh_grads = fresh
                 for tid in event.data["reached_leaves"]:
                     live = self._by_tid.get(tid)
                     leaf = live() if live is not None else None
                     g = leaf.grad if leaf is not None and leaf.requires_grad else None
                     if g is not None:
-                        self._fresh_grads[tid] = (id(g), _version(g))
+                        fresh[tid] = (id(g), _version(g))
         except Exception as exc:
             self._internal(exc)
         return result

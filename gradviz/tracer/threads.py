@@ -5,6 +5,7 @@ began, and threads started outside `threading`, cannot be entered: README says s
 from __future__ import annotations
 
 import concurrent.futures.thread
+import itertools
 import threading
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -69,3 +70,110 @@ def leave(mode: Any) -> None:
     if depth > 0 and torch._C._get_function_stack_at(depth - 1) is mode:
         torch._C._pop_torch_function_stack()
 
+
+
+class _Numbers:
+    """One thread's autograd node numbers: torch numbers the nodes each thread makes on its own, from 0 in a new
+    thread (`sequence_nr`), and does not say which thread made a node."""
+
+    __slots__ = ("first", "mark", "token")
+
+    def __init__(self, token: int | None, first: int) -> None:
+        self.token = token  # None: the tracing thread, whose nodes are known by their number alone
+        self.first = first  # the thread's next number when the recorder entered it: nodes below were made before
+        self.mark = first  # its next number when it last asked for a node: nodes from here on are its own new ones
+
+    def key(self, number: int) -> Any:
+        return number if self.token is None else (self.token, number)
+
+
+class NodeNumbers:
+    """Which node a `sequence_nr` names, once the program's other threads record too.
+
+    Until then a node is known by its number (the tracing thread's numbers never repeat). Afterwards each thread's
+    nodes are known by (thread, number): a number from the thread's mark up to its next number is a node the asking
+    thread made since it last asked. An older number is a node recorded earlier, by this thread or another (a tensor
+    passed between threads), or one made unrecorded (before tracing, inside an optimizer step). Among the recorded
+    nodes of that number and type, the node is told by its `metadata` dict, which autograd keeps with the node for
+    its whole life and gives back unchanged: noted as each node is recorded (what the program reads there is the
+    same empty dict it would get without gradviz), it tells the node from another thread's of the same number.
+    """
+
+    def __init__(self, ids: dict[Any, str], nodes: dict[str, Any]) -> None:
+        self.on = False
+        self._ids = ids  # the recorder's node keys -> node ids
+        self._nodes = nodes  # node id -> record
+        self._local = threading.local()
+        self._tokens = itertools.count(1)
+        self._firsts: dict[int, int] = {}  # thread token -> its first number
+        self._by_number: dict[int, list[Any]] = {}  # number -> keys of the recorded nodes with it
+        self._metadata: dict[Any, int] = {}  # key -> id() of its node's metadata dict, for nodes recorded since `on`
+        self._tracing = _Numbers(None, 0)
+
+    def tracing_thread(self) -> None:
+        """Called in the thread that starts tracing: its nodes keep their plain numbers."""
+        self._tracing = self._local.numbers = _Numbers(None, _next_number())
+
+    def entered(self) -> None:
+        """Called (under the recorder's lock) in another thread as the recorder is entered there."""
+        if getattr(self._local, "numbers", None) is None:
+            self._local.numbers = self._new()
+        if not self.on:  # from now on numbers are told apart by thread
+            self.on = True
+            numbers = [key for key in self._ids if type(key) is int]
+            for key in numbers:
+                self._by_number.setdefault(key, []).append(key)
+            # the tracing thread made the nodes it recorded, and any after them
+            self._tracing.mark = max(numbers, default=self._tracing.mark - 1) + 1
+
+    def _new(self) -> _Numbers:
+        numbers = _Numbers(next(self._tokens), _next_number())
+        self._firsts[numbers.token] = numbers.first  # type: ignore[index]  # (a new thread's token is an int)
+        return numbers
+
+    def here(self) -> tuple[_Numbers, int, int]:
+        """The calling thread's numbers, its mark and its next number; the mark moves there (what the thread made
+        until now is recorded by this call, or was made unrecorded)."""
+        numbers: _Numbers | None = getattr(self._local, "numbers", None)
+        if numbers is None:  # a thread the recorder was never entered in (autograd's own, a hook's)
+            numbers = self._local.numbers = self._new()
+        mark, now = numbers.mark, _next_number()
+        numbers.mark = now
+        return numbers, mark, now
+
+    def key(self, fn: Any, number: int, name: Callable[[], str], numbers: _Numbers, mark: int, now: int) -> Any:
+        """The key of node `fn`, numbered `number`, met in the calling thread (see the class); `name`: its type's."""
+        own = numbers.key(number)
+        if mark <= number < now:
+            return own
+        keys = self._by_number.get(number)
+        if not keys:
+            return own
+        kind = name()
+        same = [key for key in keys if self._nodes[self._ids[key]].name == kind]
+        if not same:
+            return own
+        metadata = id(fn.metadata)
+        known = [key for key in same if self._metadata.get(key) == metadata]
+        if known:
+            return known[-1]  # (an address reused after an earlier node died: the latest is the live one)
+        # a node recorded before other threads did (its metadata not noted): the one of its number and type
+        unnoted = [key for key in same if key not in self._metadata]
+        if unnoted:
+            return own if own in unnoted else unnoted[0]
+        # none of them: a node made unrecorded (by this thread, or another); its number taken, a key of its own
+        return own if own not in self._ids else (None, number, len(self._metadata))
+
+    def added(self, key: Any, number: int, fn: Any) -> None:
+        self._by_number.setdefault(number, []).append(key)
+        self._metadata[key] = id(fn.metadata)
+
+    def first(self, key: Any, tracing_first: int) -> int:
+        """The first number of the thread that made the node `key`: numbers below it were made before tracing."""
+        if type(key) is int:
+            return tracing_first
+        return self._firsts[key[0]] if key[0] is not None else 0
+
+
+def _next_number() -> int:
+    return torch._C._autograd._get_sequence_nr()
