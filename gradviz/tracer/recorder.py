@@ -24,7 +24,8 @@ from torch.overrides import TorchFunctionMode, resolve_name
 from ..model import Event, EventKind, Location, OpRecord, Trace
 from ..text import safe_repr, safe_str, type_name
 from . import callsite, chains, source, threads
-from .callsite import _sites
+from .callsite import _originals, _sites
+from .callsite import unpatched as _unpatched
 from .callsite import call as _call
 from .callsite import caller as _caller
 from .callsite import drop_stand_in as _drop_stand_in
@@ -37,7 +38,7 @@ from .hooks import RECORD_FUNCTION_OPS, HookRecording
 from .naming import VariableNaming
 from .nodes import _SAVED_NAMES, _TYPE_NAMES, GraphRecording
 from .sentinel import SentinelRecording
-from .special import _RUNS_PROGRAM_CODE, SpecialCalls
+from .special import _RUNS_PROGRAM_CODE, AUTOGRAD_BACKWARD, AUTOGRAD_GRAD, TENSOR_BACKWARD, SpecialCalls
 from .tracking import TensorTracking, _Live
 from .window import _CLOSED, StepWindow, WindowRecording, _warning_filters
 from .verify import GradientCheck
@@ -46,6 +47,7 @@ from .tensors import _Tensor, _flatten, _version
 
 _is_compiling = torch.compiler.is_compiling
 _getframe = sys._getframe
+_FunctionType = types.FunctionType
 _jit_tracing = torch._C._get_tracing_state  # None unless torch.jit.trace is recording
 _DEBUG = bool(os.environ.get("GRADVIZ_DEBUG"))  # raise gradviz's own errors instead of recording them
 _OUR_WARNINGS = (
@@ -177,9 +179,9 @@ class Recorder(
             _Tensor.detach_: self._on_detach_,
             _Tensor.requires_grad_: self._on_requires_grad,
             _Tensor.requires_grad.__set__: self._on_requires_grad,  # type: ignore[attr-defined]
-            _Tensor.backward: self._on_backward,
-            torch.autograd.backward: self._on_backward,
-            torch.autograd.grad: self._on_backward,
+            TENSOR_BACKWARD: self._on_backward,
+            AUTOGRAD_BACKWARD: self._on_backward,
+            AUTOGRAD_GRAD: self._on_backward,
             torch._C._set_grad_enabled: self._on_grad_mode,
             **dict.fromkeys(RECORD_FUNCTION_OPS, self._on_record_function),
         }
@@ -301,6 +303,8 @@ class Recorder(
     # Every call the program makes passes through here: the common paths are written for speed (locals, positional
     # record construction, no helper calls where a line does); issue 2 sets the budget (benchmarks/bench_trace.py).
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        if type(func) is _FunctionType:  # a torch function written in Python, or the program's wrapper of one
+            func = _originals.get(func) or _unpatched(func)
         if self._sentinel:
             # after the window (sentinel.py): a call from a site seen while recording goes straight through
             frame = _getframe(1)

@@ -14,6 +14,7 @@ from . import source
 from .callsite import call as _call
 from .callsite import caller as _caller
 from .callsite import site as _site
+from .callsite import torch_own
 from .tracking import _Live
 from .tensors import _Tensor, _byte_span, _flatten, _grad_fn, _storage_key, _version
 
@@ -21,7 +22,12 @@ from .tensors import _Tensor, _byte_span, _flatten, _grad_fn, _storage_key, _ver
 _quiet = torch._C.DisableTorchFunction
 
 # special calls that run the program's code (backward's hooks): the lock is not held around them
-_RUNS_PROGRAM_CODE = frozenset({_Tensor.backward, torch.autograd.backward, torch.autograd.grad})
+# (as torch defines them: the program may bind the names to wrappers of its own, which the mode never sees as such:
+# callsite.unpatched)
+TENSOR_BACKWARD = torch_own(_Tensor.backward, "torch._tensor", "Tensor.backward")
+AUTOGRAD_BACKWARD = torch_own(torch.autograd.backward, "torch.autograd", "backward")
+AUTOGRAD_GRAD = torch_own(torch.autograd.grad, "torch.autograd", "grad")
+_RUNS_PROGRAM_CODE = frozenset({TENSOR_BACKWARD, AUTOGRAD_BACKWARD, AUTOGRAD_GRAD})
 
 
 class SpecialCalls:
@@ -194,7 +200,7 @@ class SpecialCalls:
         try:
             with _quiet(), self._lock:
                 file, line = self._where()
-                is_grad = func is torch.autograd.grad
+                is_grad = func is AUTOGRAD_GRAD
                 roots_arg = args[0] if args else kwargs.get("tensors", kwargs.get("outputs"))
                 roots = _flatten((roots_arg,), None, [])
                 root_ids = [self._tid(t) for t in roots]
@@ -206,7 +212,7 @@ class SpecialCalls:
                 retain = kwargs.get("retain_graph")
                 create = kwargs.get("create_graph", False)
                 data: dict[str, Any] = {
-                    "api": "autograd.grad" if is_grad else ("autograd.backward" if func is torch.autograd.backward else "Tensor.backward"),
+                    "api": "autograd.grad" if is_grad else ("autograd.backward" if func is AUTOGRAD_BACKWARD else "Tensor.backward"),
                     "roots": root_ids,
                     "reached_nodes": reached_nodes,
                     "reached_leaves": [t for t in reached_leaves if inputs is None or t in inputs],
