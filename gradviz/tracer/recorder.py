@@ -140,6 +140,7 @@ class Recorder(
         # the program's other threads enter the mode too (threads.py): what they record goes through this lock
         self._lock = threading.RLock()
         self._uninstall_threads: Callable[[], None] | None = None
+        self._bystanders = threads.Bystanders(source.is_user_file)  # threads the recorder is not entered in
         self._optimizer_ids: dict[int, str] = {}  # id(optimizer) -> o0, o1, ... in order of first step
         self._fresh_grads: dict[str, tuple[int, int | None]] = {}  # leaf -> its .grad right after the last backward
         self._stepped_grads: dict[str, Any] = {}  # parameter -> its .grad as the latest step left it (hooks.py)
@@ -211,6 +212,7 @@ class Recorder(
         self._outside = (id(outside), outside.f_code) if outside is not None else None
         self._thread = threading.get_ident()
         self._numbers.tracing_thread()
+        self._bystanders.start()
         self._gc.hold()
         self.__enter__()
         self._mode_on = True
@@ -223,11 +225,14 @@ class Recorder(
             return False
         with self._lock:
             self._numbers.entered()
+            self._bystanders.entered.add(threading.get_ident())
         self.__enter__()
         return True
 
     def leave_thread(self) -> None:
         threads.leave(self)
+        with self._lock:
+            self._bystanders.entered.discard(threading.get_ident())
 
     def stop(self) -> None:
         if self._uninstall_threads is not None:
@@ -246,6 +251,8 @@ class Recorder(
             self.__exit__(None, None, None)
             self._mode_on = False
         self._paused += _CLOSED  # threads of the program still running pass their calls straight through from now
+        self._bystanders.look()
+        self.trace.unrecorded_threads = list(self._bystanders.ran.values())
         mark_end(self)  # lifetime analysis: what is freed after this was alive when the program ended
         for entry in self._warning_filters:
             with contextlib.suppress(ValueError):  # the program may have reset the filters itself

@@ -45,6 +45,7 @@ class SpecialCalls:
     _storage_ids: dict[int, str]
     _fresh_grads: dict[str, tuple[int, int | None]]
     _thread: int  # the tracing thread
+    _bystanders: Any  # threads.Bystanders: the program's threads the recorder is not entered in
     _here: tuple[str | None, int | None]
     _here_loc: Location | None
     _location: Callable[[str | None, int | None], Location | None]
@@ -222,6 +223,7 @@ class SpecialCalls:
                 if create:  # a higher-order gradient: part of computing a loss, not a training step's backward
                     data["create_graph"] = True
                 event = self._event(EventKind.BACKWARD, file, line, tensor=root_ids[0] if root_ids else None, op=data["api"], data=data)
+                self._bystanders.look()  # (once a step: the threads not recorded, seen running or not)
                 self._see_root(_caller(3, func), roots)
                 nested = self._nested_watch(reached_nodes) if not is_grad else None
                 check = self._check

@@ -4,8 +4,11 @@ began, and threads started outside `threading`, cannot be entered: README says s
 
 from __future__ import annotations
 
+import _thread
 import concurrent.futures.thread
+import functools
 import itertools
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -49,9 +52,16 @@ def install(recorder: ThreadRecording) -> Callable[[], None]:
         finally:
             recorder.leave_thread()
 
+    # `_thread.start_new` is the deprecated alias (a builtin of its own before Python 3.13)
+    starts = {name: getattr(_thread, name) for name in ("start_new_thread", "start_new") if hasattr(_thread, name)}
+    traced_starts = {name: _traced_start_new_thread(recorder, start) for name, start in starts.items()}
+
     # (private methods the stubs do not declare, or declare generic: ours take any instance)
     threading.Thread._bootstrap_inner = traced_bootstrap  # type: ignore[attr-defined]  # (see above)
     concurrent.futures.thread._WorkItem.run = traced_work_item  # type: ignore[method-assign,assignment]  # (see above)
+    # (threading keeps its own reference: Thread.start does not come here)
+    for name, traced in traced_starts.items():
+        setattr(_thread, name, traced)
 
     def uninstall() -> None:
         # put back only what is still ours (a program that patched these itself meanwhile keeps its own)
@@ -59,8 +69,37 @@ def install(recorder: ThreadRecording) -> Callable[[], None]:
             threading.Thread._bootstrap_inner = bootstrap  # type: ignore[attr-defined]  # (not in the stubs)
         if concurrent.futures.thread._WorkItem.run is traced_work_item:
             concurrent.futures.thread._WorkItem.run = work_item_run  # type: ignore[method-assign]  # (put back as found)
+        for name, traced in traced_starts.items():
+            if getattr(_thread, name, None) is traced:
+                setattr(_thread, name, starts[name])
 
     return uninstall
+
+
+def _traced_start_new_thread(recorder: ThreadRecording, start_new_thread: Callable[..., int]) -> Callable[..., int]:
+    """`_thread.start_new_thread` entering `recorder` in the thread it starts. Whatever the builtin would refuse (a
+    function not callable, args not a tuple, a keyword) goes to the builtin as it is, for its own error."""
+
+    def start(*args: Any, **kwargs: Any) -> int:
+        if kwargs or not 2 <= len(args) <= 3 or not callable(args[0]) or not isinstance(args[1], tuple):
+            return start_new_thread(*args, **kwargs)
+        function = args[0]
+
+        @functools.wraps(function)  # (an uncaught error in the thread is reported as in the program's function)
+        def run(*a: Any, **k: Any) -> Any:
+            if not recorder.enter_thread():  # tracing ended between start and here
+                return function(*a, **k)
+            try:
+                return function(*a, **k)
+            finally:
+                recorder.leave_thread()
+
+        return start_new_thread(run, *args[1:])
+
+    start.__name__ = start.__qualname__ = start_new_thread.__name__
+    start.__doc__ = start_new_thread.__doc__
+    start.__module__ = "_thread"
+    return start
 
 
 def leave(mode: Any) -> None:
@@ -177,3 +216,70 @@ class NodeNumbers:
 
 def _next_number() -> int:
     return torch._C._autograd._get_sequence_nr()
+
+
+class Bystanders:
+    """The program's threads the recorder is not entered in (running when tracing began, started in C or through a
+    reference to `_thread` taken before): whether they ran the program's code while tracing.
+
+    Looked at when tracing starts, at each backward and when it stops: a thread whose innermost frame of the
+    program's code moved since the last look (or that appeared, or ended, meanwhile) ran, unrecorded. Its torch
+    calls are not in the trace, and the output says so instead of a silent "no problems found". A thread that ran
+    and ended between two looks is not seen.
+    """
+
+    def __init__(self, is_user_file: Callable[[str], bool]) -> None:
+        self.entered: set[int] = set()  # threads the recorder is entered in now
+        self._is_user_file = is_user_file
+        self._tracing = 0
+        self._before: set[int] = set()  # threads running when tracing began
+        self._last: dict[int, tuple[int, int] | None] = {}  # thread -> where its program code was at the last look
+        self._names: dict[int, str] = {}
+        self.ran: dict[int, str] = {}  # thread -> how the output names it, in order of discovery
+
+    def start(self) -> None:
+        self._tracing = threading.get_ident()
+        self._before = set(sys._current_frames())
+        self.look(first=True)
+
+    def look(self, *, first: bool = False) -> None:
+        frames = sys._current_frames()
+        frame = None
+        try:
+            names = {thread.ident: thread for thread in threading.enumerate()}
+            for ident, frame in frames.items():
+                if ident == self._tracing or ident in self.entered:
+                    self._last.pop(ident, None)  # (a pool thread between work items runs no program code)
+                    continue
+                where = self._program_code(frame)
+                known = ident in self._last
+                before = self._last.get(ident)
+                self._last[ident] = where
+                thread = names.get(ident)
+                if thread is not None:
+                    self._names[ident] = _describe(thread, ident in self._before)
+                if not first and ident not in self.ran and where != before and (known or where is not None):
+                    self.ran[ident] = self._names.get(ident) or _describe(None, ident in self._before)
+            for ident, where in list(self._last.items()):
+                if ident not in frames:  # ended since the last look: it ran its program code to the end
+                    del self._last[ident]
+                    if where is not None and ident not in self.ran:
+                        self.ran[ident] = self._names.get(ident) or _describe(None, ident in self._before)
+        finally:
+            # this thread's own frame is among them: kept by a local, it would keep the frames below it (and the
+            # program's tensors in them) alive after they return
+            frames = frame = {}  # type: ignore[assignment]  # (dropped)
+
+    def _program_code(self, frame: Any) -> tuple[int, int] | None:
+        while frame is not None:
+            if self._is_user_file(frame.f_code.co_filename):
+                return id(frame), frame.f_lasti
+            frame = frame.f_back
+        return None
+
+
+def _describe(thread: threading.Thread | None, before: bool) -> str:
+    """`thread 'loader' (started before tracing)`, `a thread started outside threading`."""
+    if thread is None or isinstance(thread, threading._DummyThread):  # (a `_thread` thread that asked threading)
+        return "a thread started before tracing" if before else "a thread started outside `threading`"
+    return f"thread {thread.name!r}" + (" (started before tracing)" if before else "")
