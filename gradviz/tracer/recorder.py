@@ -310,8 +310,8 @@ class Recorder(
     # Every call the program makes passes through here: the common paths are written for speed (locals, positional
     # record construction, no helper calls where a line does); issue 2 sets the budget (benchmarks/bench_trace.py).
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        if type(func) is _FunctionType:  # a torch function written in Python, or the program's wrapper of one
-            func = _originals.get(func) or _unpatched(func)
+        if type(func) is _FunctionType and not _is_compiling():  # a torch function written in Python, or a wrapper
+            func = _originals.get(func) or _unpatched(func)  # (of the program's: see callsite.unpatched)
         if self._sentinel:
             # after the window (sentinel.py): a call from a site seen while recording goes straight through
             frame = _getframe(1)
