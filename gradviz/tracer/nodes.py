@@ -199,10 +199,11 @@ class GraphRecording:
         ids = self._node_ids
         key = number = fn._sequence_nr()
         threads = self._numbers if self._numbers.on else None
+        if threads is not None:  # the program's other threads record too: their numbers repeat the tracing thread's
+            numbers, mark, now = threads.here()
         if key == _ACCUMULATE_GRAD:
             key = ("leaf", self._tid(fn.variable))
-        elif threads is not None:  # the program's other threads record too: their numbers repeat the tracing thread's
-            numbers, mark, now = threads.here()
+        elif threads is not None:
             key = threads.key(fn, number, lambda: self._node_name(fn), numbers, mark, now)
         nid = ids.get(key)
         nodes = self.trace.nodes
@@ -219,7 +220,7 @@ class GraphRecording:
         module = (self._module_now or self._running_module())[0]
         seq = -1  # numbered after the walk, which may track leaves first
         nid = ids[key] = f"n{len(ids)}"
-        if threads is not None:
+        if threads is not None and number != _ACCUMULATE_GRAD:
             threads.added(key, number, fn)
         kind = type(fn)
         first = nodes[nid] = NodeRecord(nid, names.get(kind) or self._node_name(fn), [], seq, None, [], output, module, created)
@@ -245,7 +246,7 @@ class GraphRecording:
                 nxt_id = ids.get(key)
                 if nxt_id is None:
                     nxt_id = ids[key] = f"n{len(ids)}"
-                    if threads is not None:
+                    if threads is not None and number != _ACCUMULATE_GRAD:  # (a leaf's node is known by its leaf)
                         threads.added(key, number, nxt)
                     kind = type(nxt)
                     # a custom Function's node found only as another node's input was made elsewhere (the reentrant
