@@ -243,6 +243,8 @@ class Bystanders:
         self.look(first=True)
 
     def look(self, *, first: bool = False) -> None:
+        if not _python_threads() and not self._last and self._tracing == threading.main_thread().ident:
+            return  # no other thread of Python's making, and none seen before (a program without threads)
         frames = sys._current_frames()
         frame = None
         try:
@@ -276,6 +278,12 @@ class Bystanders:
                 return id(frame), frame.f_lasti
             frame = frame.f_back
         return None
+
+
+def _python_threads() -> int:
+    """Threads started by Python (`threading`, `_thread`), the main one left out."""
+    count = getattr(_thread, "_count", None)
+    return count() if count is not None else 1
 
 
 def _describe(thread: threading.Thread | None, before: bool) -> str:
