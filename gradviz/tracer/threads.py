@@ -85,14 +85,19 @@ def _traced_start_new_thread(recorder: ThreadRecording, start_new_thread: Callab
             return start_new_thread(*args, **kwargs)
         function = args[0]
 
-        @functools.wraps(function)  # (an uncaught error in the thread is reported as in the program's function)
+        @functools.wraps(function)
         def run(*a: Any, **k: Any) -> Any:
-            if not recorder.enter_thread():  # tracing ended between start and here
-                return function(*a, **k)
+            entered = recorder.enter_thread()  # (False: tracing ended between start and here)
             try:
                 return function(*a, **k)
+            except SystemExit:
+                return None  # as `_thread` ends the thread: silently
+            except BaseException as exc:  # reported as `_thread` reports it, without this frame in the traceback
+                _unraisable(exc, function)
+                return None
             finally:
-                recorder.leave_thread()
+                if entered:
+                    recorder.leave_thread()
 
         return start_new_thread(run, *args[1:])
 
@@ -278,6 +283,36 @@ class Bystanders:
                 return id(frame), frame.f_lasti
             frame = frame.f_back
         return None
+
+
+def _unraisable(exc: BaseException, function: Any) -> None:
+    """`Exception ignored in thread started by: <function worker ...>` and the traceback from `function` on, through
+    `sys.unraisablehook`, as `_thread` reports an error that ends a thread it started."""
+    tb = exc.__traceback__.tb_next if exc.__traceback__ is not None else None
+    args = _UNRAISABLE_ARGS or _unraisable_args()
+    sys.unraisablehook(args((type(exc), exc.with_traceback(tb), tb, "Exception ignored in thread started by", function)))
+
+
+_UNRAISABLE_ARGS: Any = None
+
+
+def _unraisable_args() -> Any:
+    """The type `sys.unraisablehook` takes (Python does not name it): from one unraisable error of our own, caught."""
+    global _UNRAISABLE_ARGS
+    caught: list[Any] = []
+    hook = sys.unraisablehook
+    sys.unraisablehook = caught.append
+    try:
+        _Unraisable()
+    finally:
+        sys.unraisablehook = hook
+    _UNRAISABLE_ARGS = type(caught[0])
+    return _UNRAISABLE_ARGS
+
+
+class _Unraisable:
+    def __del__(self) -> None:
+        raise RuntimeError("(gradviz: the type of sys.unraisablehook's argument)")
 
 
 def _python_threads() -> int:

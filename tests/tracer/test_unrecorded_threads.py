@@ -181,3 +181,47 @@ def test_start_new_thread_is_given_back_and_refuses_what_the_builtin_refuses() -
         except TypeError as exc:
             plain.append(str(exc))
     assert errors == plain and len(plain) == 3
+
+
+RAISES = """\
+import _thread
+import time
+import torch
+
+done = _thread.allocate_lock()
+done.acquire()
+
+
+def worker():
+    try:
+        torch.ones(2).add(1)
+        raise ValueError("boom")
+    finally:
+        done.release()
+
+
+_thread.start_new_thread(worker, ())
+done.acquire()
+time.sleep(0.2)
+print("main goes on")
+"""
+
+
+def test_an_error_in_a_start_new_thread_thread_is_reported_as_under_python(tmp_path: Path) -> None:
+    (tmp_path / "raises.py").write_text(RAISES)
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, *args], cwd=tmp_path, capture_output=True, text=True, timeout=240)
+
+    plain = run("raises.py")
+    traced = run("-m", "gradviz", "check", "raises.py")
+    assert plain.stdout == "main goes on\n"
+    assert traced.stdout.splitlines() == ["main goes on", "raises.py: no problems found"]
+
+    def report(stderr: str) -> list[str]:  # (the function's address differs from run to run)
+        return [line.split(" at 0x")[0] for line in stderr.splitlines() if not line.startswith("gradviz:")]
+
+    assert report(plain.stderr)[:2] == [
+        "Exception ignored in thread started by: <function worker", "Traceback (most recent call last):"
+    ]
+    assert report(traced.stderr) == report(plain.stderr)
