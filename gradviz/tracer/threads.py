@@ -244,8 +244,9 @@ class Bystanders:
 
     def start(self) -> None:
         self._tracing = threading.get_ident()
-        self._before = set(sys._current_frames())
-        self.look(first=True)
+        if _python_threads() or self._tracing != threading.main_thread().ident:  # (else: no other thread to see)
+            self._before = set(sys._current_frames())
+            self.look(first=True)
 
     def look(self, *, first: bool = False) -> None:
         if not _python_threads() and not self._last and self._tracing == threading.main_thread().ident:
