@@ -181,7 +181,9 @@ def call(frame: types.FrameType | None, func: Callable[..., Any], args: Any, kwa
 def forget() -> None:
     """Drop every stand-in: each holds its caller's globals (a script's namespace), which must not outlive tracing.
     What the sites say of their code (line, kind) stays for the next trace."""
-    _originals.clear()  # (the program's wrappers hold its globals)
+    for func, original in list(_originals.items()):  # the program's wrappers (they hold its globals); torch's stay
+        if original is not func:
+            del _originals[func]
     for key, entry in list(_sites.items()):  # (a thread of the program may be adding sites meanwhile)
         if entry[2] is not None:
             _sites[key] = (entry[0], entry[1], None, entry[3], entry[4])
