@@ -215,6 +215,9 @@ def github_commands(
         location = exception.location
         lines.append(script_error_command(exception.type, exception.message, location.file if location else None,
                                           location.line if location else None, who=who))
+    unrecorded = trace.unrecorded_threads_summary() if trace is not None else None
+    if unrecorded:  # the run's coverage: never a silent pass
+        lines.append(github_notice("warning", f"gradviz: {who}: {unrecorded}"))
     return lines
 
 

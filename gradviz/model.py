@@ -302,6 +302,9 @@ class Trace:
     # traced with --verify: the gradient error of each silent write to a saved tensor measured at its backward
     # (backward events' data["verify"], tracer/verify.py)
     verified: bool = False
+    # the program's threads that ran its code while tracing without the recorder in them (started before tracing, or
+    # outside `threading`): their torch calls are not in the trace ("thread 'loader' (started before tracing)")
+    unrecorded_threads: list[str] = field(default_factory=list)
 
     # ----------------------------------------------------------------- queries
     def internal_error_summary(self) -> str | None:
@@ -311,6 +314,15 @@ class Trace:
             return None
         first = self.internal_errors[0] if self.internal_errors else "no details kept"
         return f"gradviz could not record {count} call{'s' if count != 1 else ''}: {first}"
+
+    def unrecorded_threads_summary(self) -> str | None:
+        """"1 thread ran unrecorded: thread 'loader' (started before tracing)", or None when every thread that ran
+        the program's code while tracing was recorded."""
+        threads = self.unrecorded_threads
+        if not threads:
+            return None
+        count = f"{len(threads)} thread{'s' if len(threads) != 1 else ''}"
+        return f"{count} ran unrecorded (torch calls there are not in the trace): {', '.join(threads)}"
 
     def tensor(self, name_or_id: str) -> TensorRecord:
         """A tensor by id (`t3`), variable name (`out`) or parameter name (`model.layer1.weight`, or the attribute

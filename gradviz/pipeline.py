@@ -418,6 +418,9 @@ def _print_render(run: _Run, trace: Trace, findings: list[Finding], suppressed: 
             console.print(f"{rank_prefix()}gradviz: {trace.window.describe()}", highlight=False, markup=False)
             for line in trace.window.describe_rearmed():
                 console.print(f"{rank_prefix()}gradviz: {line}", highlight=False, markup=False)
+        unrecorded = trace.unrecorded_threads_summary()
+        if unrecorded:
+            console.print(f"{rank_prefix()}gradviz: {unrecorded}", highlight=False, markup=False)
     if run.rank is None:
         print_findings(console, findings)
         print_suppressed_or_count(console, suppressed, show=options.show_suppressed, count=True)

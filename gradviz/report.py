@@ -81,9 +81,10 @@ def tally_line(findings: list[Finding], program: Program, trace: Trace, *, suppr
     else:
         at = f" at line {record.location.line}" if record.location else ""
         ending = f"; the script raised {record.type}{at}"
-    unrecorded = trace.internal_error_summary()  # what gradviz missed is said, never a plain "no problems"
-    if unrecorded:
-        ending += f"; {unrecorded}"
+    # what gradviz missed is said, never a plain "no problems"
+    for unrecorded in (trace.internal_error_summary(), trace.unrecorded_threads_summary()):
+        if unrecorded:
+            ending += f"; {unrecorded}"
     name = shown(program.target) if program.kind != "module" else program.shown
     window = f" ({trace.window.describe()})" if trace.window is not None and trace.window.closed else ""
     if findings or ending:
@@ -124,6 +125,8 @@ def check_document(
     if trace.window is not None and trace.window.closed:  # only part of the run was traced: say which
         document["window"] = {**asdict(trace.window), "description": trace.window.describe(),
                               "coverage": trace.window.coverage()}
+    if trace.unrecorded_threads:  # threads whose torch calls are not in the trace
+        document["unrecorded_threads"] = list(trace.unrecorded_threads)
     if analysis_error is not None:
         document["internal_error"] = f"{type(analysis_error).__name__}: {safe_str(analysis_error)}"
     return document

@@ -107,17 +107,22 @@ def sarif_document(
 
 
 def script_notifications(trace: Trace, *, who: str = "the script") -> list[dict[str, Any]]:
-    """The script's own error: not a finding of a rule, but the reader of the log must know the run stopped."""
+    """The script's own error: not a finding of a rule, but the reader of the log must know the run stopped; and the
+    threads whose torch calls are not in the trace (the log covers less than the run)."""
+    told: list[dict[str, Any]] = []
+    unrecorded = trace.unrecorded_threads_summary()
+    if unrecorded:
+        told.append({"level": "warning", "message": {"text": clean(f"{who}: {unrecorded}")}})
     record = trace.exception
     if record is None or trace.error is None or _clean_exit(trace.error):
-        return []
+        return told
     notification: dict[str, Any] = {
         "level": "error",
         "message": {"text": clean(f"{who} raised {record.type}: {record.message}")},
     }
     if record.location is not None:
         notification["locations"] = [_location(record.location.file, record.location.line)]
-    return [notification]
+    return [notification, *told]
 
 
 def sarif_results(

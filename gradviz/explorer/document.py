@@ -532,8 +532,11 @@ def _is_library(file: str) -> bool:
 
 def _window_text(trace: Trace) -> str | None:
     """What the run's findings and views cover, as the CLI says it: the window, and each step traced again after it
-    (`steps 1-100 of 300 traced; traced again after step 150: new code at line 40 (validation)`)."""
+    (`steps 1-100 of 300 traced; traced again after step 150: new code at line 40 (validation)`); the threads that
+    ran unrecorded."""
     window = trace.window
+    threads = trace.unrecorded_threads_summary()
+    threads_text = f"{threads[0].upper()}{threads[1:]}." if threads else ""
     if window is None or not window.closed:
-        return None
-    return window.coverage() + ". Findings and views cover these steps."
+        return threads_text or None
+    return " ".join([window.coverage() + ". Findings and views cover these steps.", *([threads_text] if threads else [])])

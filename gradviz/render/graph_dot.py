@@ -223,6 +223,9 @@ def _header(trace: Trace, script: str | None) -> str:
         parts.append(html_label_text("the program created no tensors: there is no autograd graph to draw"))
     if trace.window is not None and trace.window.closed:  # the step window: the graph is the window's
         parts.append(html_label_text(trace.window.coverage()))
+    unrecorded = trace.unrecorded_threads_summary()
+    if unrecorded:  # threads whose calls the graph lacks
+        parts.append(html_label_text(unrecorded))
     if trace.exception is not None:
         where = f" at line {trace.exception.location.line}" if trace.exception.location else ""
         first = trace.exception.message.splitlines()[0] if trace.exception.message else ""

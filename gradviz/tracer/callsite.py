@@ -10,6 +10,9 @@ the TorchScript tracer it is the program's own line, exactly as without tracing.
 
 from __future__ import annotations
 
+import contextlib
+import gc
+import os
 import sys
 import types
 from collections.abc import Callable
@@ -55,6 +58,70 @@ def caller(depth: int = 2, func: Any = None) -> types.FrameType | None:
         if frame is not None and frame.f_code is getattr(func, "__code__", None):
             frame = frame.f_back
     return frame
+
+
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+# the program's replacement of a torch function written in Python -> that function (itself for torch's own)
+_originals: dict[Callable[..., Any], Callable[..., Any]] = {}
+
+
+def unpatched(func: Callable[..., Any]) -> Callable[..., Any]:
+    """The torch function whose body handed `func` to the mode: itself, unless the program replaced it.
+
+    A torch function written in Python (`Tensor.backward`, `F.softmax`) hands the mode the function its name is bound
+    to when it runs: after `torch.Tensor.backward = counted` (a wrapper calling the original) that is the program's
+    `counted`, already running. Calling it again would run the program's code twice; the call to make is the
+    original's body, which the mode's handler runs without the mode, as Python runs it without gradviz."""
+    original = _originals.get(func)
+    if original is not None:
+        return original
+    original = func
+    code = getattr(func, "__code__", None)
+    frame: types.FrameType | None = sys._getframe(2)  # the caller of the mode's handler
+    through = frame is not None and frame.f_code.co_filename == _OVERRIDES  # handed over by handle_torch_function
+    if code is not None and not code.co_filename.startswith(_TORCH_DIR) and through:
+        while frame is not None and frame.f_code.co_filename == _OVERRIDES:
+            frame = frame.f_back
+        body = frame.f_code if frame is not None else None
+        if body is not None and body is not code and body.co_filename.startswith(_TORCH_DIR):
+            original = _function_of(body, func) or func
+    del frame
+    with contextlib.suppress(TypeError):  # (an unhashable callable: looked at each time)
+        _originals[func] = original
+    return original
+
+
+def torch_own(func: Any, module: str, qualname: str) -> Any:
+    """`func` (torch's `module.qualname`) as torch defines it, where the program bound the name to a wrapper of its own
+    before the tracer was imported (by the first `gradviz.trace()`): the function of that name whose code is torch's."""
+    code = getattr(func, "__code__", None)
+    if code is None or code.co_filename.startswith(_TORCH_DIR):
+        return func
+    for candidate in gc.get_objects():
+        if (
+            isinstance(candidate, types.FunctionType)
+            and candidate.__code__.co_filename.startswith(_TORCH_DIR)
+            and (candidate.__module__, candidate.__qualname__) == (module, qualname)
+        ):
+            return candidate
+    return func
+
+
+def _function_of(code: types.CodeType, replacement: Any) -> Callable[..., Any] | None:
+    """The function running `code`: where a wrapper keeps it (`__wrapped__`, its closure, its module's globals:
+    `orig = torch.Tensor.backward`), else wherever it is referred to (once per replaced function)."""
+    seen: list[Any] = [getattr(replacement, "__wrapped__", None)]
+    for cell in getattr(replacement, "__closure__", None) or ():
+        with contextlib.suppress(ValueError):
+            seen.append(cell.cell_contents)
+    seen.extend(getattr(replacement, "__globals__", {}).values())
+    for candidate in seen:
+        if getattr(candidate, "__code__", None) is code:
+            return candidate
+    for referrer in gc.get_referrers(code):
+        if isinstance(referrer, types.FunctionType) and referrer.__code__ is code:
+            return referrer
+    return None
 
 
 def site(frame: types.FrameType) -> LiveSite:
@@ -114,6 +181,9 @@ def call(frame: types.FrameType | None, func: Callable[..., Any], args: Any, kwa
 def forget() -> None:
     """Drop every stand-in: each holds its caller's globals (a script's namespace), which must not outlive tracing.
     What the sites say of their code (line, kind) stays for the next trace."""
+    for func, original in list(_originals.items()):  # the program's wrappers (they hold its globals); torch's stay
+        if original is not func:
+            del _originals[func]
     for key, entry in list(_sites.items()):  # (a thread of the program may be adding sites meanwhile)
         if entry[2] is not None:
             _sites[key] = (entry[0], entry[1], None, entry[3], entry[4])

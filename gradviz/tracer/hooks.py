@@ -44,6 +44,7 @@ class HookRecording:
     _param_roots: dict[str, str]
     _outside: tuple[int, types.CodeType] | None
     _thread: int
+    _bystanders: Any  # threads.Bystanders
     _paused: int
     _steps: dict[int, Any]
     _step_record: Any
@@ -197,6 +198,7 @@ class HookRecording:
         del frame
         with _quiet(), self._lock:
             self._before_step(optimizer, where, record)
+            self._bystanders.look()  # (once a step: the threads not recorded, seen running or not)
         return self._traced_closure(optimizer, args, kwargs)
 
     def _before_step(self, optimizer: Any, where: tuple[str | None, int | None], record: Any) -> None:

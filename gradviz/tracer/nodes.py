@@ -78,6 +78,7 @@ class GraphRecording:
 
     trace: Any
     _node_ids: dict[Any, str]
+    _numbers: Any  # threads.NodeNumbers: which node a number names once other threads record
     _heights: dict[str, int]  # node id -> levels above the nearest held node or leaf (chains.py)
     _checkpoint_calls: dict[int, Location | None]  # a reentrant checkpoint's node (sequence number) -> its call's line
     # the Recorder's state and methods this half uses (recorder.py owns them)
@@ -157,17 +158,6 @@ class GraphRecording:
         return reached
 
     # ------------------------------------------------------------------ autograd nodes
-    def _node_key(self, fn: Any) -> Any:
-        """A node's identity while it lives, read without touching it.
-
-        Autograd numbers every node it makes (`sequence_nr`, per thread, never reused); the one exception is
-        AccumulateGrad, which has the largest number and is known by the leaf it feeds.
-        """
-        number = fn._sequence_nr()
-        if number != _ACCUMULATE_GRAD:
-            return number
-        return ("leaf", self._tid(fn.variable))
-
     def _function_module(self, node: Any) -> str | None:
         """The module a custom Function node runs again in backward (torch.utils.checkpoint keeps it as the
         context's `run_function`), by the name the tracer gave it; None for other Functions."""
@@ -207,9 +197,14 @@ class GraphRecording:
         the order nodes are discovered, so the records dict stays in id order.
         """
         ids = self._node_ids
-        key = fn._sequence_nr()
+        key = number = fn._sequence_nr()
+        threads = self._numbers if self._numbers.on else None
+        if threads is not None:  # the program's other threads record too: their numbers repeat the tracing thread's
+            numbers, mark, now = threads.here()
         if key == _ACCUMULATE_GRAD:
             key = ("leaf", self._tid(fn.variable))
+        elif threads is not None:
+            key = threads.key(fn, number, lambda: self._node_name(fn), numbers, mark, now)
         nid = ids.get(key)
         nodes = self.trace.nodes
         if nid is not None:
@@ -225,11 +220,13 @@ class GraphRecording:
         module = (self._module_now or self._running_module())[0]
         seq = -1  # numbered after the walk, which may track leaves first
         nid = ids[key] = f"n{len(ids)}"
+        if threads is not None and number != _ACCUMULATE_GRAD:
+            threads.added(key, number, fn)
         kind = type(fn)
         first = nodes[nid] = NodeRecord(nid, names.get(kind) or self._node_name(fn), [], seq, None, [], output, module, created)
-        if self._checkpoint_calls and key in self._checkpoint_calls:  # a reentrant checkpoint's output, met first here
-            first.module, first.created = self._function_module(fn), self._checkpoint_calls.pop(key)
-        new = [(fn, first, key)]
+        if self._checkpoint_calls and number in self._checkpoint_calls:  # a reentrant checkpoint's output, met first here
+            first.module, first.created = self._function_module(fn), self._checkpoint_calls.pop(number)
+        new = [(fn, first, key, number)]
         stack = [(fn, first)]
         top = -1  # the greatest height among the known nodes the new ones lead to
         while stack:
@@ -239,14 +236,18 @@ class GraphRecording:
                 if nxt is None:
                     next_ids.append(None)
                     continue
-                number = nxt._sequence_nr()
+                number = key = nxt._sequence_nr()
                 if number == _ACCUMULATE_GRAD:
                     variable = nxt.variable
                     entry = live.get(id(variable))
-                    number = ("leaf", entry.tid if entry is not None else self._tid(variable))
-                nxt_id = ids.get(number)
+                    key = ("leaf", entry.tid if entry is not None else self._tid(variable))
+                elif threads is not None:
+                    key = threads.key(nxt, number, lambda: self._node_name(nxt), numbers, mark, now)  # noqa: B023 - called at once
+                nxt_id = ids.get(key)
                 if nxt_id is None:
-                    nxt_id = ids[number] = f"n{len(ids)}"
+                    nxt_id = ids[key] = f"n{len(ids)}"
+                    if threads is not None and number != _ACCUMULATE_GRAD:  # (a leaf's node is known by its leaf)
+                        threads.added(key, number, nxt)
                     kind = type(nxt)
                     # a custom Function's node found only as another node's input was made elsewhere (the reentrant
                     # checkpoint's output, seen under no_grad before apply gave it a grad_fn): this op's module and
@@ -258,7 +259,7 @@ class GraphRecording:
                         None, module if made_here else self._function_module(nxt),
                         created if made_here else self._checkpoint_calls.pop(number, None),
                     )
-                    new.append((nxt, nxt_record, number))
+                    new.append((nxt, nxt_record, key, number))
                     stack.append((nxt, nxt_record))
                 else:
                     below = heights.get(nxt_id, 0)
@@ -271,7 +272,7 @@ class GraphRecording:
         # then are the exact heights worked out (children first: the walk listed parents first).
         bound = len(new) + top
         if bound >= chains.SEGMENT:
-            for node, record, _ in reversed(new):
+            for node, record, _, _ in reversed(new):
                 children = [heights.get(n, 0) for n in record.next if n is not None]
                 height = 1 + max(children) if children else 0
                 heights[record.id] = chains.hold(node) if height >= chains.SEGMENT else height
@@ -279,16 +280,17 @@ class GraphRecording:
         first_number = self._first_sequence_nr
         saved_names = self._saved_names
         check = self._check  # type: ignore[attr-defined]
-        for node, record, number in new:
+        for node, record, key, number in new:
             record.seq = seq
             if bound < chains.SEGMENT:
                 heights[record.id] = bound
-            if type(number) is tuple:  # AccumulateGrad: the leaf it feeds
-                record.variable = number[1]
+            if number == _ACCUMULATE_GRAD:  # the leaf it feeds
+                record.variable = key[1]
             elif saved_names.get(type(node)) != ():  # (most nodes save nothing: TBackward0, AddBackward0, ...)
                 # a node made before the trace began: what it saved may have been written since; version unknown
+                before = number < (first_number if threads is None else threads.first(key, first_number))
                 try:
-                    record.saved = self._saved(node, output if fresh and record is first else None, number < first_number)
+                    record.saved = self._saved(node, output if fresh and record is first else None, before)
                     if check is not None and record.saved:  # --verify: watch them while the node lives
                         check.saved(self, node, record)
                 except Exception as exc:  # one unreadable node must not leave the rest of its graph half-recorded

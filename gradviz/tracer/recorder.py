@@ -25,7 +25,8 @@ from torch.overrides import TorchFunctionMode, resolve_name
 from ..model import Event, EventKind, Location, OpRecord, Trace
 from ..text import safe_repr, safe_str, type_name
 from . import callsite, chains, source, threads
-from .callsite import _sites
+from .callsite import _originals, _sites
+from .callsite import unpatched as _unpatched
 from .callsite import call as _call
 from .callsite import caller as _caller
 from .callsite import drop_stand_in as _drop_stand_in
@@ -39,7 +40,7 @@ from .hooks import RECORD_FUNCTION_OPS, HookRecording
 from .naming import VariableNaming
 from .nodes import _SAVED_NAMES, _TYPE_NAMES, GraphRecording
 from .sentinel import SentinelRecording
-from .special import _RUNS_PROGRAM_CODE, SpecialCalls
+from .special import _RUNS_PROGRAM_CODE, AUTOGRAD_BACKWARD, AUTOGRAD_GRAD, TENSOR_BACKWARD, SpecialCalls
 from .tracking import TensorTracking, _Live
 from .window import _CLOSED, StepWindow, WindowRecording, _warning_filters
 from .verify import GradientCheck
@@ -48,6 +49,7 @@ from .tensors import _Tensor, _flatten, _version
 
 _is_compiling = torch.compiler.is_compiling
 _getframe = sys._getframe
+_FunctionType = types.FunctionType
 _jit_tracing = torch._C._get_tracing_state  # None unless torch.jit.trace is recording
 _grad_enabled = torch.is_grad_enabled
 _DEBUG = bool(os.environ.get("GRADVIZ_DEBUG"))  # raise gradviz's own errors instead of recording them
@@ -129,7 +131,8 @@ class Recorder(
         self._off_for: int | None = None
         self._sentinel_hook: Any = None
         self._step_counter: Any = None  # the optimizer post-hook, which outlives the window (window.py)
-        self._node_ids: dict[Any, str] = {}  # node identity (see _node_key) -> node id
+        self._node_ids: dict[Any, str] = {}  # node key (its number; see threads.NodeNumbers) -> node id
+        self._numbers = threads.NodeNumbers(self._node_ids, self.trace.nodes)
         self._heights: dict[str, int] = {}
         self._first_sequence_nr = 0  # autograd's next node number when tracing began
         self._gc = GcHold()
@@ -141,6 +144,7 @@ class Recorder(
         # the program's other threads enter the mode too (threads.py): what they record goes through this lock
         self._lock = threading.RLock()
         self._uninstall_threads: Callable[[], None] | None = None
+        self._bystanders = threads.Bystanders(source.is_user_file)  # threads the recorder is not entered in
         self._optimizer_ids: dict[int, str] = {}  # id(optimizer) -> o0, o1, ... in order of first step
         self._fresh_grads: dict[str, tuple[int, int | None]] = {}  # leaf -> its .grad right after the last backward
         self._stepped_grads: dict[str, Any] = {}  # parameter -> its .grad as the latest step left it (hooks.py)
@@ -184,9 +188,9 @@ class Recorder(
             _Tensor.detach_: self._on_detach_,
             _Tensor.requires_grad_: self._on_requires_grad,
             _Tensor.requires_grad.__set__: self._on_requires_grad,  # type: ignore[attr-defined]
-            _Tensor.backward: self._on_backward,
-            torch.autograd.backward: self._on_backward,
-            torch.autograd.grad: self._on_backward,
+            TENSOR_BACKWARD: self._on_backward,
+            AUTOGRAD_BACKWARD: self._on_backward,
+            AUTOGRAD_GRAD: self._on_backward,
             torch._C._set_grad_enabled: self._on_grad_mode,
             **dict.fromkeys(RECORD_FUNCTION_OPS, self._on_record_function),
         }
@@ -215,6 +219,8 @@ class Recorder(
         self._first_sequence_nr = torch._C._autograd._get_sequence_nr()
         self._outside = (id(outside), outside.f_code) if outside is not None else None
         self._thread = threading.get_ident()
+        self._numbers.tracing_thread()
+        self._bystanders.start()
         self._gc.hold()
         self.__enter__()
         self._mode_on = True
@@ -225,11 +231,16 @@ class Recorder(
         mode stack is per thread). False when tracing has ended meanwhile."""
         if not self._mode_on or self._paused >= _CLOSED:
             return False
+        with self._lock:
+            self._numbers.entered()
+            self._bystanders.entered.add(threading.get_ident())
         self.__enter__()
         return True
 
     def leave_thread(self) -> None:
         threads.leave(self)
+        with self._lock:
+            self._bystanders.entered.discard(threading.get_ident())
 
     def stop(self) -> None:
         if self._uninstall_threads is not None:
@@ -248,6 +259,8 @@ class Recorder(
             self.__exit__(None, None, None)
             self._mode_on = False
         self._paused += _CLOSED  # threads of the program still running pass their calls straight through from now
+        self._bystanders.look()
+        self.trace.unrecorded_threads = list(self._bystanders.ran.values())
         mark_end(self)  # lifetime analysis: what is freed after this was alive when the program ended
         for entry in self._warning_filters:
             with contextlib.suppress(ValueError):  # the program may have reset the filters itself
@@ -307,6 +320,8 @@ class Recorder(
     # Every call the program makes passes through here: the common paths are written for speed (locals, positional
     # record construction, no helper calls where a line does); issue 2 sets the budget (benchmarks/bench_trace.py).
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        if type(func) is _FunctionType and not _is_compiling():  # a torch function written in Python, or a wrapper
+            func = _originals.get(func) or _unpatched(func)  # (of the program's: see callsite.unpatched)
         if self._sentinel:
             # after the window (sentinel.py): a call from a site seen while recording goes straight through
             frame = _getframe(1)

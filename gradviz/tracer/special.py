@@ -3,6 +3,7 @@ backward (`Tensor.backward`, `autograd.backward`, `autograd.grad`)."""
 
 from __future__ import annotations
 
+import threading
 from typing import Any, Callable
 
 import torch
@@ -13,6 +14,7 @@ from . import source
 from .callsite import call as _call
 from .callsite import caller as _caller
 from .callsite import site as _site
+from .callsite import torch_own
 from .tracking import _Live
 from .tensors import _Tensor, _byte_span, _flatten, _grad_fn, _storage_key, _version
 
@@ -20,7 +22,12 @@ from .tensors import _Tensor, _byte_span, _flatten, _grad_fn, _storage_key, _ver
 _quiet = torch._C.DisableTorchFunction
 
 # special calls that run the program's code (backward's hooks): the lock is not held around them
-_RUNS_PROGRAM_CODE = frozenset({_Tensor.backward, torch.autograd.backward, torch.autograd.grad})
+# (as torch defines them: the program may bind the names to wrappers of its own, which the mode never sees as such:
+# callsite.unpatched)
+TENSOR_BACKWARD = torch_own(_Tensor.backward, "torch._tensor", "Tensor.backward")
+AUTOGRAD_BACKWARD = torch_own(torch.autograd.backward, "torch.autograd", "backward")
+AUTOGRAD_GRAD = torch_own(torch.autograd.grad, "torch.autograd", "grad")
+_RUNS_PROGRAM_CODE = frozenset({TENSOR_BACKWARD, AUTOGRAD_BACKWARD, AUTOGRAD_GRAD})
 
 
 class SpecialCalls:
@@ -37,6 +44,8 @@ class SpecialCalls:
     _by_storage: dict[int, set[int]]
     _storage_ids: dict[int, str]
     _fresh_grads: dict[str, tuple[int, int | None]]
+    _thread: int  # the tracing thread
+    _bystanders: Any  # threads.Bystanders: the program's threads the recorder is not entered in
     _here: tuple[str | None, int | None]
     _here_loc: Location | None
     _location: Callable[[str | None, int | None], Location | None]
@@ -193,7 +202,7 @@ class SpecialCalls:
         try:
             with _quiet(), self._lock:
                 file, line = self._where()
-                is_grad = func is torch.autograd.grad
+                is_grad = func is AUTOGRAD_GRAD
                 roots_arg = args[0] if args else kwargs.get("tensors", kwargs.get("outputs"))
                 roots = _flatten((roots_arg,), None, [])
                 root_ids = [self._tid(t) for t in roots]
@@ -206,7 +215,7 @@ class SpecialCalls:
                 retain = kwargs.get("retain_graph")
                 create = kwargs.get("create_graph", False)
                 data: dict[str, Any] = {
-                    "api": "autograd.grad" if is_grad else ("autograd.backward" if func is torch.autograd.backward else "Tensor.backward"),
+                    "api": "autograd.grad" if is_grad else ("autograd.backward" if func is AUTOGRAD_BACKWARD else "Tensor.backward"),
                     "roots": root_ids,
                     "reached_nodes": reached_nodes,
                     "reached_leaves": [t for t in reached_leaves if inputs is None or t in inputs],
@@ -216,6 +225,7 @@ class SpecialCalls:
                 if create:  # a higher-order gradient: part of computing a loss, not a training step's backward
                     data["create_graph"] = True
                 event = self._event(EventKind.BACKWARD, file, line, tensor=root_ids[0] if root_ids else None, op=data["api"], data=data)
+                self._bystanders.look()  # (once a step: the threads not recorded, seen running or not)
                 self._see_root(_caller(3, func), roots)
                 nested = self._nested_watch(reached_nodes) if not is_grad else None
                 check = self._check
@@ -251,13 +261,16 @@ class SpecialCalls:
                     if extra:
                         event.data["reached_leaves"] += extra
                         event.data["nested_leaves"] = extra
-                self._fresh_grads = {}
+                # the gradients the tracing thread's optimizer steps read (the steps recorded: hooks.py); another
+                # thread's backward leaves them as they are
+                fresh = {} if threading.get_ident() == self._thread else self._fresh_grads
+                self._fresh_grads = fresh
                 for tid in event.data["reached_leaves"]:
                     live = self._by_tid.get(tid)
                     leaf = live() if live is not None else None
                     g = leaf.grad if leaf is not None and leaf.requires_grad else None
                     if g is not None:
-                        self._fresh_grads[tid] = (id(g), _version(g))
+                        fresh[tid] = (id(g), _version(g))
         except Exception as exc:
             self._internal(exc)
         return result
