@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import io
 import json
-import linecache
 import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .analysis.findings import Finding, FindingKind, Severity
 from .model import Trace
-from .paths import relative
+from .paths import relative, source_lines
 from .terminal import shown
 from .text import clean, for_terminal
 
@@ -117,6 +116,12 @@ def where(file: str | None, line: int | None) -> str:
 
 
 # ---------------------------------------------------------------------------------------------- text
+def _line_of(file: str | None, line: int | None) -> str:
+    """Line `line` of `file` as the program wrote it; "" when it cannot be read (see `source_lines`)."""
+    lines = source_lines(file) if file and line else []
+    return lines[line - 1] if line and 0 < line <= len(lines) else ""
+
+
 def print_findings(console: Console, findings: list[Finding], *, labels: dict[int, str] | None = None) -> None:
     """Each finding as `gradviz check` prints it: severity, file:line, kind, the source line, message, fix.
     `labels`: text to show after the kind of some findings, by index (`rank 0, 1` under torchrun)."""
@@ -133,7 +138,7 @@ def print_findings(console: Console, findings: list[Finding], *, labels: dict[in
         if labels and index in labels:
             head.append(f"  [{labels[index]}]")
         console.print(head)
-        code = finding.code or (linecache.getline(finding.file, finding.line) if finding.file and finding.line else "")
+        code = finding.code or _line_of(finding.file, finding.line)
         if code.strip():
             console.print(Text(f"  {finding.line:>5} | {safe(code.strip())}", style="dim"))
         console.print(Text(safe(f"  {finding.message}")))
