@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -266,6 +268,11 @@ def _diagnose(trace: Trace, progress: Progress) -> tuple[list[Finding], Exceptio
 
 
 def _check_writable(out: Path) -> None:
+    """Refuse, before the program runs, an output that cannot be written as a file: a folder; a folder that is
+    missing or takes no new file (read-only, a mount like /sys: only trying tells, `os.access` says yes to root);
+    an existing path that is not a regular file (writing a FIFO nobody reads blocks for ever, a device such as
+    /dev/null is no file to show); or the file gradviz prints its own report to (`-o report.svg` with stdout
+    redirected there, or a link to /dev/stdout)."""
     parent = out.parent
     if out.is_dir():
         raise UsageError(f"cannot write {shown(out)}: it is a folder")
@@ -273,8 +280,34 @@ def _check_writable(out: Path) -> None:
         raise UsageError(f"cannot write {shown(out)}: folder {shown(parent)} does not exist")
     if not parent.is_dir():
         raise UsageError(f"cannot write {shown(out)}: {shown(parent)} is not a folder")
-    if not os.access(parent, os.W_OK) or (out.exists() and not os.access(out, os.W_OK)):
-        raise UsageError(f"cannot write {shown(out)}: permission denied")
+    try:
+        info: os.stat_result | None = os.stat(out)
+    except FileNotFoundError:
+        info = None
+    except OSError as exc:
+        raise UsageError(f"cannot write {shown(out)}: {exc.strerror or exc}") from None
+    if info is not None:
+        if not stat.S_ISREG(info.st_mode):
+            kind = "a FIFO (named pipe)" if stat.S_ISFIFO(info.st_mode) else (
+                "a device" if stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode) else "a socket or other special file")
+            raise UsageError(f"cannot write {shown(out)}: it is not a regular file ({kind}); give -o a file")
+        for fd, name in ((1, "stdout"), (2, "stderr")):
+            with contextlib.suppress(OSError):
+                own = os.fstat(fd)
+                if (own.st_dev, own.st_ino) == (info.st_dev, info.st_ino):
+                    raise UsageError(f"cannot write {shown(out)}: it is gradviz's {name}, where its report goes")
+    try:
+        if info is not None:  # opened to append, nothing written: the file is left as it is
+            os.close(os.open(out, os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK))
+        else:
+            handle, probe = tempfile.mkstemp(prefix=".gradviz-", suffix=".probe", dir=parent)
+            os.close(handle)
+            os.unlink(probe)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        if info is None:
+            reason = f"folder {shown(parent)} takes no new file ({reason})"
+        raise UsageError(f"cannot write {shown(out)}: {reason}") from None
 
 
 # ---------------------------------------------------------------------------------------------- from trace to status
