@@ -19,7 +19,7 @@ from .formats import print_findings
 from .options import Options
 from .rank_summary import Merged, merge_ranks, print_ci_merged
 from .ranks import Rank, current_rank, stop_signal
-from .report import check_document, fails, print_ci_output, print_json, print_report, print_suppressed_or_count, tally_line
+from .report import check_document, documents_to, fails, print_ci_output, print_json, print_report, print_suppressed_or_count, tally_line
 from .run import (
     Program,
     check_program,
@@ -90,8 +90,18 @@ def run_command(options: Options) -> int:
     def on_hard_exit(trace: Trace, code: int) -> int:  # os._exit(): the findings before the process ends
         return finish(trace, None, None if run.draws else code)
 
-    trace, program_run = _obtain(run, on_hard_exit)
-    return finish(trace, program_run)
+    if not run.options.machine or run.program.kind == "trace":
+        trace, program_run = _obtain(run, on_hard_exit)
+        return finish(trace, program_run)
+    # a document on stdout (`check --json`...): the program's output goes to stderr, from its start until gradviz
+    # is done, and to the end of the process where a thread or an atexit handler of the program may print later
+    redirect = stdout_to_stderr().__enter__()
+    try:
+        with documents_to(redirect.documents()):
+            trace, program_run = _obtain(run, on_hard_exit)
+            return finish(trace, program_run)
+    finally:
+        redirect.end()
 
 
 def _prepare(options: Options) -> _Run:
@@ -118,11 +128,9 @@ def _prepare(options: Options) -> _Run:
 
 def _obtain(run: _Run, on_hard_exit: HardExitHandler) -> tuple[Trace, ProgramRun | None]:
     """Run the program under the tracer (within the step window), or read the saved trace (nothing runs). --step K
-    is said at once when the window closes before backward call K. With a document on stdout (`check --json`...),
-    the program's own output goes to stderr."""
+    is said at once when the window closes before backward call K."""
     program, progress, window = run.program, run.progress, run.window
     step = run.options.step
-    json_stdout = run.options.machine
     if program.kind == "trace":
         return load_trace(program), None
     name = shown(program.target) if program.kind == "script" else program.shown
@@ -145,17 +153,8 @@ def _obtain(run: _Run, on_hard_exit: HardExitHandler) -> tuple[Trace, ProgramRun
             watcher.stop()
         return on_hard_exit(trace, code)
 
-    try:
-        if not json_stdout:
-            program_run = run_program(program, on_hard_exit=stop_watching, on_start=on_start, **window)
-        else:
-            with stdout_to_stderr() as redirect:
-
-                def hard_exit(trace: Trace, code: int) -> int:
-                    redirect.restore()  # our JSON document goes to the real stdout
-                    return stop_watching(trace, code)
-
-                program_run = run_program(program, on_hard_exit=hard_exit, on_start=on_start, **window)
+    try:  # (with a document on stdout, run_command sent the program's output to stderr)
+        program_run = run_program(program, on_hard_exit=stop_watching, on_start=on_start, **window)
     finally:
         stop_signal.running(None)
         if watcher is not None:
