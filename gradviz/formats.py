@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import io
 import json
-import linecache
 import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .analysis.findings import Finding, FindingKind, Severity
 from .model import Trace
-from .paths import relative
+from .paths import relative, source_lines
 from .terminal import shown
 from .text import clean, for_terminal
 
@@ -31,7 +30,11 @@ RULES: dict[FindingKind, tuple[str, str]] = {
         'a tensor in an autograd graph is cut (`.detach()`, `.data`, `.detach_()` (also of a base whose earlier view '
         'feeds the loss, once either is written in place), a re-wrap: `torch.tensor(t)`, `t.new_tensor(t)`, '
         "`Variable(t.data)`, `torch.from_numpy(t.data.numpy())`, or a parameter's own `self.weight.data` in "
-        '`forward`) and what is computed from it reaches a loss you call `backward()` on',
+        '`forward`) and what is computed from it reaches a loss you call `backward()` on. Not a cut: a copy of a '
+        "parameter kept while it trains (`copy.deepcopy(w).requires_grad_(False)`, `p.data.clone()` as a teacher, "
+        "EMA or regulariser's reference, read after the parameter moved), and `.data` read only for its size, dtype "
+        'or device (`w.data.new_zeros(...)`, `torch.zeros_like(w.data)`, `x.data.size(0)`): no gradient of a trained '
+        'parameter runs through them',
         'keep it where the cut is intended (GAN discriminator step, truncated BPTT, a teacher or target network); '
         'otherwise remove it. Logging (`loss.detach().item()`) is not a cut',
     ),
@@ -92,7 +95,11 @@ RULES: dict[FindingKind, tuple[str, str]] = {
         'a backward runs into a graph an earlier backward freed, usually a recurrent state carried into the next '
         'chunk without `.detach()`; `line` is where the new graph is built on the freed one. Predicted as a warning '
         'when a state is carried into a new graph after the freeing but the script never reaches that backward; only '
-        "a note for a value built before, on a side branch the freeing backward passed by (MAML's inner loss)",
+        'a note for a value built before, on a side branch the freeing backward passed by (a stored loss of a step no '
+        'backward ran through). Not reported: a value built on a loss that `backward()` or `autograd.grad` already '
+        "started from (`total_loss = total_loss + loss * n`, `losses.append(loss / k)`), or that loss itself (MAML's "
+        'inner loss): its backward would reach the freed graph only by backpropagating that loss a second time, which '
+        'is bookkeeping (`graph_kept_alive` says what keeping it costs)',
         'detach the carried state at each chunk start (truncated BPTT); `retain_graph=True` is almost never the fix',
     ),
 }
@@ -110,6 +117,12 @@ def where(file: str | None, line: int | None) -> str:
 
 
 # ---------------------------------------------------------------------------------------------- text
+def _line_of(file: str | None, line: int | None) -> str:
+    """Line `line` of `file` as the program wrote it; "" when it cannot be read (see `source_lines`)."""
+    lines = source_lines(file) if file and line else []
+    return lines[line - 1] if line and 0 < line <= len(lines) else ""
+
+
 def print_findings(console: Console, findings: list[Finding], *, labels: dict[int, str] | None = None) -> None:
     """Each finding as `gradviz check` prints it: severity, file:line, kind, the source line, message, fix.
     `labels`: text to show after the kind of some findings, by index (`rank 0, 1` under torchrun)."""
@@ -126,7 +139,7 @@ def print_findings(console: Console, findings: list[Finding], *, labels: dict[in
         if labels and index in labels:
             head.append(f"  [{labels[index]}]")
         console.print(head)
-        code = finding.code or (linecache.getline(finding.file, finding.line) if finding.file and finding.line else "")
+        code = finding.code or _line_of(finding.file, finding.line)
         if code.strip():
             console.print(Text(f"  {finding.line:>5} | {safe(code.strip())}", style="dim"))
         console.print(Text(safe(f"  {finding.message}")))

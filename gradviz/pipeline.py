@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,7 +19,7 @@ from .formats import print_findings
 from .options import Options
 from .rank_summary import Merged, merge_ranks, print_ci_merged
 from .ranks import Rank, current_rank, stop_signal
-from .report import check_document, fails, print_ci_output, print_json, print_report, print_suppressed_or_count, tally_line
+from .report import check_document, documents_to, fails, print_ci_output, print_json, print_report, print_suppressed_or_count, tally_line
 from .run import (
     Program,
     check_program,
@@ -88,8 +90,18 @@ def run_command(options: Options) -> int:
     def on_hard_exit(trace: Trace, code: int) -> int:  # os._exit(): the findings before the process ends
         return finish(trace, None, None if run.draws else code)
 
-    trace, program_run = _obtain(run, on_hard_exit)
-    return finish(trace, program_run)
+    if not run.options.machine or run.program.kind == "trace":
+        trace, program_run = _obtain(run, on_hard_exit)
+        return finish(trace, program_run)
+    # a document on stdout (`check --json`...): the program's output goes to stderr, from its start until gradviz
+    # is done, and to the end of the process where a thread or an atexit handler of the program may print later
+    redirect = stdout_to_stderr().__enter__()
+    try:
+        with documents_to(redirect.documents()):
+            trace, program_run = _obtain(run, on_hard_exit)
+            return finish(trace, program_run)
+    finally:
+        redirect.end()
 
 
 def _prepare(options: Options) -> _Run:
@@ -116,11 +128,9 @@ def _prepare(options: Options) -> _Run:
 
 def _obtain(run: _Run, on_hard_exit: HardExitHandler) -> tuple[Trace, ProgramRun | None]:
     """Run the program under the tracer (within the step window), or read the saved trace (nothing runs). --step K
-    is said at once when the window closes before backward call K. With a document on stdout (`check --json`...),
-    the program's own output goes to stderr."""
+    is said at once when the window closes before backward call K."""
     program, progress, window = run.program, run.progress, run.window
     step = run.options.step
-    json_stdout = run.options.machine
     if program.kind == "trace":
         return load_trace(program), None
     name = shown(program.target) if program.kind == "script" else program.shown
@@ -143,17 +153,8 @@ def _obtain(run: _Run, on_hard_exit: HardExitHandler) -> tuple[Trace, ProgramRun
             watcher.stop()
         return on_hard_exit(trace, code)
 
-    try:
-        if not json_stdout:
-            program_run = run_program(program, on_hard_exit=stop_watching, on_start=on_start, **window)
-        else:
-            with stdout_to_stderr() as redirect:
-
-                def hard_exit(trace: Trace, code: int) -> int:
-                    redirect.restore()  # our JSON document goes to the real stdout
-                    return stop_watching(trace, code)
-
-                program_run = run_program(program, on_hard_exit=hard_exit, on_start=on_start, **window)
+    try:  # (with a document on stdout, run_command sent the program's output to stderr)
+        program_run = run_program(program, on_hard_exit=stop_watching, on_start=on_start, **window)
     finally:
         stop_signal.running(None)
         if watcher is not None:
@@ -268,6 +269,11 @@ def _diagnose(trace: Trace, progress: Progress) -> tuple[list[Finding], Exceptio
 
 
 def _check_writable(out: Path) -> None:
+    """Refuse, before the program runs, an output that cannot be written as a file: a folder; a folder that is
+    missing or takes no new file (read-only, a mount like /sys: only trying tells, `os.access` says yes to root);
+    an existing path that is not a regular file (writing a FIFO nobody reads blocks for ever, a device such as
+    /dev/null is no file to show); or the file gradviz prints its own report to (`-o report.svg` with stdout
+    redirected there, or a link to /dev/stdout)."""
     parent = out.parent
     if out.is_dir():
         raise UsageError(f"cannot write {shown(out)}: it is a folder")
@@ -275,8 +281,34 @@ def _check_writable(out: Path) -> None:
         raise UsageError(f"cannot write {shown(out)}: folder {shown(parent)} does not exist")
     if not parent.is_dir():
         raise UsageError(f"cannot write {shown(out)}: {shown(parent)} is not a folder")
-    if not os.access(parent, os.W_OK) or (out.exists() and not os.access(out, os.W_OK)):
-        raise UsageError(f"cannot write {shown(out)}: permission denied")
+    try:
+        info: os.stat_result | None = os.stat(out)
+    except FileNotFoundError:
+        info = None
+    except OSError as exc:
+        raise UsageError(f"cannot write {shown(out)}: {exc.strerror or exc}") from None
+    if info is not None:
+        if not stat.S_ISREG(info.st_mode):
+            kind = "a FIFO (named pipe)" if stat.S_ISFIFO(info.st_mode) else (
+                "a device" if stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode) else "a socket or other special file")
+            raise UsageError(f"cannot write {shown(out)}: it is not a regular file ({kind}); give -o a file")
+        for fd, name in ((1, "stdout"), (2, "stderr")):
+            with contextlib.suppress(OSError):
+                own = os.fstat(fd)
+                if (own.st_dev, own.st_ino) == (info.st_dev, info.st_ino):
+                    raise UsageError(f"cannot write {shown(out)}: it is gradviz's {name}, where its report goes")
+    try:
+        if info is not None:  # opened to append, nothing written: the file is left as it is
+            os.close(os.open(out, os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK))
+        else:
+            handle, probe = tempfile.mkstemp(prefix=".gradviz-", suffix=".probe", dir=parent)
+            os.close(handle)
+            os.unlink(probe)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        if info is None:
+            reason = f"folder {shown(parent)} takes no new file ({reason})"
+        raise UsageError(f"cannot write {shown(out)}: {reason}") from None
 
 
 # ---------------------------------------------------------------------------------------------- from trace to status

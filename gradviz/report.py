@@ -7,7 +7,8 @@ import contextlib
 import json
 import sys
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, TextIO
 
 from . import __version__
 from .formats import ci_text, finding_dict, print_findings, print_suppressed
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "check_document",
+    "documents_to",
     "fails",
     "plural",
     "print_ci_output",
@@ -142,7 +144,7 @@ def script_exception(trace: Trace) -> dict[str, Any] | None:
 
 def print_json(document: dict[str, Any]) -> None:
     text = json.dumps(document, indent=2, ensure_ascii=False)
-    if not can_encode(sys.stdout, text):  # an ASCII-only stdout (PYTHONIOENCODING=ascii): JSON's own escapes
+    if not can_encode(_document_stream(), text):  # an ASCII-only stdout (PYTHONIOENCODING=ascii): JSON's own escapes
         text = json.dumps(document, indent=2, ensure_ascii=True)
     write_stdout(text + "\n")
 
@@ -159,6 +161,32 @@ def print_ci_output(
 
 def write_stdout(text: str) -> None:
     """A document on stdout; a closed or broken stdout loses it silently (the exit status still tells)."""
+    stream = _document_stream()
     with contextlib.suppress(Exception):
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        stream.write(text)
+        stream.flush()
+
+
+# where documents go while the program's output is sent to stderr (`documents_to`); innermost last
+_DOCUMENT_STREAMS: list[TextIO] = []
+
+
+def _document_stream() -> TextIO:
+    return _DOCUMENT_STREAMS[-1] if _DOCUMENT_STREAMS else sys.stdout
+
+
+@contextlib.contextmanager
+def documents_to(stream: TextIO | None) -> Iterator[None]:
+    """Inside the block, documents (`--json`, SARIF, workflow commands) go to `stream`, the real stdout, while
+    `sys.stdout` and file descriptor 1 carry the program's output to stderr; the stream is closed after. None:
+    sys.stdout, as outside."""
+    if stream is None:
+        yield
+        return
+    _DOCUMENT_STREAMS.append(stream)
+    try:
+        yield
+    finally:
+        _DOCUMENT_STREAMS.remove(stream)
+        with contextlib.suppress(Exception):
+            stream.close()

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import sys
+import threading
 import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from .text import safe_str
 
@@ -281,11 +283,15 @@ def report_program_error(run: ProgramRun | None, trace: Trace) -> None:
 
 class stdout_to_stderr:  # noqa: N801 - a context manager used like a function
     """Send the program's output to stderr, at the Python and the file-descriptor level, so stdout stays ours.
-    `restore()` ends it early (the program called os._exit and we must print our document now)."""
+    `restore()` ends it early (the program called os._exit and we must print our document now). `documents()` is a
+    stream to the real stdout meanwhile, and `end()` keeps the program's output on stderr to the end of the process
+    where the program left something that may still print: a thread, an atexit handler."""
 
     def __enter__(self) -> stdout_to_stderr:
         with contextlib.suppress(Exception):
             sys.stdout.flush()
+        self._threads = set(threading.enumerate())
+        self._exit_handlers = _exit_handlers()
         self._saved_fd: int | None = None
         with contextlib.suppress(OSError, ValueError, AttributeError):
             # (sys.__stdout__ is None without a console: the AttributeError is suppressed)
@@ -294,6 +300,34 @@ class stdout_to_stderr:  # noqa: N801 - a context manager used like a function
         self._redirect: contextlib.redirect_stdout[Any] | None = contextlib.redirect_stdout(sys.stderr)
         self._redirect.__enter__()
         return self
+
+    def documents(self) -> TextIO | None:
+        """A stream to the real stdout (None when it could not be kept): gradviz's document, while what the program
+        prints still goes to stderr."""
+        if self._saved_fd is None:
+            return None
+        original = sys.__stdout__
+        try:
+            return os.fdopen(
+                os.dup(self._saved_fd), "w", encoding=getattr(original, "encoding", None) or "utf-8",
+                errors=getattr(original, "errors", None) or "strict",
+            )  # fmt: skip
+        except OSError:
+            return None
+
+    def program_may_print(self) -> bool:
+        """Whether the program left a thread running or registered an atexit handler since `__enter__`: either may
+        print after its main code, after gradviz printed its document (unknown: yes)."""
+        if any(thread not in self._threads and thread.is_alive() for thread in threading.enumerate()):
+            return True
+        now = _exit_handlers()
+        return now is None or self._exit_handlers is None or now > self._exit_handlers
+
+    def end(self) -> None:
+        """Restore stdout unless the program may still print (`program_may_print`): then its output stays on
+        stderr until the process ends, as its main code's did, and stdout holds the document alone."""
+        if not self.program_may_print():
+            self.restore()
 
     def restore(self) -> None:
         if self._redirect is None:
@@ -310,3 +344,9 @@ class stdout_to_stderr:  # noqa: N801 - a context manager used like a function
 
     def __exit__(self, *exc_info: object) -> None:
         self.restore()
+
+
+def _exit_handlers() -> int | None:
+    """How many atexit handlers are registered (CPython's count; None where it cannot tell)."""
+    count = getattr(atexit, "_ncallbacks", None)
+    return count() if callable(count) else None

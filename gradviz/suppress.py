@@ -4,7 +4,6 @@ every front end (check, render, the pytest plugin, JSON, SARIF)."""
 
 from __future__ import annotations
 
-import linecache
 import re
 import tokenize
 from collections.abc import Iterable
@@ -14,6 +13,7 @@ from typing import Any
 
 from .analysis.findings import Finding, FindingKind
 from .errors import ConfigError
+from .paths import source_lines
 from .text import clean
 
 __all__ = ["Suppressed", "check_comments", "comment_kinds", "comments", "split", "suppressed_text"]
@@ -77,12 +77,9 @@ def comments(lines: Iterable[str]) -> dict[int, str]:
 def check_comments(path: str | Path) -> None:
     """ConfigError for the first `# gradviz: ignore[...]` comment in a source file naming a kind that is not one;
     nothing for a file that cannot be read (the command says so on its own) or holds none."""
-    try:
-        with tokenize.open(path) as file:
-            lines = file.readlines()
-    except (OSError, SyntaxError, UnicodeDecodeError):
-        return
-    _check_all(comments(lines), str(path))
+    lines = source_lines(str(path))
+    if lines:
+        _check_all(comments(lines), str(path))
 
 
 def _check_all(found: dict[int, str], file: str) -> None:
@@ -134,7 +131,7 @@ def _comment_for(finding: Finding, files: dict[str, dict[int, str] | None]) -> s
 def _file_comments(file: str, files: dict[str, dict[int, str] | None]) -> dict[int, str] | None:
     """The comments of a file, read once per split (None when its text is gone); every ignore comment in it checked."""
     if file not in files:
-        lines = linecache.getlines(file)
+        lines = source_lines(file)
         files[file] = comments(lines) if lines else None
         if files[file] is not None:
             _check_all(files[file] or {}, file)

@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from ..model import Event, EventKind, Location
+from ..model import Event, EventKind, Location, OpRecord
 from .context import Context, source_line
+from .graphs import rewrapped
 from .findings import CutEvidence, Finding, FindingKind
 from .reach import first_backward_reached
 
@@ -109,25 +110,84 @@ def _rewraps(ctx: Context) -> list[tuple[Event, str]]:
     return found
 
 
-def _leaf_cut(ctx: Context, event: Event) -> bool:
+# calls that copy a tensor's values into new memory
+_COPY_OPS = frozenset({"Tensor.clone", "clone"})
+
+
+@dataclass
+class _Moves:
+    """When each leaf's values moved (optimizer steps that changed it, in-place writes to it), in order, and the
+    copies made: read once per trace for `_snapshot`."""
+
+    at: dict[str, list[int]]
+    copies: dict[int, OpRecord]  # seq -> a call that copies its input into new memory
+    same_memory: dict[str, list[str]]  # tensor -> tensors over its memory: views, aliases, a Parameter wrapping it
+
+    @classmethod
+    def of(cls, ctx: Context) -> _Moves:
+        at: dict[str, list[int]] = {}
+        for e in ctx.trace.events:
+            if e.kind is EventKind.OPTIMIZER_STEP:
+                for leaf in e.data.get("changed", ()):
+                    at.setdefault(leaf, []).append(e.seq)
+            elif e.kind is EventKind.INPLACE_WRITE and e.tensor is not None:
+                at.setdefault(e.tensor, []).append(e.seq)
+        same: dict[str, list[str]] = {}
+        for record in ctx.trace.tensors.values():
+            if record.source is not None and record.origin != "saved":
+                same.setdefault(record.source, []).append(record.id)
+        for record, source in rewrapped(ctx.trace):
+            same.setdefault(source, []).append(record.id)
+        return cls(at, {op.seq: op for op in ctx.trace.ops if op.name in _COPY_OPS}, same)
+
+
+def _leaf_cut(ctx: Context, event: Event, moves: _Moves) -> bool:
     """`p.data` of a leaf that requires grad, computed with out of place (`x @ self.weight.data`): the parameter's
     own gradient path is cut. Written in place into something else (`ema.mul_(d).add_(p.data)`) it is a copy of
-    values under the program's control, not a path a gradient would take."""
+    values under the program's control, not a path a gradient would take; so is a snapshot (`_snapshot`)."""
     if event.kind is not EventKind.DATA_GET or event.result is None:
         return False
     steps = ctx.flow.steps
-    for seq, index in ctx.flow.consumers.get(event.result, ()):
-        step = steps[index]
-        if seq > event.seq and step.alias_event is None and not set(step.inputs) & set(step.outputs):
-            return True
+    uses = [
+        (seq, steps[index]) for seq, index in ctx.flow.consumers.get(event.result, ())
+        if seq > event.seq and steps[index].alias_event is None and not set(steps[index].inputs) & set(steps[index].outputs)
+    ]  # fmt: skip
+    return bool(uses) and not _snapshot(ctx, event, [seq for seq, _ in uses], moves)
+
+
+def _snapshot(ctx: Context, event: Event, uses: list[int], moves: _Moves) -> bool:
+    """`anchor = copy.deepcopy(p).requires_grad_(False)`, `old = p.data.clone()`: the leaf's values copied into new
+    memory, the copy used after the leaf itself moved (an optimizer step, an in-place update), as a teacher or EMA
+    copy or the reference of a regulariser is. The copy holds values the parameter no longer has: no path of the
+    parameter's gradient runs through it, so nothing is cut. (A copy used only before the leaf moves, `x @
+    w.data.clone()` in a forward, is the parameter's value: a cut.)"""
+    flow = ctx.flow
+    if not uses or any(seq not in moves.copies for seq in uses):
+        return False
+    moved = [seq for seq in moves.at.get(event.tensor or "", ()) if seq > event.seq]
+    if not moved:
+        return False
+    first_move = moved[0]
+    for seq in uses:
+        # the copy, or what shares its memory (deepcopy's Parameter around it, a view), read after the leaf moved
+        copy = list(moves.copies[seq].outputs)
+        seen = set(copy)
+        while copy:
+            tid = copy.pop()
+            if any(time > first_move for time, _ in flow.consumers.get(tid, ())):
+                return True
+            fresh = [t for t in moves.same_memory.get(tid, ()) if t not in seen]
+            seen.update(fresh)
+            copy.extend(fresh)
     return False
 
 
 def cut_edge_findings(ctx: Context, found: list[Cut]) -> list[Finding]:
     findings = []
+    moves = _Moves.of(ctx)
     for cut in found:
         event = cut.event
-        if event.data.get("source_grad_fn") is None and not event.data.get("rewrap") and not _leaf_cut(ctx, event):
+        if event.data.get("source_grad_fn") is None and not event.data.get("rewrap") and not _leaf_cut(ctx, event, moves):
             continue  # a leaf's `.detach()` (a state_dict copy, a frozen input): its dead parameters say it
         file, line, code = ctx.where(event)
         source = ctx.trace.tensors[event.tensor]  # type: ignore[index]  # (a cut's event names its tensor)

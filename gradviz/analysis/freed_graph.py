@@ -1,5 +1,11 @@
 """Backward through a freed graph (`backward_through_freed_graph`): a backward that runs again through saved tensors an
-earlier backward freed, or a value alive at the end built on such a graph (a carried state without `.detach()`)."""
+earlier backward freed, or a value alive at the end built on such a graph (a carried state without `.detach()`).
+
+A value built on a loss the program already differentiated (`total_loss = total_loss + loss * n`, `losses.append(loss
+/ k)`), or itself differentiated (MAML's inner loss, taken by `autograd.grad(create_graph=True)`), is bookkeeping:
+its backward would reach the freed graph only by backpropagating that loss a second time, which a training loop never
+means to do (graph_kept_alive reports what such values cost). Only a value that reaches a freed graph some other way
+(a state carried into the next step) is predicted."""
 
 from __future__ import annotations
 
@@ -106,6 +112,18 @@ def backward_through_freed_graph_findings(trace: Trace, life: Lifetimes) -> list
     return findings
 
 
+def differentiated(trace: Trace) -> set[str]:
+    """The nodes a backward or gradient call started from (the grad_fn of each of its roots: a loss), whatever its
+    outcome: the nodes it reached that no other node it reached points at."""
+    nodes = trace.nodes
+    found: set[str] = set()
+    for event in trace.events_of(EventKind.BACKWARD):
+        reached = [n for n in event.data.get("reached_nodes", []) if n in nodes]
+        below = {nxt for n in reached for nxt in nodes[n].next if nxt is not None}
+        found.update(n for n in reached if n not in below)
+    return found
+
+
 def _bridges_at_end(trace: Trace, life: Lifetimes, checked: set[str]) -> list[tuple[str, str]]:
     """(node, freed node it feeds on) for the values the program holds at the end whose backward would run into
     saved tensors a backward freed, though their own graph is not spent.
@@ -116,17 +134,20 @@ def _bridges_at_end(trace: Trace, life: Lifetimes, checked: set[str]) -> list[tu
     freed graph: a state carried across backward calls without `.detach()`, or a value an earlier step made on a
     graph a later backward freed (a stored loss whose hidden state the next step's backward ran through). The
     bridge is where its graph enters the freed part: a node the freeing backward did not run through, feeding on
-    one it did. Nodes in `checked` (a backward through them already raised) are reported with that backward."""
+    one it did. Nodes in `checked` (a backward through them already raised) are reported with that backward. A
+    loss already differentiated (`differentiated`) ends the search: what lies behind it is reached only by
+    backpropagating it again."""
     nodes = trace.nodes
     if not life.freed_at:
         return []
+    losses = differentiated(trace)
     spent: dict[str, bool] = {}  # a backward freed the saved tensors nearest to the node
     reaches: dict[str, bool] = {}  # a backward through the node would run into freed saved tensors
     for node in sorted(nodes.values(), key=lambda n: (n.seq, -int(n.id[1:]))):  # what a node feeds on first
         below = [n for n in node.next if n is not None]
         freed = freed_with_saved(trace, life, node.id, END)
         spent[node.id] = freed if node.saved else any(spent.get(n, False) for n in below)
-        reaches[node.id] = freed or any(reaches.get(n, False) for n in below)
+        reaches[node.id] = node.id not in losses and (freed or any(reaches.get(n, False) for n in below))
     # values the program itself can reach for: bound to one of its variables (now or when it was made) or held by
     # its objects at the end; a library's own cache (a Distribution's lazily computed `probs`) is nobody's to
     # backward through

@@ -11,6 +11,18 @@ import networkx as nx
 from ..model import Event, EventKind, TensorRecord, Trace
 
 ALIAS_EVENTS = (EventKind.DATA_GET, EventKind.DETACH)
+# calls that read only the size, dtype and device of their first tensor, never its values (`weight.data.new_zeros(
+# 1, bsz, n)`, `torch.zeros_like(x)`): no value flows from it into the result
+SHAPE_ONLY = frozenset({
+    "Tensor.new", "Tensor.new_zeros", "Tensor.new_ones", "Tensor.new_empty", "Tensor.new_full",
+    "zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like", "randint_like",
+})  # fmt: skip
+
+
+def value_inputs(name: str, inputs: list[str]) -> list[str]:
+    """The inputs whose values a call reads: all of them, but the template of a shape-only call (`Tensor.new(t)`
+    with a tensor argument still copies `t`)."""
+    return inputs[1:] if name in SHAPE_ONLY else inputs
 
 
 def autograd_graph(trace: Trace) -> nx.DiGraph:
@@ -29,7 +41,7 @@ def dataflow_graph(trace: Trace) -> nx.MultiDiGraph:
     graph = nx.MultiDiGraph()
     graph.add_nodes_from(trace.tensors)
     for op in trace.ops:
-        for src in op.inputs:
+        for src in value_inputs(op.name, op.inputs):
             for dst in op.outputs:
                 if src != dst:
                     graph.add_edge(src, dst, seq=op.seq, op=op.name)
@@ -98,7 +110,7 @@ class Dataflow:
     @classmethod
     def of(cls, trace: Trace) -> Dataflow:
         flow = cls(trace)
-        steps = [_Step(op.seq, op.inputs, op.outputs) for op in trace.ops]
+        steps = [_Step(op.seq, value_inputs(op.name, op.inputs), op.outputs) for op in trace.ops]
         steps += [
             _Step(e.seq, [e.tensor], [e.result], alias_event=e.seq)
             for e in trace.events

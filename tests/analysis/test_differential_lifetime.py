@@ -21,6 +21,9 @@ A node saves tensors when it has `_raw_saved_<name>` attributes; a backward free
   ran through them) are no prediction, nor is a running sum of losses some backward ran through (`acc = acc +
   loss`: graph_kept_alive is its finding); an `h` computed from a state whose graph was freed is one, and so is a
   stored loss of a step no backward ran through whose hidden state a later backward freed through the carried state.
+  A value that reaches the freed graph only through a loss the program differentiated (a root of `backward` or
+  `autograd.grad`: `acc = acc + loss * x.size(0)`) is no prediction: its backward would backpropagate that loss a
+  second time, which is bookkeeping, not a carried state.
 - graph_kept_alive <=> the autograd nodes (AccumulateGrad aside) that live values reach grow with the loop: more
   after N + 2 iterations than after N. Same parity, so "every other step" and "every two steps" end at the same
   point of their cycle and the last step's own graph counts the same in both. A graph whose saved tensors a
@@ -55,6 +58,7 @@ STORES = {
     "list_detach": "store.append(loss.detach())",
     "dict_list": "history['loss'].append(loss)",
     "sum": "acc = acc + loss",
+    "scaled_sum": "acc = acc + loss * x.size(0)",  # the epoch average: a product saving a tensor no backward freed
     "iadd_item": "acc += loss.item()",
     "sum_float": "acc = acc + float(loss)",
     "attr": "rec.last = loss",  # one value, replaced each step: the last step's graph only
@@ -208,8 +212,27 @@ def _spent(tensor: torch.Tensor) -> bool:
     return False
 
 
-def _built_on_freed(tensor: torch.Tensor) -> bool:
+def _reaches_freed(tensor: torch.Tensor, differentiated: set[int]) -> bool:
+    """A walk from the tensor's grad_fn, stopping at losses the program differentiated, meets a freed node."""
+    seen: set[int] = set()
+    keep = []
+    stack = [tensor.grad_fn]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen or id(node) in differentiated:
+            continue
+        seen.add(id(node))
+        keep.append(node)
+        if _freed(node):
+            return True
+        stack.extend(_next(node))
+    return False
+
+
+def _built_on_freed(tensor: torch.Tensor, differentiated: set[int] | None = None) -> bool:
     if tensor.grad_fn is None or _spent(tensor):
+        return False
+    if differentiated is not None and not _reaches_freed(tensor, differentiated):
         return False
     try:
         tensor.sum().backward(retain_graph=True)
@@ -229,14 +252,35 @@ class Truth:
         self.error: str | None = None
         self.nodes = 0
         self.built_on_freed = False
+        losses: list[object] = []  # the grad_fn of every root of backward / autograd.grad (held: ids stay unique)
+        backward, grad = torch.autograd.backward, torch.autograd.grad
+
+        def note(roots: object) -> None:
+            for root in roots if isinstance(roots, (list, tuple)) else [roots]:
+                if isinstance(root, torch.Tensor) and root.grad_fn is not None:
+                    losses.append(root.grad_fn)
+
+        def noting_backward(tensors: object, *args: object, **kwargs: object) -> object:
+            note(tensors)
+            return backward(tensors, *args, **kwargs)  # type: ignore[arg-type]
+
+        def noting_grad(outputs: object, *args: object, **kwargs: object) -> object:
+            note(outputs)
+            return grad(outputs, *args, **kwargs)  # type: ignore[arg-type]
+
+        torch.autograd.backward, torch.autograd.grad = noting_backward, noting_grad  # type: ignore[assignment]
         try:
             exec(compile(text, "<program>", "exec"), namespace)
         except RuntimeError as exc:
             self.error = str(exc)
             return
+        finally:
+            torch.autograd.backward, torch.autograd.grad = backward, grad  # type: ignore[assignment]
         live = _live_tensors(namespace)
         self.nodes = _nodes_reachable(live)
-        self.built_on_freed = any(_built_on_freed(t) for t in live)  # after counting: probes add grads only
+        differentiated = {id(node) for node in losses}
+        # after counting: probes add grads only
+        self.built_on_freed = any(_built_on_freed(t, differentiated) for t in live)
 
     @property
     def raised_second_time(self) -> bool:
@@ -322,6 +366,13 @@ REGRESSIONS = [
     # PyTorch FAQ's `total_loss += loss`: backward freed each loss's saved tensors, the nodes still grow
     case("running_sum", "sum", "none", "each_step", 3, (KEPT, "acc = acc + loss")),
     case("running_sum_no_backward", "sum", "none", "never", 3, (KEPT, "acc = acc + loss")),
+    # `acc + loss * n` saves `n`, so its own graph is not spent, but it reaches the freed graph only through `loss`
+    case("scaled_running_sum", "scaled_sum", "none", "each_step", 3, (KEPT, "acc = acc + loss * x.size(0)")),
+    # ... but step 0's loss, never differentiated, reaches the state step 1's backward freed: that note stays
+    case(
+        "scaled_running_sum_carried", "scaled_sum", "graph", "every_other", 3,
+        (PREDICTED, H_LINE), (PREDICTED, "loss = h.pow(2).mean()"), (KEPT, "acc = acc + loss * x.size(0)"),
+    ),
     case("item_summed", "iadd_item", "none", "each_step", 3),
     case("float_summed", "sum_float", "none", "each_step", 3),
     case("attribute_holds_last", "attr", "none", "each_step", 3),
