@@ -44,6 +44,9 @@ class Annotations:
     leaves: dict[str, Note] = field(default_factory=dict)  # tensor id -> note
     cuts: list[Cut] = field(default_factory=list)
     protected: set[str] = field(default_factory=set)  # node ids that simplification must keep visible
+    # nodes of findings that repeat more often than the evidence kept (EVIDENCE_LIMIT): which steps they are in is
+    # not known in full, so a roll names no steps for them
+    partial: set[str] = field(default_factory=set)
     holders: dict[str, Note] = field(default_factory=dict)  # node id -> a value keeping its graph alive / freed
 
 
@@ -66,9 +69,11 @@ def annotate(
         notes.protected.update(n for n in finding.nodes if n in trace.nodes)
         if kind in _SAVED_STYLE:
             # every occurrence the analysis kept: a loop repeating the write in each step is marked in each step
-            for evidence in finding.evidence:
-                if isinstance(evidence, SavedTensorEvidence):
-                    _mark_saved(trace, finding, evidence, namer, notes, step_of.get(evidence.node))
+            kept = [saved for saved in finding.evidence if isinstance(saved, SavedTensorEvidence)]
+            for saved in kept:
+                _mark_saved(trace, finding, saved, namer, notes, step_of.get(saved.node))
+            if finding.count > len(kept):
+                notes.partial.update(saved.node for saved in kept)
         elif kind in (FindingKind.DEAD_PARAMETER, FindingKind.UPDATE_WITHOUT_GRADIENT):
             # a dead_parameter finding names every parameter its cause starves: each gets its own note
             dead = kind is FindingKind.DEAD_PARAMETER

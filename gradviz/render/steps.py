@@ -231,6 +231,7 @@ def roll_steps(trace: Trace, steps: list[Step], notes: Annotations) -> tuple[lis
         for label in varying:
             for target in paired[rep.number].get(label, []):
                 roll.spread[target] = (min(counts[label]), max(counts[label]))
+        unknown: set[str] = set()  # drawn nodes of findings whose every step is not known (annotate's `partial`)
         for step in members:
             for label, ids in paired[step.number].items():
                 targets = paired[rep.number].get(label, [])
@@ -238,12 +239,16 @@ def roll_steps(trace: Trace, steps: list[Step], notes: Annotations) -> tuple[lis
                     if not targets:
                         break
                     target = targets[min(i, len(targets) - 1)]
-                    if nid in flagged:
+                    if nid in notes.partial:
+                        unknown.add(target)
+                    elif nid in flagged:
                         roll.marks.setdefault(target, []).append(step.number)
                     if nid != target:
                         mapping[nid] = target
         if len(marked) == len(members):
             roll.marks = {}  # in every step: nothing to single out
+        for target in unknown:  # "finding in steps 1-10" of a finding seen in more steps than kept would be false
+            roll.marks.pop(target, None)
         data = {s.number: _data_rows(trace, s) for s in members}
         roll.notes = _shape_notes(shapes, shapes[rep.number], [s.number for s in members], data)
         roll.kind = rep.kind

@@ -179,3 +179,48 @@ def _users_of(root, parameter):  # type: ignore[no-untyped-def]
                 found.append(node)
             stack.append(nxt)
     return found
+
+
+REPEATED_WRITE = '''\
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+fc1, fc2, fc3 = nn.Linear(4, 8), nn.Linear(8, 8), nn.Linear(8, 1)
+opt = torch.optim.SGD([*fc1.parameters(), *fc2.parameters(), *fc3.parameters()], lr=0.01)
+x = torch.randn(16, 4)
+for step in range({steps}):
+    h = torch.tanh(fc1(x))
+    g = torch.tanh(fc2(h))
+    loss = fc3(g).pow(2).mean()
+    if {condition}:
+        h.data.mul_(0.5)
+        g.data.mul_(0.5)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+'''
+
+
+def test_a_roll_names_the_steps_of_a_finding_only_when_it_knows_them_all(trace_of) -> None:
+    """Two `.data` writes in each of 30 steps: 120 occurrences, more than a finding keeps as evidence (20). PyTorch
+    runs every step's backward through the written bytes, so "finding in steps 1-10" would be false: the roll names
+    no steps. The same writes in step 3 only are named as such."""
+    import torch
+
+    h = torch.tanh(torch.ones(3, requires_grad=True))
+    h.data.mul_(0.5)
+    assert h._version == 0  # PyTorch's own view of the write: no version moved, the next backward reads new bytes
+
+    every = trace_of(REPEATED_WRITE.format(steps=30, condition="True"))
+    findings = gradviz.diagnose(every)
+    assert {f.kind.value for f in findings} == {"silently_corrupted_saved_tensor"}
+    # each write changes two saved tensors (tanh's result, the next linear's input): 4 occurrences a step
+    assert sum(f.count for f in findings) == 120
+    text = svg_text(render(every, "graph", findings=findings).svg())
+    assert "×30" in text or "x30" in text
+    assert "finding in step" not in text
+
+    once = trace_of(REPEATED_WRITE.format(steps=25, condition="step == 2"))
+    text = svg_text(render(once, "graph", findings=gradviz.diagnose(once)).svg())
+    assert "finding in step 3" in text
