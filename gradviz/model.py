@@ -223,6 +223,11 @@ class WindowRecord:
             lines.append(f"traced again after {unit} {entry.step:,}: {entry.reason}{where}{kind}")
         return lines
 
+    def untraced_steps(self) -> bool:
+        """Whether steps of the run ran untraced (after the window, between the steps traced again): counts of what
+        the run keeps to its end are then lower bounds, since a line traced may have run untraced too."""
+        return self.closed and not self.stopped
+
     def coverage(self) -> str:
         """What the findings and views of the run cover, in one line: describe() and each step traced again after the
         window (`steps 1-100 of 300 traced; traced again after step 150: new code at line 40 (validation)`)."""

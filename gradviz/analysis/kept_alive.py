@@ -155,6 +155,7 @@ def graph_kept_alive_findings(trace: Trace, life: Lifetimes, kept: list[KeptAliv
     findings = []
     timeline = life.held_bytes()
     peak = max((size for _, size in timeline), default=0)
+    untraced = trace.window is not None and trace.window.untraced_steps()
     for group in kept:
         code = group.store_code or source_line(trace, group.file, group.line)
         names = sorted({n for tid in group.holders for n in trace.tensors[tid].names if n in code})
@@ -173,13 +174,15 @@ def graph_kept_alive_findings(trace: Trace, life: Lifetimes, kept: list[KeptAliv
             else f"it grows by about {nodes_per_step} autograd nodes per {unit}"
         )
         peak_text = f"; the graphs alive at the peak held {size_text(peak)}" if peak else ""
+        # after the window the line runs untraced: the run may keep more graphs than were counted
+        lower = " (counted in the steps traced: the run went on untraced and may keep more)" if untraced else ""
         findings.append(
             Finding(
                 FindingKind.GRAPH_KEPT_ALIVE,
                 group.file,
                 group.line,
                 f"`{statement(code)}` at {line_at(trace, group.file, group.line)} stores {what} with its autograd history, so the graphs of "
-                f"{group.steps} {unit}s stay alive at the end: "
+                f"{group.steps} {unit}s{lower} stay alive at the end: "
                 f"{len(group.nodes)} autograd nodes holding {held}{peak_text}; {growth}, for as long as the "
                 f"{'run' if group.across_backwards else 'loop'} goes on.",
                 "Store a number for statistics (`loss.item()` or `float(loss)`), `.detach()` to keep the tensor "

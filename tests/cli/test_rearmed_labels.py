@@ -46,16 +46,16 @@ print("done")
 VAL_LINE = 19  # `val_loss += F.cross_entropy(model(x), y)`
 
 
-def graphs_alive_in_pytorch() -> int:
+def graphs_alive_in_pytorch(program: str = PROGRAM) -> int:
     """The program run plainly, a weak reference kept to each validation batch's ReLU output (saved by the ReLU
     and the linear layer after it, so held by that batch's graph alone): how many graphs PyTorch itself keeps
     alive at the end (what `val_loss` holds). A forward hook changes no result or gradient."""
-    source = PROGRAM.replace("model.eval()", "model.eval(); model[2].register_forward_hook("
+    source = program.replace("model.eval()", "model.eval(); model[2].register_forward_hook("
                              "lambda module, args, output: kept.append(weakref.ref(output)))")
     scope: dict[str, Any] = {"kept": [], "weakref": weakref, "__name__": "__main__"}
     exec(compile(source, "<plain run>", "exec"), scope)  # noqa: S102 - our own test program
     gc.collect()
-    return sum(ref() is not None for ref in scope["kept"])
+    return len({id(ref()) for ref in scope["kept"] if ref() is not None})  # (a hook added at each eval() sees each once)
 
 
 def run(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -87,7 +87,8 @@ def test_pytorch_keeps_every_validation_batchs_graph_and_check_and_render_say_th
     assert truth == 5
     (kept,) = [f for f in json.loads(outputs["json"])["findings"] if f["kind"] == "graph_kept_alive"]
     assert (kept["line"], kept["count"]) == (VAL_LINE, truth)
-    assert f"the graphs of {truth} iterations stay alive" in kept["message"]
+    # steps 9-12 ran untraced after the step traced again: the count is what the traced steps keep, and says so
+    assert f"the graphs of {truth} iterations (counted in the steps traced" in kept["message"]
     trace = gradviz.Trace.load(outputs["folder"] / "trace.json")
     (rendered,) = [f for f in gradviz.diagnose(trace) if f.kind.value == "graph_kept_alive"]
     assert rendered.count == truth and rendered.message == kept["message"]
@@ -130,3 +131,20 @@ def test_sarif_and_github_say_what_the_window_covered_and_what_was_traced_again(
     assert ("::notice file=train.py,line=19,title=gradviz%3A validation after step 6::traced again after step 6: "
             "new code at line 19 (validation)") in notices
     assert json.loads(outputs["json"])["window"]["coverage"] == coverage
+
+
+def test_a_count_of_graphs_kept_alive_is_a_lower_bound_when_the_line_ran_untraced_too(tmp_path: Path) -> None:
+    """The validation runs after step 6 and again after step 10, accumulating into one `val_loss`: PyTorch keeps
+    10 graphs alive at the end. The sentinel traces the first validation (new code) but not the second (code it
+    has seen), so gradviz counts 5: the message must say that the count covers the steps traced only."""
+    program = PROGRAM.replace("    if step == 6:\n        model.eval()\n        val_loss = 0.0\n",
+                              "    if step in (6, 10):\n        model.eval()\n")
+    program = program.replace("for step in range(1, 13):", "val_loss = 0.0\nfor step in range(1, 13):")
+    assert graphs_alive_in_pytorch(program) == 10
+    (tmp_path / "train.py").write_text(program, encoding="utf-8")
+    result = run(tmp_path, "check", "train.py", "--steps", "3", "--format", "json")
+    assert result.returncode == 0, result.stderr
+    (kept,) = [f for f in json.loads(result.stdout)["findings"] if f["kind"] == "graph_kept_alive"]
+    assert (kept["line"], kept["count"]) == (VAL_LINE, 5)
+    assert ("the graphs of 5 iterations (counted in the steps traced: the run went on untraced and may keep more) "
+            "stay alive at the end") in kept["message"]
