@@ -47,10 +47,12 @@ def test_refusal_names_the_needed_version_below_2_8(version: str | None, refused
         assert message is None
 
 
-def test_pyproject_requires_the_same_floor() -> None:
+def test_pyproject_and_readme_state_the_same_floor() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     torch_requirements = [d for d in project["dependencies"] if d.startswith("torch")]
     assert torch_requirements == [REQUIREMENT] == [f"torch>={MINIMUM_TORCH[0]}.{MINIMUM_TORCH[1]}"]
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert f"`{MESSAGE}`" in readme and "torch 2.8 or newer" in readme  # the README quotes the refusal
 
 
 def test_command_on_old_torch_prints_one_line_and_exits_2(old_torch: dict[str, str], tmp_path: Path) -> None:
