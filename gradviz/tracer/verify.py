@@ -39,18 +39,26 @@ def _tripwire(frame: Any, event: str, arg: Any) -> None:
     # a Python hook (tensor, node, module hook, custom Function) would run a second time: stop before its first line
     if event == "call" and not frame.f_code.co_filename.startswith(_OWN):
         code = frame.f_code
-        raise HookWouldRun(_qualname(code), code.co_filename, frame.f_lineno)
+        raise HookWouldRun(_qualname(frame), code.co_filename, frame.f_lineno)
 
 
-def _qualname(code: Any) -> str:
-    """`Class.method` of a code object: its co_qualname from Python 3.11 on; before, the function holding it."""
+def _qualname(frame: Any) -> str:
+    """`Class.method` of a frame's code: its co_qualname from Python 3.11 on; before, from the method's `self` or
+    the function holding the code."""
+    code = frame.f_code
     if sys.version_info >= (3, 11):
         return str(code.co_qualname)
+    owner = frame.f_locals.get("self") if code.co_argcount and code.co_varnames[0] == "self" else None
+    name = str(code.co_name)
+    if owner is not None:
+        for kind in type(owner).__mro__:
+            if getattr(kind.__dict__.get(name), "__code__", None) is code:
+                return f"{kind.__qualname__}.{name}"
     # only on this rare path (a measurement skipped): the functions referring to the code know their __qualname__
     for holder in gc.get_referrers(code):
         if getattr(holder, "__code__", None) is code:
             return str(holder.__qualname__)
-    return str(code.co_name)
+    return name
 
 
 class _Token:
