@@ -75,7 +75,11 @@ def make_dot(
             for saved in node.saved:
                 status = result.status.get((ident, saved.name), "ok")
                 if saved.tensor is None:
-                    if status == "freed":
+                    if status == "poisoned":  # before torch 2.11 a poisoned saved tensor cannot be read, only named
+                        sid = f"{ident}_{saved.name}_poisoned"
+                        dot.edge(ident, sid, dir="none")
+                        dot.node(sid, f"{saved.name}\n poisoned: expected v{saved.saved_version}", fillcolor="red", fontcolor="white")
+                    elif status == "freed":
                         sid = f"{ident}_{saved.name}_freed"
                         dot.edge(ident, sid, dir="none")
                         dot.node(sid, f"{saved.name}\n freed by backward", fillcolor="white", style="filled,dashed")

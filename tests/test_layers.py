@@ -15,7 +15,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "gradviz"
 
 #: Top-level modules that are plain data and its persistence: every layer may import them.
-TRACE_MODEL = {"model", "trace_file", "trace_fields", "trace_decode", "trace_checks", "collector", "paths", "text"}
+TRACE_MODEL = {"model", "trace_file", "trace_fields", "trace_decode", "trace_checks", "collector", "paths", "text", "torch_support"}
 
 #: Which layers each layer may import (its own included).
 ALLOWED = {

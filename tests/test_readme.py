@@ -54,7 +54,9 @@ def workdir(tmp_path: Path) -> Path:
 
 def test_readme_lists_exactly_the_checked_commands() -> None:
     assert set(GRADVIZ_LINES) == set(EXPECTED)
-    assert [line for line in SHELL_LINES if line.startswith("./dev")] == ["./dev demo", "./dev test"]
+    assert [line for line in SHELL_LINES if line.startswith("./dev")] == [
+        "./dev demo", "./dev test", "./dev compat", "./dev compat oldest tests/tracer tests/analysis",
+    ]
 
 
 @pytest.mark.dot
@@ -155,9 +157,11 @@ def _dev_line(needle: str) -> str:
 def test_dev_commands_are_the_readme_commands() -> None:
     assert "/bin/gradviz\" render gallery/plot_02_data_silent.py -o data-example.svg" in _dev_line(" render ")
     assert "-m pytest" in _dev_line("-m pytest")
-    assert (ROOT / ".ci" / "run").read_text().strip().endswith("./dev test")
+    ci = [line for line in (ROOT / ".ci" / "run").read_text().splitlines() if line.startswith("./dev ")]
+    assert ci == ["./dev test", "./dev compat oldest tests/tracer tests/analysis"]
+    assert all(line in SHELL_LINES for line in ci)  # CI runs what the README tells a maintainer to run
     unknown = subprocess.run([str(ROOT / "dev"), "nonsense"], capture_output=True, text=True)
-    assert unknown.returncode == 2 and "usage: ./dev demo | ./dev test" in unknown.stderr
+    assert unknown.returncode == 2 and "usage: ./dev demo | ./dev test [pytest arguments] | ./dev compat" in unknown.stderr
 
 
 @pytest.mark.dot

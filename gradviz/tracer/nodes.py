@@ -11,6 +11,7 @@ import torch.utils.checkpoint
 
 from ..model import Location, NodeRecord, SavedTensorRecord
 from . import chains
+from .saved_read import HANDLE_DATA, UNREADABLE_PACKED, UnreadableSaved, contents_without_data, keeps_tensors
 from .source import frame_variables, user_frame_from
 from .tensors import _storage_key, local_parts
 
@@ -334,8 +335,12 @@ class GraphRecording:
                 handles = [(f"{name}[{i}]", handle) for i, handle in enumerate(raw)]
             else:
                 handles = [(name, raw)]
+            if not HANDLE_DATA:  # torch 2.8-2.10: (label, tensor) pairs read another way (saved_read.py)
+                handles = contents_without_data(node, name, handles, packed, made_before)
+                if packed and keeps_tensors(_pack_hooks(False)[0]):
+                    self._internal(UnreadableSaved(UNREADABLE_PACKED), type(node).__name__)
             for label, handle in handles:
-                tensor = getattr(handle, "data", None)
+                tensor = getattr(handle, "data", None) if HANDLE_DATA else handle
                 if packed and isinstance(tensor, (list, tuple)):
                     # what the pack hook returned: save_on_cpu keeps (device, tensor), the tensor a copy or, already
                     # on the CPU, the saved tensor itself

@@ -328,15 +328,16 @@ class Recorder(
             if (id(frame.f_code), frame.f_lasti) in self._seen_sites or self._sentinel_miss(func, args, kwargs, frame):
                 return func(*args, **kwargs) if kwargs else func(*args)
             del frame  # something new: recording began again with this call
+        if _is_compiling():
+            # dynamo is tracing this call into a graph: anything more than the call itself (frame lookups, records
+            # of the fake tensors it traces with) would change the graph it builds, hence the compiled results.
+            # First: dynamo in torch 2.8 cannot trace even the `in _QUERIES` below (frozenset.__contains__)
+            return func(*args, **kwargs) if kwargs else func(*args)
         if func in _QUERIES and _jit_tracing() is None:
             # a read of metadata (x.dim(), x.shape): writes nothing, makes no tensor, warns nothing; nothing to record
             return func(*args, **kwargs) if kwargs else func(*args)
         if kwargs is None:
             kwargs = {}
-        if _is_compiling():
-            # dynamo is tracing this call into a graph: anything more than the call itself (frame lookups, records
-            # of the fake tensors it traces with) would change the graph it builds, hence the compiled results
-            return func(*args, **kwargs)
         if _jit_tracing() is not None:
             # torch.jit.trace is recording: our reads of shapes and storages would be traced into its graph (as
             # tensors, with TracerWarnings); the call goes through the stand-in, so its source range is the program's

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import gc
 import inspect
 import os
 import sys
@@ -20,6 +21,7 @@ from typing import Any, cast
 import torch
 from torch.autograd import Variable
 
+from .saved_read import saved_contents
 from .source import user_frame
 from .tensors import _byte_span, _storage_key
 from .verify_restore import Plan, _alias, _merged, _minus, plan, restored
@@ -43,7 +45,26 @@ def tripwire(frame: Any, event: str, arg: Any) -> None:
     # a Python hook (tensor, node, module hook, custom Function) would run a second time: stop before its first line
     if event == "call" and not frame.f_code.co_filename.startswith(_OWN):
         code = frame.f_code
-        raise HookWouldRun(code.co_qualname, code.co_filename, frame.f_lineno)
+        raise HookWouldRun(_qualname(frame), code.co_filename, frame.f_lineno)
+
+
+def _qualname(frame: Any) -> str:
+    """`Class.method` of a frame's code: its co_qualname from Python 3.11 on; before, from the method's `self` or
+    the function holding the code."""
+    code = frame.f_code
+    if sys.version_info >= (3, 11):
+        return str(code.co_qualname)
+    owner = frame.f_locals.get("self") if code.co_argcount and code.co_varnames[0] == "self" else None
+    name = str(code.co_name)
+    if owner is not None:
+        for kind in type(owner).__mro__:
+            if getattr(kind.__dict__.get(name), "__code__", None) is code:
+                return f"{kind.__qualname__}.{name}"
+    # only on this rare path (a measurement skipped): the functions referring to the code know their __qualname__
+    for holder in gc.get_referrers(code):
+        if getattr(holder, "__code__", None) is code:
+            return str(holder.__qualname__)
+    return name
 
 
 class _Token:
@@ -133,13 +154,11 @@ def _raw_bytes(t: torch.Tensor) -> torch.Tensor:
 
 def _unpacked(node: Any, label: str) -> torch.Tensor | None:
     """The tensor `node` saved as `label` (`self`, `tensors[1]`), unpacked without the version check."""
-    name, _, index = label.partition("[")
+    name = label.partition("[")[0]
     try:
-        handle = getattr(node, f"_raw_saved_{name}")
-        if index:
-            handle = handle[int(index.rstrip("]"))]
-        tensor = handle.data
-    except (AttributeError, RuntimeError, IndexError, ValueError):
+        contents = dict(saved_contents(node, name, getattr(node, f"_raw_saved_{name}"), False, False))
+        tensor = contents[label]
+    except (AttributeError, RuntimeError, KeyError):
         return None
     return tensor if isinstance(tensor, torch.Tensor) else None
 

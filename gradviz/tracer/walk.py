@@ -10,6 +10,7 @@ import torch
 
 from .. import collector
 from . import chains
+from .saved_read import saved_contents
 from ..model import NodeRecord, SavedTensorRecord, TensorRecord, Trace, VersionCounterRecord
 from ..text import safe_str
 
@@ -203,14 +204,12 @@ def _saved(fn: Any, nid: str, result: Walk, tensor_id: Any) -> list[SavedTensorR
             raw = getattr(fn, attr)
         except RuntimeError:
             continue
-        handles = list(raw) if isinstance(raw, (list, tuple)) else [raw]
         status, saved_version = _check(fn, name)
-        for i, handle in enumerate(handles):
-            label = f"{name}[{i}]" if isinstance(raw, (list, tuple)) else name
-            tensor = getattr(handle, "data", None)
+        for label, tensor in saved_contents(fn, name, raw, packed=False, made_before=False):
             result.status[(nid, label)] = "freed" if tensor is None and status == "freed" else status
-            if tensor is None:
-                records.append(SavedTensorRecord(label, None, None, name.startswith("result")))
+            if not isinstance(tensor, torch.Tensor):
+                # (before torch 2.11 a poisoned one cannot be read: its version at save time is still known)
+                records.append(SavedTensorRecord(label, None, saved_version, name.startswith("result")))
                 continue
             tid = tensor_id(tensor, "saved")
             version = saved_version if saved_version is not None else _version(tensor)

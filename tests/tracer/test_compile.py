@@ -62,7 +62,9 @@ def _compiled_run(backend: str, fullgraph: bool) -> list[torch.Tensor]:
 
 @pytest.mark.parametrize(
     "backend",
-    ["eager", "aot_eager", pytest.param("inductor", marks=[pytest.mark.slow, pytest.mark.skipif(
+    ["eager", pytest.param("aot_eager", marks=pytest.mark.xfail(
+        torch.__version__.startswith("2.8."), reason="torch 2.8, aot_eager: a false dead_parameter (README)", strict=False,
+    )), pytest.param("inductor", marks=[pytest.mark.slow, pytest.mark.skipif(
         shutil.which("gcc") is None and shutil.which("cc") is None, reason="inductor needs a C compiler")])],
 )
 @pytest.mark.parametrize("fullgraph", [False, True], ids=["graph-breaks-allowed", "fullgraph"])

@@ -11,6 +11,11 @@ import torch
 
 import gradviz
 from gradviz import FindingKind, Trace
+from gradviz.tracer.saved_read import HANDLE_DATA
+
+readable_pack_hooks = pytest.mark.skipif(
+    not HANDLE_DATA,
+    reason="torch 2.8-2.10: a tensor a pack hook saved cannot be read without running the unpack hook; the summary says so (test_saved_read.py)")
 
 CLONED = """
 import torch
@@ -70,6 +75,7 @@ def _kinds(trace: Trace) -> list[FindingKind]:
     return [f.kind for f in gradviz.diagnose(trace)]
 
 
+@readable_pack_hooks
 def test_cloned_by_pack_hook_is_not_poisoned(trace_of: Callable[..., Trace]) -> None:
     trace = trace_of(CLONED)
     assert trace.exception is None and trace.internal_errors == []
@@ -81,6 +87,7 @@ def test_cloned_by_pack_hook_is_not_poisoned(trace_of: Callable[..., Trace]) -> 
     assert saved.tensor != w.id and trace.tensors[saved.tensor].storage != w.storage  # the clone, not `w`
 
 
+@readable_pack_hooks
 def test_save_on_cpu_of_a_cpu_tensor_is_silently_corrupted(trace_of: Callable[..., Trace]) -> None:
     trace = trace_of(SAVED_ON_CPU)
     (finding,) = gradviz.diagnose(trace)
@@ -89,6 +96,7 @@ def test_save_on_cpu_of_a_cpu_tensor_is_silently_corrupted(trace_of: Callable[..
     assert "pack hook" in finding.message and "shares its version counter" not in finding.message
 
 
+@readable_pack_hooks
 def test_real_offloading_training_loop_has_no_finding(trace_of: Callable[..., Trace], tmp_path, capsys) -> None:
     namespace: dict[str, object] = {}
     exec(compile(OFFLOADED_TRAINING, "plain.py", "exec"), namespace)  # the same program, untraced

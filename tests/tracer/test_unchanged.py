@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 import gradviz
 from gradviz import EventKind, Trace
+from gradviz.tracer.saved_read import HANDLE_DATA
 
 GALLERY = Path(__file__).resolve().parents[2] / "gallery"
 
@@ -226,6 +227,9 @@ def test_no_saved_tensors_hooks_inside_trace_script(trace_of) -> None:
     assert trace.exception is None, trace.exception
 
 
+@pytest.mark.skipif(
+    not HANDLE_DATA,
+    reason="torch 2.8-2.10: a tensor a pack hook saved cannot be read without running the unpack hook; the summary says so (test_saved_read.py)")
 def test_user_saved_tensors_hooks_still_apply() -> None:
     """A program's own hooks work as without the tracer (they disable the check; the tracer must not undo that)."""
     text = (
