@@ -206,8 +206,13 @@ class SentinelRecording:
         key = (id(caller.f_code), caller.f_lasti)
         if key not in self._seen_sites:
             return False
-        with _quiet():
-            kind = type(frame.f_locals["self"].grad_fn).__name__  # (as _root_kind names it: a tensor, its grad_fn)
+        root = frame.f_locals["self"]
+        if type(root) is torch.Tensor:  # (no mode on the stack, no subclass: reading grad_fn reaches no handler)
+            kind = type(root.grad_fn).__name__  # (as _root_kind names it)
+        else:
+            with _quiet():
+                kind = type(root.grad_fn).__name__
+        del root
         if (*key, kind) not in self._seen_roots:
             return False
         self._window.backwards_after += 1
