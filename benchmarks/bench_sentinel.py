@@ -4,7 +4,9 @@
     python benchmarks/bench_sentinel.py --rounds 21 --steps 200
 
 The workloads are the loop bodies of `workloads/mlp_train.py` (3-layer MLP, Adam) and `workloads/lstm_lm.py`
-(2-layer LSTM language model, truncated BPTT, manual SGD through `p.data`, no optimizer). Each round runs, in turn:
+(2-layer LSTM language model, truncated BPTT, manual SGD through `p.data`, no optimizer). The goal is 1.10x on
+Python 3.11 (the sentinel is a mode on torch's stack) and 1.05x on 3.12+ (sys.monitoring: tracer/monitor.py).
+Each round runs, in turn:
 `plain` (the steps untraced), `pass-through` (inside a TorchFunctionMode that only calls the function: the floor),
 `sentinel` (inside `gradviz.trace(steps=W)`, after its W-step window closed: only the steps after the window are
 timed) and `no sentinel` (the same with `sentinel=False`: the recorder is off the stack). A cell is the median over
@@ -14,7 +16,9 @@ rounds of CPU time (time.process_time) for `--steps` steps, divided by the plain
 from __future__ import annotations
 
 import argparse
+import platform
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -25,7 +29,8 @@ from torch.overrides import TorchFunctionMode
 
 import gradviz
 
-GOAL = 1.10  # after the window, a step at most 1.10x an untraced one
+# after the window, a step at most 1.10x an untraced one; 1.05x where sys.monitoring takes the mode off the stack
+GOAL = 1.05 if sys.version_info >= (3, 12) else 1.10
 
 
 def mlp() -> Callable[[], None]:
@@ -140,6 +145,8 @@ def main() -> None:
     options = parser.parse_args()
     torch.set_num_threads(1)
     names = [options.only] if options.only else list(WORKLOADS)
+    how = "sys.monitoring, the mode off the stack" if sys.version_info >= (3, 12) else "a TorchFunctionMode"
+    print(f"Python {platform.python_version()}, torch {torch.__version__}: the sentinel is {how}")
     print(f"{'workload':<36}{'plain/step':>12}{'pass-through':>14}{'sentinel':>10}{'no sentinel':>13}  goal: sentinel <= {GOAL:.2f}x")
     failed = False
     for name in names:

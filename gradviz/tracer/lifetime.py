@@ -55,11 +55,15 @@ def mark_held(recorder: Any) -> None:
     if not candidates:
         return
     held: dict[str, str] = {}
-    # get_referrers compares each reference with every candidate: for many, one pass over the objects is linear
-    referrers = gc.get_referrers(*candidates) if len(candidates) <= _FEW else gc.get_objects()
+    # get_referrers compares each reference with every candidate: for many, one pass over the objects is linear.
+    # Python 3.13 copies the arguments of the call into a tuple the collector tracks, which get_referrers finds
+    # referring to every candidate (and every tensor asked about seemed stored); a marker of ours first in that
+    # tuple tells it from the program's own tuples, on any Python
+    marker = object()
+    referrers = gc.get_referrers(marker, *candidates) if len(candidates) <= _FEW else gc.get_objects()
     for referrer in referrers:
-        if referrer is candidates or isinstance(referrer, (types.FrameType, torch.Tensor)):
-            continue  # this search's own list, frames still running (ours), tensors (a view's base is not a store)
+        if referrer is candidates or isinstance(referrer, (types.FrameType, torch.Tensor)) or _ours(referrer, marker):
+            continue  # this search's own list and arguments, frames still running (ours), tensors (a view's base)
         # a module's namespace (the program's globals) holds variables; any other object is a container
         kind = "names" if isinstance(referrer, dict) and "__builtins__" in referrer else "objects"
         for obj in gc.get_referents(referrer):
@@ -68,3 +72,8 @@ def mark_held(recorder: Any) -> None:
                 held[tid] = kind
     candidates.clear()
     trace.held_at_end = {tid: held[tid] for tid in sorted(held, key=lambda t: trace.tensors[t].seq)}
+
+
+def _ours(referrer: object, marker: object) -> bool:
+    """The tuple of get_referrers' own arguments (see mark_held)."""
+    return type(referrer) is tuple and len(referrer) > 0 and referrer[0] is marker

@@ -222,6 +222,7 @@ class Recorder(
         self._numbers.tracing_thread()
         self._bystanders.start()
         self._gc.hold()
+        self._watch_start()  # (Python 3.12+, with a sentinel to come: sentinel.py)
         self.__enter__()
         self._mode_on = True
         self._uninstall_threads = threads.install(self)
@@ -251,6 +252,7 @@ class Recorder(
 
     def _stop(self) -> None:
         self._sentinel = False
+        self._watch_stop()
         if self._check is not None:
             self._check.close()
         for key in list(self._steps):  # the program's error escaped through an optimizer step: that step raised

@@ -7,6 +7,9 @@ model's training flag changed, a backward from a root never seen: recording star
 included) and runs to the end of the step it is in and through the next step, whole, as a step inside the window is
 recorded; then the sentinel takes over again. What is new is known only when it runs, mid-step: what came before it
 in that step ran untraced, so the next step is recorded from its start too (its forward, backward and update).
+
+On Python 3.12 and later the mode is off torch's stack after the window and `sys.monitoring` puts it back where the
+program runs a line the window never ran, and for each backward() (monitor.py): the same questions, asked only there.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from typing import Any
 import torch
 
 from ..model import RearmedStep
-from . import callsite, chains, source
+from . import callsite, chains, monitor, source
 from .tensors import _version
 from .window import _CLOSED, _on_top
 
@@ -55,6 +58,7 @@ class SentinelRecording:
     _off_for: int | None  # id of the optimizer whose step runs with the mode off the stack (see _sentinel_step_pre)
     _sentinel_hook: Any  # the handle of that optimizer pre-hook
     _check: Any  # --verify's GradientCheck (verify.py), or None
+    _watch: monitor.Watch | None = None  # Python 3.12+: sys.monitoring's watch for new lines (monitor.py)
     # the Recorder's state and methods this half uses (recorder.py owns them)
     _mode_on: bool
     _thread: int
@@ -71,6 +75,31 @@ class SentinelRecording:
     _internal: Callable[..., None]
     __enter__: Callable[[], Any]
     __exit__: Callable[..., Any]
+
+    # ------------------------------------------------------------------ sys.monitoring (Python 3.12+: monitor.py)
+    def _watch_start(self) -> None:
+        """As recording starts: with a sentinel to come, lines run from now on are noted as seen (monitor.py)."""
+        window = self._window
+        if window is not None and window.sentinel and monitor.available():
+            watch = monitor.Watch(self)
+            if watch.start():  # (no free tool id: the mode stays on the stack after the window, as on 3.11)
+                self._watch = watch
+
+    def _watch_stop(self) -> None:
+        watch, self._watch = self._watch, None
+        if watch is not None:
+            watch.stop()
+
+    def _probe(self) -> None:
+        """The mode back on the stack for a line the window never ran, or a backward (from monitor.py's callbacks,
+        where no torch function is being handled and no other mode is on the stack)."""
+        self.__enter__()
+        self._mode_on = True
+
+    def _unprobe(self) -> None:
+        """The mode off the stack again (monitor.py: where it is on top, no torch function being handled)."""
+        self.__exit__(None, None, None)
+        self._mode_on = False
 
     # ------------------------------------------------------------------ what was seen
     def _see(self, frame: types.FrameType | None, func: Any = None) -> None:
@@ -167,29 +196,53 @@ class SentinelRecording:
         self._window.backwards_after += 1  # (a recorded one is counted as the window counts)
         return True
 
+    def _known_backward(self, frame: types.FrameType) -> bool:
+        """`Tensor.backward` is starting in `frame` (monitor.py, the mode off the stack): True when it is called from a
+        site, on a root, the window saw, and an optimizer steps (the flags are read at its step's end): counted, as
+        _sentinel_backward counts it. False: the mode goes on the stack and _sentinel_backward looks at it."""
+        caller = frame.f_back
+        if caller is None or self._window.first_optimizer is None:
+            return False
+        key = (id(caller.f_code), caller.f_lasti)
+        if key not in self._seen_sites:
+            return False
+        root = frame.f_locals["self"]
+        if type(root) is torch.Tensor:  # (no mode on the stack, no subclass: reading grad_fn reaches no handler)
+            kind = type(root.grad_fn).__name__  # (as _root_kind names it)
+        else:
+            with _quiet():
+                kind = type(root.grad_fn).__name__
+        del root
+        if (*key, kind) not in self._seen_roots:
+            return False
+        self._window.backwards_after += 1
+        return True
+
     def _sentinel_step_pre(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         """An optimizer step in sentinel mode runs with the mode off torch's stack, put back by its post-hook: its
         per-parameter calls (most of a small model's calls) cost nothing then. The optimizer's code is the
         library's; a new optimizer or parameter group is seen by the post-hook (_sentinel_step)."""
         if (
             self._sentinel
-            and self._mode_on
             and self._off_for is None
             and threading.get_ident() == self._thread
             and not _is_compiling()
-            and _on_top(self)
         ):
-            self.__exit__(None, None, None)
-            self._mode_on = False
-            self._off_for = id(optimizer)
+            if self._mode_on and _on_top(self):
+                self.__exit__(None, None, None)
+                self._mode_on = False
+            elif self._mode_on or self._watch is None:
+                return
+            self._off_for = id(optimizer)  # (with sys.monitoring, off already: new lines in it are the library's too)
 
     def _sentinel_step(self, optimizer: Any) -> None:
         """At the end of an optimizer step in sentinel mode: a new optimizer, parameter group or training flag?
         (Found at a step's end: the next step is recorded.)"""
         if self._off_for == id(optimizer):  # the mode back on the stack (see _sentinel_step_pre)
-            self.__enter__()
-            self._mode_on = True
             self._off_for = None
+            if self._watch is None:  # (with sys.monitoring it stays off until a new line or a backward: monitor.py)
+                self.__enter__()
+                self._mode_on = True
         if self._survivors and id(optimizer) == self._window.first_optimizer:
             self._keep_only_parameters()
         groups = self._optimizer_groups.get(id(optimizer))
@@ -208,6 +261,10 @@ class SentinelRecording:
         record = window.record
         if len(record.rearmed) >= MAX_REARMED:
             return False
+        if not self._mode_on:  # (sys.monitoring: off the stack at an optimizer step's end, where a step re-arms)
+            if torch._C._len_torch_function_stack():  # a mode of the program's own on top: ours cannot go above it
+                return False
+            self._probe()
         user = source.user_frame_from(frame) if frame is not None else None
         file, line = (user.f_code.co_filename, user.f_lineno) if user is not None else (None, None)
         if kind is None:
@@ -279,6 +336,10 @@ class SentinelRecording:
 
             self._sentinel_hook = register_optimizer_step_pre_hook(self._sentinel_step_pre)
         self._sentinel = True
+        if self._watch is not None:  # Python 3.12+: off the stack now where it is safe, else at the next safe place
+            self._watch.watch_backwards()
+            if self._mode_on and _on_top(self):
+                self._unprobe()
 
     def _keep_only_parameters(self) -> None:
         """Let go of every tensor but the parameters, buffers and leaves that require grad: what a later re-armed

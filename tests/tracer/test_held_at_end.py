@@ -32,3 +32,34 @@ def test_held_at_end_tells_stored_values_from_graph_kept_ones(trace_of) -> None:
     # two values of the line `previous, last = ...` alive at the end (the sin and the cos), each in a variable
     sin, cos = trace.tensor("previous"), trace.tensor("last")
     assert trace.held_at_end[sin.id] == trace.held_at_end[cos.id] == "names"
+
+
+def test_only_what_the_program_stores_is_held_on_every_python(trace_of) -> None:
+    """tests/programs/kept_eval_outputs_list.py's loop: the list holds the 4 outputs; the inputs of each output's
+    Linear (relu's results, saved as they are by addmm) are kept by the graphs alone. Python 3.13 copies
+    gc.get_referrers' arguments into a tuple the collector sees, which seemed to hold every tensor asked about: a
+    second graph_kept_alive at `return self.out(...)` there."""
+    trace = trace_of(
+        """
+        import torch
+        import torch.nn as nn
+
+        class Head(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.body, self.out = nn.Linear(8, 16), nn.Linear(16, 2)
+
+            def forward(self, x):
+                return self.out(torch.relu(self.body(x)))
+
+        model = Head().eval()
+        outputs = []
+        for batch in torch.randn(4, 3, 8):
+            outputs.append(model(batch))
+        """
+    )
+    relus = [t for t in trace.tensors.values() if t.op == "relu"]
+    outputs = [t for t in trace.tensors.values() if t.op == "nn.functional.linear" and tuple(t.shape) == (3, 2)]
+    assert len(relus) == len(outputs) == 4
+    assert all(t.freed is None for t in relus)  # alive at the end, through the graphs' saved tensors
+    assert trace.held_at_end == {t.id: "objects" for t in sorted(outputs, key=lambda t: t.seq)}

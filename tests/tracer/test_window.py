@@ -115,12 +115,14 @@ def test_after_the_window_the_program_runs_unchanged_with_no_mode_hooks_or_gc_ch
     _, out = _traced(path, capsys, "30", steps=2, sentinel=False)
     # same values to the last bit, and (seen from inside the program) no mode, hook or GC setting of ours left
     assert out == plain
-    assert "modes 0 " in out and "gc 700 False" in out
+    # (GC settings: as the untraced program prints them, out == plain above; they differ across Pythons, 2000 on 3.13,
+    # and `import torch` 2.14.1 on 3.12 freezes objects of its own)
+    assert "modes 0 " in out and "gc " in out
     # with the sentinel (the default) the same values; its mode stays on, GC settings are the program's own
     # (the final lines are new code: recorded again, with the recorder's optimizer pre-hook beside the sentinel's)
     _, watched = _traced(path, capsys, "30", steps=2)
     assert watched.replace("modes 1 ", "modes 0 ").replace("hooks 0 0 2", "hooks 0 0 0") == plain
-    assert "modes 1 " in watched and "gc 700 False" in watched and "hooks 0 0 2" in watched
+    assert "modes 1 " in watched and "hooks 0 0 2" in watched
     _, full = _traced(path, capsys, "30")
     assert "modes 1 " in full  # without a window the recorder is still on at the end: the check above means it
 

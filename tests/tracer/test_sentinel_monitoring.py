@@ -1,0 +1,124 @@
+"""The sentinel on Python 3.12 and later: `sys.monitoring` (PEP 669) instead of a mode on torch's stack.
+
+After the window the recorder's mode is off the stack and a tool id of sys.monitoring is held; a line the window
+never ran puts the mode back for its torch calls, so a new code path made only of operators, indexing and properties
+(which no CALL event reports) is found at its line, as the mode finds it on 3.11.
+"""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+
+import pytest
+import torch
+
+import gradviz
+from gradviz.analysis import diagnose
+from gradviz.tracer import monitor
+
+needs_monitoring = pytest.mark.skipif(sys.version_info < (3, 12), reason="sys.monitoring is Python 3.12+")
+
+
+def _tools() -> list[str | None]:
+    return [sys.monitoring.get_tool(tool) for tool in monitor.TOOL_IDS]  # type: ignore[attr-defined,unused-ignore]
+
+
+def _loop(steps: int, new_at: int | None = None, seen: list[tuple[list[str | None], int]] | None = None) -> int:
+    """A tiny training loop traced with a 2-step window; `new_at`: the step that runs a line of operators only.
+    Returns that line's number."""
+    w = torch.randn(4, 4, requires_grad=True)
+    x = torch.randn(4)
+    opt = torch.optim.SGD([w], lr=0.01)
+    new_line = sys._getframe().f_lineno + 8
+    for step in range(steps):
+        opt.zero_grad()
+        loss = (w.sum(1) * x).sum()
+        if seen is not None:  # (every step: a line run only after the window would put the mode back)
+            seen.append((_tools(), torch._C._len_torch_function_stack()))
+        if step == new_at:
+            # operators, an index and a property: no CALL event fires for them
+            loss = loss + (w @ x)[0] * w.T[1, 2]
+        loss.backward()
+        opt.step()
+    return new_line
+
+
+@needs_monitoring
+def test_after_the_window_a_monitoring_tool_id_is_held_the_mode_is_off_and_all_is_given_back() -> None:
+    assert monitor.TOOL_NAME not in _tools()
+    seen: list[tuple[list[str | None], int]] = []
+    with gradviz.trace(steps=2) as trace:
+        _loop(8, seen=seen)
+    tools, depth = seen[4]
+    assert monitor.TOOL_NAME in tools  # held in the steps after the window
+    assert depth == 0  # and the mode is off torch's stack there
+    assert trace.window is not None and trace.window.rearmed == []
+    assert monitor.TOOL_NAME not in _tools()  # freed when tracing stopped
+    assert torch._C._len_torch_function_stack() == 0
+
+
+@needs_monitoring
+def test_the_tool_id_is_freed_when_the_program_raises_after_the_window() -> None:
+    with pytest.raises(ZeroDivisionError), gradviz.trace(steps=2):
+        _loop(5)
+        1 / 0  # noqa: B018 - the program's own error, after the window
+    assert monitor.TOOL_NAME not in _tools()
+    assert torch._C._len_torch_function_stack() == 0
+
+
+@needs_monitoring
+def test_ids_another_tool_holds_are_left_alone_and_the_mode_stays_on_as_on_3_11() -> None:
+    monitoring = sys.monitoring  # type: ignore[attr-defined,unused-ignore]
+    for tool in monitor.TOOL_IDS:
+        monitoring.use_tool_id(tool, "someone else")
+    try:
+        seen: list[tuple[list[str | None], int]] = []
+        with gradviz.trace(steps=2) as trace:
+            line = _loop(8, new_at=6, seen=seen)
+        tools, depth = seen[4]
+        assert tools == ["someone else"] * len(monitor.TOOL_IDS)
+        assert depth == 1  # today's pass-through mode, on the stack after the window
+        assert [(r.step, r.reason, r.line) for r in trace.window.rearmed] == [(6, "new code", line)]
+        assert _tools() == ["someone else"] * len(monitor.TOOL_IDS)
+    finally:
+        for tool in monitor.TOOL_IDS:
+            monitoring.free_tool_id(tool)
+
+
+def test_a_new_path_of_operators_indexing_and_a_property_after_the_window_is_found_at_its_line() -> None:
+    """On every Python: on 3.11 the mode on the stack sees `@`, `[...]` and `.T`; on 3.12+ the new line puts it
+    back for them."""
+    with gradviz.trace(steps=2) as trace:
+        line = _loop(9, new_at=6)
+    assert trace.window is not None
+    assert [(r.step, r.reason, r.line) for r in trace.window.rearmed] == [(6, "new code", line)]
+    # the step traced again recorded the new line's calls
+    made = {t.op for t in trace.tensors.values() if t.created is not None and t.created.line == line}
+    assert {"Tensor.matmul", "Tensor.__getitem__", "Tensor.T.__get__"} <= made, made
+
+
+def test_a_data_write_on_a_line_never_run_before_is_traced_again_and_found(tmp_path) -> None:
+    script = tmp_path / "prog.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+        import torch
+
+        torch.manual_seed(0)
+        w = torch.randn(3, requires_grad=True)
+        opt = torch.optim.SGD([w], lr=0.1)
+        for step in range(12):
+            opt.zero_grad()
+            h = torch.tanh(w)
+            if step == 7:
+                h.data[0] = 0.0  # a silent write to the tensor tanh saved, on a line the window never ran
+            h.sum().backward()
+            opt.step()
+        """
+        ).lstrip()
+    )
+    trace = gradviz.trace_script(script, steps=2)
+
+    assert [(r.step, r.line) for r in trace.window.rearmed] == [(7, 10)]
+    assert ("silently_corrupted_saved_tensor", 10) in {(f.kind.value, f.line) for f in diagnose(trace)}
