@@ -336,7 +336,7 @@ def test_verify_does_not_run_a_backward_that_writes_in_place_twice(tmp_path: Pat
     assert code == 1 and f":{line}  silently_corrupted_saved_tensor" in out, out
     written = _line(script, "gx.mul_(1.0)")
     assert (
-        "Not measured (--verify): the in-place `mul_` of NoisyScaleBackward's backward at "
+        "Not measured (--verify) at step 1: the in-place `mul_` of NoisyScaleBackward's backward at "
         f"verify_writes.py:{written} would be made a second time" in out
     ), out
     assert out.count("NoisyScale.backward") == 3  # the program's own backward, once per step
