@@ -29,7 +29,10 @@ from .window import _CLOSED
 _quiet = torch._C.DisableTorchFunction
 _is_compiling = torch.compiler.is_compiling
 
-_APPLY = torch.autograd.function.Function.apply.__func__.__code__  # type: ignore[attr-defined]
+# `Function.apply`'s code where it is Python (a classmethod); from torch 2.14 it is C (`_FunctionBase.apply`), which
+# leaves no frame: a forward is then known by its own frame, a `forward` whose first argument is its node (the ctx)
+_APPLY_FUNCTION = getattr(torch.autograd.function.Function.apply, "__func__", None)
+_APPLY = getattr(_APPLY_FUNCTION, "__code__", None)
 _CONTEXT = torch.autograd.function.BackwardCFunction  # a custom Function's ctx is its node
 # torch.utils.checkpoint's reentrant Function: its node is tied to the `checkpoint(...)` line apart (nodes.py)
 _CHECKPOINT = torch.utils.checkpoint.CheckpointFunction
@@ -52,10 +55,21 @@ def forward_frame(frame: Any) -> Any:
     """The frame of the custom Function forward that `frame` runs in (itself or a function it calls), or None."""
     while frame is not None:
         back = frame.f_back
-        if back is not None and back.f_code is _APPLY:
+        if _APPLY is not None:
+            if back is not None and back.f_code is _APPLY:
+                return frame
+        elif _takes_its_node(frame):
             return frame
         frame = back
     return None
+
+
+def _takes_its_node(frame: Any) -> bool:
+    """Whether `frame` runs a custom Function's `forward(ctx, ...)`: its first argument is the node being made."""
+    code = frame.f_code
+    if code.co_name != "forward" or code.co_argcount < 1:
+        return False
+    return isinstance(frame_variables(frame).get(code.co_varnames[0]), _CONTEXT)
 
 
 class FunctionRecording:
