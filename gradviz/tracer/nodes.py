@@ -11,7 +11,14 @@ import torch.utils.checkpoint
 
 from ..model import Location, NodeRecord, SavedTensorRecord
 from . import chains
-from .saved_read import HANDLE_DATA, UNREADABLE_PACKED, UnreadableSaved, contents_without_data, keeps_tensors
+from .saved_read import (
+    HANDLE_DATA,
+    UNREADABLE_EARLIER,
+    UNREADABLE_PACKED,
+    UnreadableSaved,
+    contents_without_data,
+    keeps_tensors,
+)
 from .source import frame_variables, user_frame_from
 from .tensors import _storage_key, local_parts
 
@@ -339,6 +346,8 @@ class GraphRecording:
                 handles = contents_without_data(node, name, handles, packed, made_before)
                 if packed and keeps_tensors(_pack_hooks(False)[0]):
                     self._internal(UnreadableSaved(UNREADABLE_PACKED), type(node).__name__)
+                elif made_before and handles:  # said, never silent: a write to it goes unchecked
+                    self._internal(UnreadableSaved(UNREADABLE_EARLIER), type(node).__name__)
             for label, handle in handles:
                 tensor = getattr(handle, "data", None) if HANDLE_DATA else handle
                 if packed and isinstance(tensor, (list, tuple)):

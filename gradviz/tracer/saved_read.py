@@ -63,6 +63,12 @@ class UnreadableSaved(Exception):
     summary never says "no problems" about it silently."""
 
 
+UNREADABLE_EARLIER = (
+    f"torch {torch.__version__} cannot show what a node made before recording (before the trace began, or between "
+    "the window and a step traced again) saved without possibly running a pack hook (torch >= 2.11 can): writes to it "
+    "are not checked"
+)
+
 UNREADABLE_PACKED = (
     f"torch {torch.__version__} cannot show a tensor saved through a saved_tensors_hooks pack hook without running "
     "the unpack hook (torch >= 2.11 can): writes to it are not checked"

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import gradviz
+from gradviz.tracer.saved_read import HANDLE_DATA
 from gradviz import EventKind, Trace
 
 FREED = re.compile(r"Trying to backward through the graph a second time")
@@ -100,7 +101,11 @@ def test_graph_first_seen_after_buffers_freed() -> None:
     tracer = gradviz.trace()
     with tracer as t:
         z = y + 1  # the tracer meets ExpBackward0 and MulBackward0 only now
-    assert tracer._recorder.internal_errors == []
+    if HANDLE_DATA:
+        assert tracer._recorder.internal_errors == []
+    else:  # torch 2.8-2.10: nodes made before the trace are not read, and the summary says so (saved_read.py)
+        errors = tracer._recorder.internal_errors
+        assert errors and all("made before recording" in text for text in errors), errors
     exp_saved = saved_by_name(t, "ExpBackward0")["result"]
     assert (exp_saved.tensor, exp_saved.saved_version) == (None, None)
     mul_saved = saved_by_name(t, "MulBackward0")

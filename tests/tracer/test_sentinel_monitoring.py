@@ -16,6 +16,7 @@ import torch
 import gradviz
 from gradviz.analysis import diagnose
 from gradviz.tracer import monitor
+from gradviz.tracer.saved_read import HANDLE_DATA
 
 needs_monitoring = pytest.mark.skipif(sys.version_info < (3, 12), reason="sys.monitoring is Python 3.12+")
 
@@ -121,4 +122,12 @@ def test_a_data_write_on_a_line_never_run_before_is_traced_again_and_found(tmp_p
     trace = gradviz.trace_script(script, steps=2)
 
     assert [(r.step, r.line) for r in trace.window.rearmed] == [(7, 10)]
-    assert ("silently_corrupted_saved_tensor", 10) in {(f.kind.value, f.line) for f in diagnose(trace)}
+    found = {(f.kind.value, f.line) for f in diagnose(trace)}
+    if not HANDLE_DATA:
+        # torch 2.8-2.10: tanh's node was made before recording began again, and what it saved cannot be read
+        # without possibly running a pack hook: the write is not checked, and the summary says so (README)
+        assert ("silently_corrupted_saved_tensor", 10) not in found
+        assert trace.internal_error_count >= 1
+        assert any("made before recording" in text for text in trace.internal_errors), trace.internal_errors
+        return
+    assert ("silently_corrupted_saved_tensor", 10) in found
