@@ -10,7 +10,7 @@ from ..model import Event, EventKind, OpRecord, TensorRecord, Trace
 from .context import Context, source_line
 from .cuts import Cut
 from .findings import Finding, FindingKind
-from .names import statement
+from .names import number_ranges, statement
 from .reach import first_backward_reached, first_source_reached
 
 
@@ -172,7 +172,7 @@ def parameters_in_short(names: list[str], *, modules: int = 3, kinds: int = 4) -
     for pattern, numbers in list(patterns.items())[:kinds]:
         note = ""
         if len(numbers) > 1 and {len(n) for n in numbers} == {1}:  # one `*`: say which numbers it stands for
-            note = f"for * in {_number_ranges(sorted(int(n[0]) for n in numbers))}"
+            note = f"for * in {number_ranges(sorted(int(n[0]) for n in numbers))}"
         elif len(numbers) > 1:
             note = f"in {len(numbers)} modules"
         out.append((pattern, note))
@@ -180,16 +180,6 @@ def parameters_in_short(names: list[str], *, modules: int = 3, kinds: int = 4) -
         out.append(("", f"\N{HORIZONTAL ELLIPSIS} {len(patterns) - kinds} more"))
     return out
 
-
-def _number_ranges(numbers: list[int]) -> str:
-    """[0, 1, 2, 5, 7, 8] -> `0-2, 5, 7-8`."""
-    runs: list[list[int]] = []
-    for n in numbers:
-        if runs and n == runs[-1][-1] + 1:
-            runs[-1].append(n)
-        else:
-            runs.append([n])
-    return ", ".join(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]) for run in runs)
 
 
 _REENTRANT_CHECKPOINT = re.compile(r"\bcheckpoint\w*\(")  # (traces recorded before ops named their checkpoint)

@@ -223,3 +223,14 @@ class Namer:
 #: Functional ops a module's forward makes: `fc1(x)` reads better than `linear(x, fc1.weight, fc1.bias)`.
 _MODULE_OPS = frozenset({"linear", "conv1d", "conv2d", "conv3d", "embedding", "layer_norm", "batch_norm",
                          "group_norm", "lstm", "gru", "rnn_tanh", "rnn_relu", "conv_transpose2d"})
+
+
+def number_ranges(numbers: list[int]) -> str:
+    """[0, 1, 2, 5, 7, 8] -> `0-2, 5, 7-8`: numbers (steps, layer indexes) as a person writes them."""
+    runs: list[list[int]] = []
+    for n in numbers:
+        if runs and n == runs[-1][-1] + 1:
+            runs[-1].append(n)
+        else:
+            runs.append([n])
+    return ", ".join(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]) for run in runs)

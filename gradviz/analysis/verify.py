@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..model import Event, Trace
+from .names import number_ranges
 
 #: How many tensors a message names; JSON and SARIF list them all.
 SHOWN = 3
@@ -123,7 +124,7 @@ class Measurement:
             else:
                 tail = f"at the other {others} relative error at most {_number(rest)}"
             if self.identical:
-                out = f" at steps {_steps(covered)}" if rest == 0 else out + f" (of {len(covered)} steps measured; {tail})"
+                out = f" at steps {number_ranges(covered)}" if rest == 0 else out + f" (of {len(covered)} steps measured; {tail})"
             else:
                 out += f" (the worst of {len(covered)} steps measured; {tail})"
         return out
@@ -215,16 +216,6 @@ class Measurement:
             bool(data.get("together", False)),
         )
 
-
-def _steps(numbers: list[int]) -> str:
-    """[1, 2, 3, 7] -> `1-3, 7`."""
-    runs: list[list[int]] = []
-    for n in numbers:
-        if runs and n == runs[-1][-1] + 1:
-            runs[-1].append(n)
-        else:
-            runs.append([n])
-    return ", ".join(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]) for run in runs)
 
 
 def _number(value: float | None) -> str:
