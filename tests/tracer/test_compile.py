@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -33,7 +34,10 @@ def test_compiled_model_is_traced_without_extra_warnings(tmp_path: Path) -> None
     )
     assert plain.returncode == 0 and traced.returncode == 0, traced.stderr
     assert plain.stdout.splitlines()[-1] == traced.stdout.splitlines()[0]  # the same loss, printed by the script
-    assert traced.stderr == plain.stderr == ""
+    assert traced.stderr == plain.stderr  # the program's own warnings, and none of gradviz's
+    # (torch warns the plain program on Python 3.13.0 that its guards may run slower there: the only one it may give)
+    assert re.sub(r".*: RuntimeWarning: Guards may run slower on Python 3\.13\.0\..*\n  warnings\.warn\(\n", "",
+                  plain.stderr) == ""
     assert "AddmmBackward0" in (tmp_path / "g.dot").read_text()
 
 
