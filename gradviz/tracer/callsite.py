@@ -30,6 +30,11 @@ _TEMPLATE = _template.__code__
 _OVERRIDES = torch.overrides.__file__
 _OPS_FILE = torch._ops.__file__
 _COMPILED_CODE = "<eval_with_key>"  # the file name of code torch.fx generates (what torch.compile runs)
+_TORCH = os.path.dirname(torch.__file__)
+# torch.fx's Interpreter runs a graph node by node: torch 2.8's aot_eager runs its compiled graphs with it, not as
+# generated code. Run by the compiler (dynamo's backends, AOTAutograd) it is compiled code; run by the program, not
+_INTERPRETER = os.path.join(_TORCH, "fx", "interpreter.py")
+_COMPILERS = (os.path.join(_TORCH, "_dynamo", ""), os.path.join(_TORCH, "_functorch", ""))
 
 # A call site: (id(code), instruction offset) -> (the code object, which keeps the id from being reused; its line;
 # the stand-in; whether the site is in code torch.compile made (None: a torch op's __call__, ask its caller); whether
@@ -140,18 +145,33 @@ def site(frame: types.FrameType) -> LiveSite:
         _sites.clear()
     line = frame.f_lineno
     filename = code.co_filename
-    compiled = None if filename == _OPS_FILE else filename.startswith(_COMPILED_CODE)
+    compiled = None if filename in (_OPS_FILE, _INTERPRETER) else filename.startswith(_COMPILED_CODE)
     live = _sites[key] = (code, line, _stand_in(frame, code, line), compiled, is_user_file(filename))
     return live
 
 
 def in_compiled_code(frame: types.FrameType, entry: Site) -> bool:
-    """Whether the call comes from code torch.fx generated (directly, or through an OpOverload's __call__)."""
+    """Whether the call comes from code torch.fx generated or from an Interpreter the compiler runs (directly, or
+    through an OpOverload's __call__)."""
     compiled = entry[3]
     if compiled is not None:
         return compiled
+    if frame.f_code.co_filename == _INTERPRETER:
+        return _run_by_compiler(frame)
     back = frame.f_back
-    return back is not None and back.f_code.co_filename.startswith(_COMPILED_CODE)
+    if back is None:
+        return False
+    filename = back.f_code.co_filename
+    return filename.startswith(_COMPILED_CODE) or (filename == _INTERPRETER and _run_by_compiler(back))
+
+
+def _run_by_compiler(frame: types.FrameType | None) -> bool:
+    """Whether the torch.fx Interpreter running in `frame` was started by torch.compile's machinery."""
+    for _ in range(16):  # (call_function, run_node, run, boxed_run: the Interpreter's own frames, then its caller)
+        if frame is None or frame.f_code.co_filename != _INTERPRETER:
+            break
+        frame = frame.f_back
+    return frame is not None and frame.f_code.co_filename.startswith(_COMPILERS)
 
 
 def _stand_in(frame: types.FrameType, code: types.CodeType, line: int) -> Callable[..., Any]:
