@@ -5,10 +5,7 @@ same `--steps N` window whatever the schedule, 20 runs each; which parameters ge
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 import threading
-from pathlib import Path
 
 import pytest
 import torch
