@@ -61,10 +61,11 @@ _EVENT_DATA: dict[EventKind, dict[str, str]] = {
     EventKind.BACKWARD: {
         "api": "str", "roots": "[tensor]", "reached_nodes": "[node]", "reached_leaves": "[tensor]",
         "inputs": "[tensor]?", "retain_graph": "bool", "outcome": "outcome", "error": "error",
-        "create_graph": "bool", "nested_leaves": "[tensor]",
+        "create_graph": "bool", "nested_leaves": "[tensor]", "thread": "str",
     },  # fmt: skip
     EventKind.OPTIMIZER_STEP: {
         "optimizer": "str", "optimizer_id": "str", "changed": "[tensor]", "grads": "grads", "outcome": "outcome",
+        "thread": "str",
     },  # fmt: skip
     EventKind.EXCEPTION: {"type": "str", "message": "str"},
 }

@@ -4,6 +4,9 @@ steps (render/steps.py) and --verify's measurements (which step was measured) bo
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
 from ..model import Event, NodeRecord, Trace
 
 
@@ -43,16 +46,38 @@ def backward_steps(trace: Trace) -> list[tuple[Event, list[str]]]:
 
 def numbered_steps(trace: Trace) -> list[tuple[int, Event, list[str]]]:
     """`backward_steps` with each step's number in the run: 1..N inside the window, and for the steps the sentinel
-    traced again after it, their number in the whole run (`Trace.run_steps`)."""
+    traced again after it, their number in the whole run (`Trace.run_steps`).
+
+    Each thread's steps are its own: where the program's other threads trained too (their backward events name the
+    thread), the tracing thread's steps come first, then each other thread's in turn (by name), so that a step's
+    number does not depend on how the threads were scheduled. Returned in program order."""
     run = trace.run_steps()
-    numbered: list[tuple[int, Event, list[str]]] = []
-    for event, reached in backward_steps(trace):
-        last = numbered[-1][0] if numbered else 0
-        number = run.get(event.seq, last + 1)
-        if number <= last:  # gradient accumulation in a step traced again: numbered as traced
-            number = last + 1
-        numbered.append((number, event, reached))
-    return numbered
+    steps = backward_steps(trace)
+    by_thread: dict[str | None, list[tuple[Event, list[str]]]] = {}
+    for event, reached in steps:
+        by_thread.setdefault(thread_of(event), []).append((event, reached))
+    numbers: dict[int, int] = {}
+    last = 0
+    for thread in sorted(by_thread, key=_thread_order):
+        for event, _ in by_thread[thread]:
+            number = run.get(event.seq, last + 1) if thread is None else last + 1
+            if number <= last:  # gradient accumulation in a step traced again: numbered as traced
+                number = last + 1
+            numbers[event.seq] = last = number
+    return [(numbers[event.seq], event, reached) for event, reached in steps]
+
+
+def thread_of(event: Event) -> str | None:
+    """The name of the program's thread that made a backward or optimizer step event; None: the tracing thread."""
+    thread = event.data.get("thread")
+    return thread if isinstance(thread, str) else None
+
+
+def _thread_order(thread: str | None) -> tuple[Any, ...]:
+    """The tracing thread first, then the others by name, numbers in names compared as numbers (Thread-2 < Thread-10)."""
+    if thread is None:
+        return ()
+    return (1, *((0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", thread)))
 
 
 def step_numbers(trace: Trace) -> dict[int, int]:

@@ -61,9 +61,12 @@ def prepare(trace: Trace, notes: Annotations, *, show_saved: bool, step: int | N
                 core.add_edge(nxt, node.id)
     if step is not None:
         shown = next(s for s in steps if s.number == step)
-        index = steps.index(shown) + 1  # a step traced again after the window has its number in the run
+        # a step traced again after the window has its number in the run; another thread's, its place in that thread
+        own = [s for s in steps if s.thread == shown.thread]
+        index = own.index(shown) + 1
         prefix = "" if index == step else f"step {step}: "
-        core.notes.append(f"{prefix}backward {index} of {len(steps)} (line {shown.line})")
+        where = f" in thread {shown.thread!r}" if shown.thread is not None else ""
+        core.notes.append(f"{prefix}backward {index} of {len(own)}{where} (line {shown.line})")
 
     # 0. training steps, episodes, closure calls: steps that built the same graph are drawn once
     if step is None and len(steps) > 1:

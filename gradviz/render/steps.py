@@ -7,7 +7,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Hashable
 
-from ..analysis.steps import numbered_steps
+from ..analysis.steps import numbered_steps, thread_of
 from ..analysis.steps import is_leaf as _is_leaf
 from .simplify import MIN_REPEATS
 
@@ -30,6 +30,7 @@ class Step:
     line: int | None
     nodes: list[str]  # in creation order
     kind: str | None = None  # a step the sentinel traced again after the window: `validation after step 500`
+    thread: str | None = None  # the program's thread that made it, where not the tracing thread: its steps are its own
 
 
 @dataclass
@@ -63,7 +64,7 @@ def split_steps(trace: Trace) -> list[Step]:
     for number, event, reached in numbered_steps(trace):  # re-traced steps keep their numbers in the run
         claimed.update(reached)
         line = event.location.line if event.location else None
-        steps.append(Step(number, event.seq, line, reached))
+        steps.append(Step(number, event.seq, line, reached, thread=thread_of(event)))
     # what a step built but its backward did not use (an LSTM's final state, a logged metric) belongs to that step
     # too, or every step would leave its own copy of it outside the picture of the step. A node made after a
     # backward, reading the graph that backward just used (`output.mean().item()` after `loss.backward()`), belongs
@@ -198,7 +199,7 @@ def roll_steps(trace: Trace, steps: list[Step], notes: Annotations) -> tuple[lis
     groups: dict[tuple[Hashable, ...], list[Step]] = {}
     for step in steps:
         labels[step.number] = dict(labelling.of(step))
-        signature = (step.kind, *sorted(Counter(labels[step.number].values()).items()))
+        signature = (step.kind, step.thread, *sorted(Counter(labels[step.number].values()).items()))
         groups.setdefault(signature, []).append(step)
     grouped = _merge_loop_counts(trace, labelling, sorted(groups.values(), key=lambda g: g[0].number), labels)
     rolls: list[StepRoll] = []
@@ -254,6 +255,8 @@ def roll_steps(trace: Trace, steps: list[Step], notes: Annotations) -> tuple[lis
         roll.kind = rep.kind
         if roll.kind is not None:  # (the pictures' step titles end with the notes)
             roll.notes.insert(0, roll.kind)
+        if rep.thread is not None:  # (steps of different threads are never rolled together)
+            roll.notes.insert(0, f"in thread {rep.thread!r}")
         rolls.append(roll)
     _name_differences(trace, rolls, notes)
     accumulated = optimizer_steps(trace, steps)
@@ -297,7 +300,7 @@ def _merge_loop_counts(
     for members in groups:
         first = members[0]
         loose[first.number] = labelling.loose(first)
-        by_key.setdefault((first.kind, first.line, frozenset(loose[first.number].values())), []).append(members)
+        by_key.setdefault((first.kind, first.thread, first.line, frozenset(loose[first.number].values())), []).append(members)
     out: list[list[Step]] = []
     for joined in by_key.values():
         if len(joined) == 1:

@@ -23,6 +23,7 @@ from .holders import shown_path as _shown_path
 from .modules import module_frames, module_of
 from .nodes import _grad_key
 from .tensors import _version, local_parts as _local
+from .window import _CLOSED
 
 # Hooks run outside the recorder's own __torch_function__, where the mode is still active: every tensor attribute
 # our bookkeeping reads would otherwise go through it and any other mode (about a microsecond each, and seen by them)
@@ -47,7 +48,9 @@ class HookRecording:
     _bystanders: Any  # threads.Bystanders
     _paused: int
     _steps: dict[int, Any]
-    _step_record: Any
+    _step_records: dict[int, Any]
+    _thread_paused: dict[int, int]
+    _thread_names: dict[int, str]
     _optimizer_ids: dict[int, str]
     _fresh_grads: dict[str, tuple[int, int | None]]
     _stepped_grads: dict[str, Any]
@@ -90,7 +93,11 @@ class HookRecording:
 
     def _distinct_holder(self, variable: str, path: str, module: torch.nn.Module) -> str:
         """`model`, then `model#2` for a second model the program holds under the same name (`model = torch.load(f)`
-        after training, a fresh model per fold): two models never share a name."""
+        after training, a fresh model per fold): two models never share a name. A model of another of the program's
+        threads is named after its thread too (`model#B`): which thread names its model first depends on scheduling."""
+        thread = self._thread_names.get(threading.get_ident()) if self._thread_names else None
+        if thread is not None:
+            variable = f"{variable}#{thread}"
         seen = self._held_models.setdefault((variable, path), [])
         for number, ref in enumerate(seen, start=1):
             if ref() is module:
@@ -183,12 +190,41 @@ class HookRecording:
     # except while a closure the step was given runs: LBFGS and friends compute the loss and its backward there.
     # torch runs every step inside `record_function("Optimizer.step#...")`, whose enter and exit ops reach the
     # recorder even while paused: the exit of a step whose post-hook never ran means the step raised.
+    def _recording_here(self) -> bool:
+        """Whether the calling thread's torch calls are recorded: the tracing thread's, and those of the threads the
+        recorder was entered in (threads.py) until their own step window closed (window.py)."""
+        here = threading.get_ident()
+        if here == self._thread:
+            return True
+        return here in self._thread_names and self._thread_paused.get(here, 0) < _CLOSED
+
+    def _pause(self, delta: int, thread: int | None = None) -> None:
+        """Pause (or, with a negative `delta`, resume) recording in `thread` (default: the calling thread's)."""
+        thread = threading.get_ident() if thread is None else thread
+        if thread == self._thread:
+            self._paused += delta
+            return
+        count = self._thread_paused.get(thread, 0) + delta
+        if count > 0:
+            self._thread_paused[thread] = count
+        else:
+            self._thread_paused.pop(thread, None)
+
+    def _steps_open_here(self) -> bool:
+        here = threading.get_ident()
+        return any(step.thread == here for step in self._steps.values())
+
+    def _paused_here(self) -> bool:
+        if threading.get_ident() == self._thread:
+            return bool(self._paused)
+        return bool(self._paused >= _CLOSED or self._thread_paused.get(threading.get_ident()))
+
     def _step_pre(self, optimizer: Any, args: Any, kwargs: Any) -> tuple[Any, Any] | None:
-        if _is_compiling() or threading.get_ident() != self._thread:  # the recorder sees only its own thread's torch calls
+        if _is_compiling() or not self._recording_here():
             return None
         key = id(optimizer)
-        record, self._step_record = self._step_record, None
-        self._paused += 1
+        record = self._step_records.pop(threading.get_ident(), None)
+        self._pause(1)
         open_step = self._steps.get(key)
         if open_step is not None:  # a step inside this optimizer's own step (a subclass calling super().step())
             open_step.inner.append(record)  # the outermost step is the one recorded
@@ -246,13 +282,13 @@ class HookRecording:
 
         @functools.wraps(closure)
         def traced_closure(*a: Any, **k: Any) -> Any:
-            if key not in recorder._steps or not recorder._paused:  # called after its step ended: as it is
+            if key not in recorder._steps or not recorder._paused_here():  # called after its step ended: as it is
                 return closure(*a, **k)
-            recorder._paused -= 1
+            recorder._pause(-1)
             try:
                 return closure(*a, **k)
             finally:
-                recorder._paused += 1
+                recorder._pause(1)
                 with _quiet(), recorder._lock:
                     recorder._refresh_grad_states(key)
 
@@ -283,35 +319,36 @@ class HookRecording:
         if _is_compiling():
             return
         step = self._steps.get(id(optimizer))
-        if step is None or threading.get_ident() != self._thread:
+        if step is None or step.thread != threading.get_ident():
             return
         if step.inner:  # the end of a step inside the recorded one
             step.inner.pop()
-            self._paused -= 1
+            self._pause(-1)
             return
         self._close_step(id(optimizer), "ok")
 
     def _on_record_function(self, func: Any, args: Any, kwargs: Any) -> Any:
         """torch's profiler marks: note the handle of an optimizer step's mark; its exit ends the step."""
         result = func(*args, **kwargs)
-        if threading.get_ident() != self._thread:  # the steps recorded are the tracing thread's (see _step_pre)
-            return result
         if func is _RECORD_ENTER:
             if args and isinstance(args[0], str) and args[0].startswith("Optimizer.step#"):
-                self._step_record = result  # the step's pre-hook, next, takes it
+                self._step_records[threading.get_ident()] = result  # the step's pre-hook, next, takes it
         elif self._steps and args:
             # the exit of a step's mark while the step is open: its post-hook, which runs before, did not run
+            here = threading.get_ident()
             for key, step in list(self._steps.items()):
+                if step.thread != here:  # (each thread's steps are its own)
+                    continue
                 if step.record is not None and step.record is args[0]:
                     self._close_step(key, "error")
                 elif any(inner is args[0] for inner in step.inner):
                     step.inner = [inner for inner in step.inner if inner is not args[0]]
-                    self._paused -= 1
+                    self._pause(-1)
         return result
 
     def _close_step(self, key: int, outcome: str) -> None:
         step = self._steps.pop(key)
-        self._paused -= 1 + len(step.inner)
+        self._pause(-1 - len(step.inner), step.thread)
         with _quiet(), self._lock:
             self._record_step(key, step, outcome)
 
@@ -402,7 +439,7 @@ def _takes_closure_first(optimizer_type: type[Any]) -> bool:
 class _OpenStep:
     """An optimizer step between its pre- and post-hook: the parameters' state before it, and where it runs."""
 
-    __slots__ = ("inner", "kind", "name", "record", "state", "where")
+    __slots__ = ("inner", "kind", "name", "record", "state", "thread", "where")
 
     def __init__(
         self, kind: type[Any], where: tuple[str | None, int | None], state: list[list[Any]], record: Any
@@ -413,3 +450,4 @@ class _OpenStep:
         self.state = state  # [parameter, version before, gradient state, copy of values or None] per parameter
         self.record = record  # the handle of torch's record_function mark around the step, if seen
         self.inner: list[Any] = []  # marks of steps of the same optimizer running inside this one
+        self.thread = threading.get_ident()  # the thread running it, paused until it ends

@@ -138,7 +138,7 @@ class Recorder(
         self._gc = GcHold()
         self._warning_filters: list[Any] = []
         self._steps: dict[int, Any] = {}  # id(optimizer) -> its running step (hooks._OpenStep)
-        self._step_record: Any = None  # the record_function handle of a step about to start
+        self._step_records: dict[int, Any] = {}  # thread -> the record_function handle of its step about to start
         self._step_marks = frozenset(RECORD_FUNCTION_OPS)
         self._thread = threading.get_ident()  # the thread tracing (the mode is per thread; hooks are global)
         # the program's other threads enter the mode too (threads.py): what they record goes through this lock
@@ -160,7 +160,11 @@ class Recorder(
         self._node_count = 0
         self._saved_names = _SAVED_NAMES
         self._type_names = _TYPE_NAMES
-        self._paused = 0
+        self._paused = 0  # the tracing thread's (and, from _CLOSED up, every thread's): see hooks.py, window.py
+        # the program's other threads inside an optimizer step, or past their own step window: thread -> its count
+        self._thread_paused: dict[int, int] = {}
+        self._thread_names: dict[int, str] = {}  # the program's other threads recording now -> their names
+        self._unnamed_threads = itertools.count(1)
         self._module_names: dict[int, str] = {}
         # the module running during the call being recorded (name, module), read once per call; None: not read yet
         self._module_now: tuple[str | None, Any] | None = None
@@ -227,14 +231,16 @@ class Recorder(
         self._mode_on = True
         self._uninstall_threads = threads.install(self)
 
-    def enter_thread(self) -> bool:
+    def enter_thread(self, name: str | None = None) -> bool:
         """Called first thing in a thread the program starts while tracing: the mode is entered there too (torch's
-        mode stack is per thread). False when tracing has ended meanwhile."""
+        mode stack is per thread). `name`: the thread's (None: one `_thread` started, which `threading` does not
+        know: asking it would make a dummy thread object the program could see). False when tracing has ended."""
         if not self._mode_on or self._paused >= _CLOSED:
             return False
         with self._lock:
             self._numbers.entered()
             self._bystanders.entered.add(threading.get_ident())
+            self._thread_names[threading.get_ident()] = name or f"_thread {next(self._unnamed_threads)}"
         self.__enter__()
         return True
 
@@ -242,6 +248,9 @@ class Recorder(
         threads.leave(self)
         with self._lock:
             self._bystanders.entered.discard(threading.get_ident())
+            self._thread_left()
+            self._thread_names.pop(threading.get_ident(), None)
+            self._thread_paused.pop(threading.get_ident(), None)
 
     def stop(self) -> None:
         if self._uninstall_threads is not None:
@@ -344,8 +353,10 @@ class Recorder(
             # torch.jit.trace is recording: our reads of shapes and storages would be traced into its graph (as
             # tensors, with TracerWarnings); the call goes through the stand-in, so its source range is the program's
             return _call(_caller(2, func), func, args, kwargs)
-        if self._paused and (self._paused >= _CLOSED or threading.get_ident() == self._thread):
-            # (another thread's calls are recorded while the tracing thread is inside an optimizer step)
+        if (self._paused and (self._paused >= _CLOSED or threading.get_ident() == self._thread)) or (
+            self._thread_paused and threading.get_ident() in self._thread_paused
+        ):
+            # (each thread pauses on its own: another thread's calls are recorded while this one is inside a step)
             if func in self._step_marks:  # the end of an optimizer step may show here: see hooks.py
                 return self._on_record_function(func, args, kwargs)
             caller = _caller(2, func)
@@ -508,6 +519,10 @@ class Recorder(
     def _event(self, kind: EventKind, file: str | None, line: int | None, **fields: Any) -> Event:
         # one shared Location per line, as for tensors and nodes: a training loop repeats the same few lines
         loc = self._location(file, line)
+        if kind in _PER_THREAD and self._thread_names:
+            name = self._thread_names.get(threading.get_ident())
+            if name is not None:  # (a step of another thread's: each thread's steps are its own)
+                fields.setdefault("data", {})["thread"] = name  # (in place: the caller fills the rest in later)
         event = Event(seq=next(self._seq), kind=kind, location=loc, **fields)
         self.trace.events.append(event)
         if loc is not None:
@@ -516,6 +531,8 @@ class Recorder(
 
 
 _names: dict[Any, str] = {}
+# the events that make steps: the program's other threads' are marked with the thread's name
+_PER_THREAD = frozenset({EventKind.BACKWARD, EventKind.OPTIMIZER_STEP})
 # the forward of `checkpoint(..., use_reentrant=True)`: it runs the checkpointed function under no_grad
 _CHECKPOINT_FORWARD = getattr(getattr(torch.utils.checkpoint, "CheckpointFunction", None), "forward", None)
 _CHECKPOINT_CODE = getattr(_CHECKPOINT_FORWARD, "__code__", None)

@@ -17,7 +17,7 @@ import torch
 
 
 class ThreadRecording(Protocol):
-    def enter_thread(self) -> bool: ...
+    def enter_thread(self, name: str | None = None) -> bool: ...
 
     def leave_thread(self) -> None: ...
 
@@ -37,7 +37,7 @@ def install(recorder: ThreadRecording) -> Callable[[], None]:
     work_item_run = concurrent.futures.thread._WorkItem.run
 
     def traced_bootstrap(thread: threading.Thread) -> None:
-        if not recorder.enter_thread():  # tracing ended between start() and here
+        if not recorder.enter_thread(thread.name):  # tracing ended between start() and here
             return bootstrap(thread)
         try:
             return bootstrap(thread)
@@ -45,7 +45,7 @@ def install(recorder: ThreadRecording) -> Callable[[], None]:
             recorder.leave_thread()
 
     def traced_work_item(item: Any) -> None:
-        if _on_stack(recorder) or not recorder.enter_thread():
+        if _on_stack(recorder) or not recorder.enter_thread(threading.current_thread().name):
             return work_item_run(item)
         try:
             return work_item_run(item)

@@ -4,6 +4,7 @@ sentinel, watch for steps that run something new: sentinel.py)."""
 from __future__ import annotations
 
 import contextlib
+import threading
 import warnings
 from typing import Any, Callable
 
@@ -43,10 +44,42 @@ class StepWindow:
         self.after = 0  # steps of the first optimizer after the window closed
         self.backwards_after = 0  # backward() calls the sentinel saw after the window closed
         self.record = WindowRecord(unit="step", limit=limit, traced=0)
+        # the program's other threads recording count their own steps, and stop recording after N of them (a thread's
+        # steps are its own: what is traced does not depend on how the threads were scheduled)
+        self.threads: dict[int, ThreadWindow] = {}  # thread running now -> its window
+        self.ended: list[ThreadWindow] = []  # those of threads that ended
 
     @property
     def first_optimizer(self) -> int | None:
         return next(iter(self.steps), None)
+
+    def thread_record(self) -> tuple[str, int, bool, int | None] | None:
+        """(unit, traced, closed, total or None) of the other threads' windows, the longest of each, or None when no
+        other thread made a step or a backward call."""
+        windows = [w for w in [*self.ended, *self.threads.values()] if w.steps or w.backwards]
+        if not windows:
+            return None
+        unit = "step" if any(w.steps for w in windows) else "backward"
+        counted = [w for w in windows if bool(w.steps) == (unit == "step")]
+        traced = max(w.traced() for w in counted)
+        closed = any(w.closed for w in counted)
+        total = max(w.traced() + w.after for w in counted) if unit == "step" else None
+        return unit, traced, closed, total
+
+
+class ThreadWindow:
+    """One of the program's other threads' share of the step window: its steps, counted as the window counts the
+    tracing thread's (its first optimizer's; backward calls where it steps none)."""
+
+    def __init__(self) -> None:
+        self.steps: dict[int, int] = {}  # id(optimizer) -> steps completed, in order of first step
+        self.backwards = 0
+        self.after = 0  # steps of its first optimizer after its window closed
+        self.closed = False
+
+    def traced(self) -> int:
+        first = next(iter(self.steps), None)
+        return self.steps[first] if first is not None else self.backwards
 
 
 class WindowRecording:
@@ -57,6 +90,10 @@ class WindowRecording:
     _mode_on: bool
     # the Recorder's state and methods this half uses (recorder.py owns them)
     _steps: dict[int, Any]
+    _thread: int  # the tracing thread
+    _thread_names: dict[int, str]
+    _thread_paused: dict[int, int]
+    _steps_open_here: Callable[[], bool]
     _lock: Any  # threading.RLock: the program's other threads may be recording
     _check: Any  # --verify's GradientCheck, or None
     _seq: Any
@@ -104,6 +141,9 @@ class WindowRecording:
                 self._pop_mode()
             return
         key = id(optimizer)
+        if window is not None and threading.get_ident() != self._thread:
+            self._thread_step_post(window, optimizer, args, kwargs)
+            return
         was_open = key in self._steps
         self._step_post(optimizer, args, kwargs)
         if window is None or not was_open or key in self._steps:  # not the end of an outermost step of ours
@@ -114,6 +154,41 @@ class WindowRecording:
         if min(window.steps.values()) >= window.limit:
             self._close_window("step", safe=True)
 
+    def _thread_step_post(self, window: StepWindow, optimizer: Any, args: Any, kwargs: Any) -> None:
+        """The optimizer post-hook in another thread of the program: its own steps, its own window."""
+        key = id(optimizer)
+        here = threading.get_ident()
+        own = window.threads.get(here)
+        if own is not None and own.closed:
+            if key == next(iter(own.steps), None):
+                own.after += 1
+            return
+        was_open = key in self._steps
+        self._step_post(optimizer, args, kwargs)
+        if not was_open or key in self._steps or here not in self._thread_names:
+            return
+        with self._lock:
+            own = window.threads.setdefault(here, ThreadWindow())
+            self._optimizer_groups[key] = len(optimizer.param_groups)
+            own.steps[key] = own.steps.get(key, 0) + 1
+            if min(own.steps.values()) >= window.limit:
+                self._close_thread_window(own)
+
+    def _close_thread_window(self, own: ThreadWindow) -> None:
+        """This thread's window is over: its calls pass straight through from now (the mode stays on its stack, as a
+        closed window's does until it can come off; what it recorded stays in the trace)."""
+        own.closed = True
+        here = threading.get_ident()
+        self._thread_paused[here] = self._thread_paused.get(here, 0) + _CLOSED
+
+    def _thread_left(self) -> None:
+        """The calling thread (another of the program's) ends: its window is kept, its thread id may be reused."""
+        window = self._window
+        if window is not None:
+            own = window.threads.pop(threading.get_ident(), None)
+            if own is not None:
+                window.ended.append(own)
+
     def _window_before_backward(self) -> bool:
         """Called as a backward() starts; True when the window has just closed and the call must not be recorded.
 
@@ -123,6 +198,15 @@ class WindowRecording:
         window = self._window
         if window is None:
             return False
+        if threading.get_ident() != self._thread and not window.record.closed:
+            with self._lock:
+                own = window.threads.setdefault(threading.get_ident(), ThreadWindow())
+                if not own.steps and own.backwards >= window.limit and not self._steps_open_here():
+                    own.backwards += 1
+                    self._close_thread_window(own)
+                    return True
+                own.backwards += 1
+            return False
         if window.record.closed:  # a re-armed recording (sentinel.py): it counts backward calls where no optimizer steps
             window.backwards_after += 1
             if window.first_optimizer is None and not self._sentinel:
@@ -131,7 +215,7 @@ class WindowRecording:
                     return True
                 self._rearm_left -= 1
             return False
-        if not window.steps and not self._steps and window.backwards >= window.limit:
+        if not window.steps and not self._steps_open_here() and window.backwards >= window.limit:
             window.backwards += 1  # the call that closes it: the run has at least this many
             self._close_window("backward", safe=False)
             return True
@@ -233,6 +317,20 @@ class WindowRecording:
         if window is None:
             return None
         record = window.record
+        threads = window.thread_record()
+        if threads is not None and not window.steps and not window.backwards and not record.closed:
+            # only the program's other threads trained: the window as each of them counted it
+            unit, traced, closed, total = threads
+            record.unit, record.traced, record.closed = unit, traced, closed
+            if closed:
+                record.closed_at = next(self._seq)
+                if unit == "step":
+                    record.total = total
+                else:
+                    record.at_least = traced + 1
+            else:
+                record.total = traced
+            return record
         if not record.closed:
             first = window.first_optimizer
             if first is not None:

@@ -1,0 +1,129 @@
+"""Each thread's optimizer steps are its own (issue 36 item 2): two threads that each train a model of their own, one
+after the other or interleaved, get the same step numbers, the same rolled steps, the same `--step K` graph and the
+same `--steps N` window whatever the schedule, 20 runs each; which parameters get gradients is PyTorch's own."""
+
+from __future__ import annotations
+
+import re
+import threading
+
+import pytest
+import torch
+
+import gradviz
+from gradviz.render import render
+from gradviz.render.steps import roll_steps, split_steps
+from gradviz.render.annotate import annotate
+
+REPEAT = 20
+STEPS = 3
+# the order the two threads' steps run in: (thread, step)
+SCHEDULES = {
+    "one after the other": [("A", i) for i in range(STEPS)] + [("B", i) for i in range(STEPS)],
+    "interleaved": [(name, i) for i in range(STEPS) for name in "AB"],
+    "B first": [(name, i) for i in range(STEPS) for name in "BA"],
+}
+
+
+def _train(order: list[tuple[str, int]], grads: dict[str, list[bool]]) -> None:
+    """Threads A and B each train their own two-layer model with SGD, one step at a time in `order`."""
+    turns = {phase: threading.Event() for phase in order}
+    turns[order[0]].set()
+
+    def worker(name: str, seed: int) -> None:
+        torch.manual_seed(seed)
+        model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        x, y = torch.randn(16, 4), torch.randn(16, 1)
+        for step in range(STEPS):
+            assert turns[(name, step)].wait(30)
+            optimizer.zero_grad()
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            optimizer.step()
+            at = order.index((name, step))
+            if at + 1 < len(order):
+                turns[order[at + 1]].set()
+        grads[name] = [p.grad is not None and bool(p.grad.abs().sum() > 0) for p in model.parameters()]
+
+    threads = [threading.Thread(target=worker, args=(name, seed), name=name) for seed, name in enumerate("AB")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
+def _traced(order: list[tuple[str, int]], steps: int | None = None) -> tuple[gradviz.Trace, dict[str, list[bool]]]:
+    grads: dict[str, list[bool]] = {}
+    with gradviz.trace(steps=steps) as t:
+        _train(order, grads)
+    return t, grads
+
+
+def _untraced(order: list[tuple[str, int]]) -> dict[str, list[bool]]:
+    grads: dict[str, list[bool]] = {}
+    _train(order, grads)
+    return grads
+
+
+def _picture(t: gradviz.Trace) -> tuple[object, ...]:
+    """What the views tell of the steps, free of the recorder's node ids: each step's number, thread and ops; each
+    rolled step's numbers and title notes; the window."""
+    steps = split_steps(t)
+    rolls, _ = roll_steps(t, steps, annotate(t, gradviz.diagnose(t)))
+    ops = tuple((s.number, s.thread, tuple(sorted(t.nodes[n].name for n in s.nodes))) for s in steps)
+    return (
+        tuple(sorted(ops)),
+        tuple((tuple(r.numbers), tuple(r.notes)) for r in rolls),
+        t.window.describe() if t.window is not None else None,
+    )
+
+
+def _ids_out(dot: str) -> str:
+    """DOT text with the recorder's node ids (n12, n12_out...) replaced by their order of appearance."""
+    names: dict[str, str] = {}
+    return re.sub(r"\bn\d+", lambda m: names.setdefault(m.group(0), f"n{len(names)}"), dot)
+
+
+@pytest.mark.parametrize("schedule", list(SCHEDULES))
+def test_two_threads_training_get_their_own_steps_whatever_the_schedule(schedule: str) -> None:
+    order = SCHEDULES[schedule]
+    expected = _untraced(order)
+    assert expected == {"A": [True] * 4, "B": [True] * 4}  # PyTorch: every parameter of both models gets a gradient
+    for _ in range(REPEAT):
+        t, grads = _traced(order)
+        assert grads == expected
+        assert [f.kind.value for f in gradviz.diagnose(t)] == []
+        steps = split_steps(t)
+        # thread A's three steps are steps 1-3, B's are 4-6, in every schedule
+        assert sorted((s.number, s.thread) for s in steps) == [(1, "A"), (2, "A"), (3, "A"), (4, "B"), (5, "B"), (6, "B")]
+        rolls, _ = roll_steps(t, steps, annotate(t, gradviz.diagnose(t)))
+        assert [(r.numbers, r.notes[:1]) for r in rolls] == [([1, 2, 3], ["in thread 'A'"]), ([4, 5, 6], ["in thread 'B'"])]
+        # each thread's steps use its own model's parameters
+        params = {s.thread: {t.tensors[t.nodes[n].variable].parameter for n in t.nodes
+                             if t.nodes[n].variable and any(n in t.nodes[m].next for m in s.nodes)} for s in steps}
+        assert params == {"A": {"model#A.0.weight", "model#A.0.bias", "model#A.2.weight", "model#A.2.bias"},
+                          "B": {"model#B.0.weight", "model#B.0.bias", "model#B.2.weight", "model#B.2.bias"}}
+
+
+def test_the_views_of_two_training_threads_do_not_depend_on_the_schedule() -> None:
+    pictures: set[tuple[object, ...]] = set()
+    step_graphs: set[str] = set()
+    for schedule in SCHEDULES.values():
+        for _ in range(REPEAT // 2):
+            t, _ = _traced(schedule)
+            pictures.add(_picture(t))
+            step_graphs.add(_ids_out(render(t, view="graph", step=5).source))
+    assert len(pictures) == 1
+    assert len(step_graphs) == 1
+    assert "model#B.0" in next(iter(step_graphs)) and "model#A.0" not in next(iter(step_graphs))  # step 5: B's
+
+
+@pytest.mark.parametrize("schedule", list(SCHEDULES))
+def test_the_step_window_counts_each_threads_steps(schedule: str) -> None:
+    order = SCHEDULES[schedule]
+    for _ in range(REPEAT):
+        t, grads = _traced(order, steps=2)
+        assert grads == {"A": [True] * 4, "B": [True] * 4}
+        assert t.window is not None and t.window.describe() == "steps 1-2 of 3 traced"
+        assert sorted((s.number, s.thread) for s in split_steps(t)) == [(1, "A"), (2, "A"), (3, "B"), (4, "B")]
