@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 
 import gradviz
 from gradviz.explorer import explorer_html
@@ -80,3 +81,64 @@ def test_the_current_source_line_shows_its_underscores(browser: Any, trace_of, t
     cell = image.crop((int(left) + 1, 0, int(left + width) - 1, int(height)))
     dark = [p for p in cell.getdata() if max(p) < 200]
     assert dark, "the underscore of `mul_` is hidden under the current line's highlight"
+
+
+CLAMPED_AFTER_RELU = '''\
+import torch
+
+torch.manual_seed(0)
+fc1, fc2 = torch.nn.Linear(4, 8), torch.nn.Linear(8, 2)
+h = torch.relu(fc1(torch.randn(5, 4)))
+h.data.clamp_(max=0.1)
+out = fc2(h)
+out.sum().backward()
+'''
+
+
+def test_a_write_verify_measured_harmless_is_marked_and_named(browser: Any, tmp_path: Path) -> None:
+    """--verify: relu's backward reads only where its result is positive, which a clamp from above leaves as it was:
+    gradients identical (PyTorch's own, against a clean run). The picture marks that saved tensor `corrupted_unread`
+    (thistle, its own legend line); the page draws the same mark on the node, in its saved-tensor row and legend."""
+    import contextlib
+
+    from gradviz.render.palette import PALETTE
+
+    script = tmp_path / "clamp.py"
+    script.write_text(CLAMPED_AFTER_RELU, encoding="utf-8")
+    with contextlib.redirect_stdout(io.StringIO()):
+        trace = gradviz.trace_script(script, verify=True)
+    findings = gradviz.diagnose(trace)
+    (finding,) = findings
+    assert finding.kind.value == "silently_corrupted_saved_tensor" and finding.measured is not None
+    assert finding.measured.identical
+    # PyTorch itself: the clamped values passed on with relu's saved result intact (the clamp as a constant offset)
+    # give the program's gradients bit for bit
+    namespace: dict[str, Any] = {}
+    exec(CLAMPED_AFTER_RELU.replace("h.data.clamp_(max=0.1)", "h = h + (h.clamp(max=0.1) - h).detach()"), namespace)
+    intact = namespace["fc1"].weight.grad
+    namespace = {}
+    exec(CLAMPED_AFTER_RELU, namespace)
+    assert torch.equal(namespace["fc1"].weight.grad, intact) and intact.abs().sum() > 0
+    relu = next(n.id for n in trace.nodes.values() if n.name == "ReluBackward0")
+    page = tmp_path / "page.html"
+    page.write_text(explorer_html(trace, findings), encoding="utf-8")
+    browser.get(page.as_uri())
+    deadline = time.monotonic() + 30
+    while browser.execute_script("return document.getElementById('gv-app').dataset.ready") != "1":
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    node = browser.find_element("css selector", f'.gv-node[data-node="{relu}"]')
+    assert "gv-mark-corrupted_unread" in node.get_attribute("class")
+    fill = browser.execute_script("return getComputedStyle(arguments[0].querySelector('.gv-shape')).fill", node)
+    assert fill == "rgb(216, 191, 216)"  # thistle, as the picture draws it
+    legend = browser.execute_script(
+        "return [...document.querySelectorAll('.gv-legend-item')].map(i => [i.dataset.mark, i.title])")
+    assert ["mark-corrupted_unread", PALETTE["corrupted_unread"].legend] in legend
+    assert "mark-corrupted" not in [mark for mark, _ in legend]  # no write is drawn as harmful
+    node.find_element("css selector", "rect").click()
+    row = browser.execute_script(
+        "var r = document.querySelector('table.gv-saved tr.gv-mark-corrupted_unread'); if (!r) { return null; }"
+        " while (r && !r.classList.contains('gv-note-row')) { r = r.nextElementSibling; }"
+        " return [getComputedStyle(document.querySelector('tr.gv-mark-corrupted_unread td')).color, r.textContent]")
+    assert row is not None and row[0] == "rgb(160, 48, 154)"  # the silent write's colour, as corrupted rows have
+    assert "gradients identical" in row[1]
