@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import time
 from collections.abc import Iterator
@@ -99,8 +100,6 @@ def test_a_write_verify_measured_harmless_is_marked_and_named(browser: Any, tmp_
     """--verify: relu's backward reads only where its result is positive, which a clamp from above leaves as it was:
     gradients identical (PyTorch's own, against a clean run). The picture marks that saved tensor `corrupted_unread`
     (thistle, its own legend line); the page draws the same mark on the node, in its saved-tensor row and legend."""
-    import contextlib
-
     from gradviz.render.palette import PALETTE
 
     script = tmp_path / "clamp.py"
@@ -142,3 +141,42 @@ def test_a_write_verify_measured_harmless_is_marked_and_named(browser: Any, tmp_
         " return [getComputedStyle(document.querySelector('tr.gv-mark-corrupted_unread td')).color, r.textContent]")
     assert row is not None and row[0] == "rgb(160, 48, 154)"  # the silent write's colour, as corrupted rows have
     assert "gradients identical" in row[1]
+
+
+def test_a_step_box_never_fades_a_finding_as_not_run_yet(browser: Any, tmp_path: Path) -> None:
+    """Three steps of the two-block LM build the same graph: one box for steps 1-3. With step 3 picked, the finding
+    (a `.data` write in step 1, its first occurrence) moves the timeline to step 1's write: the box must show step 1
+    then, whose nodes exist at that event, not step 3's, which all faded as "not run yet" (issue 35, item 5)."""
+    program = Path(__file__).resolve().parents[1] / "programs" / "realistic" / "tied_lm_blocks_clamp.py"
+    with contextlib.redirect_stdout(io.StringIO()):
+        trace = gradviz.trace_script(program, ["3"])
+    findings = gradviz.diagnose(trace)
+    (finding,) = findings
+    page = tmp_path / "page.html"
+    page.write_text(explorer_html(trace, findings), encoding="utf-8")
+    browser.get(page.as_uri())
+    deadline = time.monotonic() + 30
+    while browser.execute_script("return document.getElementById('gv-app').dataset.ready") != "1":
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    browser.execute_script("var s = document.querySelector('select'); s.value = '3'; s.dispatchEvent(new Event('change'))")
+    browser.execute_script("document.querySelector('.gv-finding').click()")  # its nodes outlined
+    time.sleep(0.3)
+    # replay: scrub the timeline to the write the finding is about
+    positions = browser.execute_script("""var s = document.querySelector('.gv-scrub'), out = [];
+        for (var p = 0; p <= +s.max; p++) { s.value = p; s.dispatchEvent(new Event('input'));
+          out.push(document.querySelector('.gv-event').textContent); }
+        return out""")
+    at = next(p for p, text in enumerate(positions)
+              if f"tied_lm_blocks_clamp.py:{finding.line}" in text and "finding: silently corrupted" in text)
+    browser.execute_script("var s = document.querySelector('.gv-scrub'); s.value = arguments[0];"
+                           " s.dispatchEvent(new Event('input'))", at)
+    marked = browser.execute_script(
+        "return [...document.querySelectorAll('.gv-node.gv-hit')].map(g => [g.dataset.node, g.classList.contains('gv-future')])")
+    write = min(finding.events)
+    assert not [e for e in trace.events if e.kind.value == "backward" and e.seq < write]  # the write is in step 1
+    assert len(marked) == 4  # both blocks' relu and fc2 nodes
+    assert [node for node, future in marked if future] == []
+    box = browser.execute_script("return [...document.querySelectorAll('.gv-cluster-label, .gv-box-label, text')]"
+                                 ".map(t => t.textContent).filter(t => /step/.test(t))")
+    assert any("step 1" in text for text in box), box  # the box names the step it shows
