@@ -169,8 +169,8 @@ class Measurement:
             + "; ".join(parts) + "." + flips
         )  # fmt: skip
 
-    def short(self) -> str:
-        """One line for a graph's note."""
+    def short(self, gradient: GradientError | None = None) -> str:
+        """One line for a graph's note; `gradient`: the one to name (the note's node's own), else the worst."""
         at = f" at step {self.step}" if self.step is not None else ""
         if len(self.covered()) > 1:
             at += f" (worst of {len(self.covered())})" if not self.identical else ""
@@ -178,7 +178,7 @@ class Measurement:
             return f"not measured (--verify){at}"
         if self.identical:
             return f"measured{self.where() if len(self.covered()) > 1 else at}: gradients identical"
-        worst = max(self.gradients, key=lambda g: (g.max_rel is not None, g.max_rel or 0.0, g.max_abs or 0.0))
+        worst = gradient or max(self.gradients, key=lambda g: (g.max_rel is not None, g.max_rel or 0.0, g.max_abs or 0.0))
         rel = f" (relative {_number(worst.max_rel)}" if worst.max_rel is not None else " ("
         ratio = f"norm ratio {_number(worst.norm_ratio)}" if worst.norm_ratio is not None else ""
         detail = (rel + (", " if rel != " (" and ratio else "") + ratio + ")") if (rel != " (" or ratio) else ""

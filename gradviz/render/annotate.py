@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from ..analysis.findings import Finding
+    from ..analysis.verify import GradientError
     from ..model import Trace
 
 __all__ = ["Annotations", "Cut", "Note", "alias_expression", "annotate", "consumer_node", "saved_lines"]
@@ -71,7 +72,8 @@ def annotate(
             # every occurrence the analysis kept: a loop repeating the write in each step is marked in each step
             kept = [saved for saved in finding.evidence if isinstance(saved, SavedTensorEvidence)]
             for saved in kept:
-                _mark_saved(trace, finding, saved, namer, notes, step_of.get(saved.node))
+                own = _own_gradient(trace, finding, [e.node for e in kept if e.write_event == saved.write_event])
+                _mark_saved(trace, finding, saved, namer, notes, step_of.get(saved.node), own)
             if finding.count > len(kept):
                 notes.partial.update(saved.node for saved in kept)
         elif kind in (FindingKind.DEAD_PARAMETER, FindingKind.UPDATE_WITHOUT_GRADIENT):
@@ -122,8 +124,32 @@ def _by_parameter(trace: Trace, name: str) -> list[str]:
     return [t.id for t in trace.tensors.values() if t.parameter == name][:1]
 
 
+def _own_gradient(trace: Trace, finding: Finding, readers: list[str]) -> GradientError | None:
+    """Of the gradients --verify found wrong, the one a write's readers (the nodes that saved what it changed) reach
+    first in backward: block 1's `fc2` names `blocks.1.fc2.weight`, not the finding's worst (block 0's, reached only
+    through block 1's input gradient). None: the finding's worst (nothing measured wrong, or none reached)."""
+    measured = finding.measured
+    if measured is None or measured.identical:
+        return None
+    wrong = {g.tensor: g for g in measured.gradients if not g.identical}
+    seen = set(readers)
+    layer = [n for n in readers if n in trace.nodes]
+    while layer:
+        reached = [wrong[node.variable] for node in (trace.nodes[n] for n in layer) if node.variable in wrong]
+        if reached:
+            return max(reached, key=lambda g: (g.max_rel is not None, g.max_rel or 0.0, g.max_abs or 0.0))
+        after = []
+        for nid in layer:
+            for nxt in trace.nodes[nid].next:
+                if nxt is not None and nxt not in seen and nxt in trace.nodes:
+                    seen.add(nxt)
+                    after.append(nxt)
+        layer = after
+    return None
+
+
 def _mark_saved(trace: Trace, finding: Finding, evidence: SavedTensorEvidence, namer: Namer, notes: Annotations,
-                step: int | None) -> None:
+                step: int | None, own: GradientError | None = None) -> None:
     node = trace.nodes.get(evidence.node)
     if node is None:
         return
@@ -133,7 +159,7 @@ def _mark_saved(trace: Trace, finding: Finding, evidence: SavedTensorEvidence, n
             style = _SAVED_STYLE[finding.kind]
             if finding.measured is not None and finding.measured.identical:  # --verify: the write did no harm
                 style = "corrupted_unread"
-            notes.saved.setdefault((node.id, saved.name), Note(style, saved_lines(finding, evidence, namer, step=step)))
+            notes.saved.setdefault((node.id, saved.name), Note(style, saved_lines(finding, evidence, namer, step=step, gradient=own)))
     notes.protected.add(node.id)
 
 
@@ -144,9 +170,11 @@ _SAVED_STYLE = {
 }
 
 
-def saved_lines(finding: Finding, evidence: SavedTensorEvidence, namer: Namer, *, step: int | None = None) -> list[str]:
+def saved_lines(finding: Finding, evidence: SavedTensorEvidence, namer: Namer, *, step: int | None = None,
+                gradient: GradientError | None = None) -> list[str]:
     """The lines under a saved tensor in the graph view, from the finding's evidence; `step`: the step the evidence's
-    node is in, named beside its versions when the run has several."""
+    node is in, named beside its versions when the run has several; `gradient`: the measured gradient to name (the
+    node's own), else the finding's worst."""
     in_step = f", step {step}" if step is not None else ""
     if finding.kind is FindingKind.DETACH_INPLACE_SAVED:
         where = f" at line {evidence.write_line}" if evidence.write_line else ""
@@ -169,5 +197,5 @@ def saved_lines(finding: Finding, evidence: SavedTensorEvidence, namer: Namer, *
     lines = [f"bytes changed via {alias}{where};" if alias else f"bytes changed{where};",
              f"version unchanged ({version_text(evidence.saved_version)}{in_step})"]
     if finding.measured is not None:  # --verify: how wrong the gradients came out
-        lines.append(finding.measured.short())
+        lines.append(finding.measured.short(gradient))
     return lines

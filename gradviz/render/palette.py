@@ -63,8 +63,8 @@ SEVERITIES: dict[str, Swatch] = {
 }
 
 #: The marks the page colours its graph nodes and rows with.
-_PAGE_MARKS = ("backward", "leaf", "output", "poisoned", "corrupted", "dead", "updated", "kept", "group", "step", "roll",
-               "silent")
+_PAGE_MARKS = ("backward", "leaf", "output", "poisoned", "corrupted", "corrupted_unread", "dead", "updated", "kept", "group",
+               "step", "roll", "silent")
 
 
 def css_variables() -> str:
@@ -79,8 +79,8 @@ def css_variables() -> str:
 
 #: The marks the page's legend names from this table (explorer/assets/panels/legend.js; the rest are the page's own:
 #: a faded future, a search match, a picked finding's outline).
-_PAGE_LEGEND = ("output", "leaf", "dead", "updated", "kept", "corrupted", "poisoned", "detached_saved", "group", "cut",
-                "freed")
+_PAGE_LEGEND = ("output", "leaf", "dead", "updated", "kept", "corrupted", "corrupted_unread", "poisoned", "detached_saved",
+                "group", "cut", "freed")
 
 
 def page_legend() -> dict[str, str]:

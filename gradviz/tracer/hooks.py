@@ -44,6 +44,7 @@ class HookRecording:
     _held_models: dict[tuple[str, str], list[Any]]
     _param_roots: dict[str, str]
     _outside: tuple[int, types.CodeType] | None
+    _root_flags: dict[int, tuple[Any, set[bool]]]
     _thread: int
     _bystanders: Any  # threads.Bystanders
     _paused: int
@@ -162,6 +163,11 @@ class HookRecording:
                 return None, None
             module = module_of(frames[0])
             root = module_of(frames[-1]) if len(frames) > 1 else module
+            if root is not None:  # the flags a model is recorded with: the sentinel's to know (sentinel._module_call)
+                known = self._root_flags.get(id(root))
+                if known is None or known[0]() is not root:
+                    known = self._root_flags[id(root)] = (weakref.ref(root), set())
+                known[1].add(root.training)
             if root is not None and id(root) not in self._named_roots and id(root) not in self._module_names:
                 self._named_roots.add(id(root))
                 # named from where the program called it, as a pre-hook on that call would have

@@ -125,6 +125,8 @@ class Recorder(
         self._seen_roots: set[tuple[int, int, str]] = set()
         self._optimizer_groups: dict[int, int] = {}
         self._module_flags: list[tuple[Any, bool]] = []
+        self._root_flags: dict[int, tuple[Any, set[bool]]] = {}
+        self._flag_hook: Any = None
         self._queries = _QUERIES
         self._rearm_left = 0
         self._survivors = False
@@ -289,6 +291,9 @@ class Recorder(
         if self._sentinel_hook is not None:
             self._sentinel_hook.remove()
             self._sentinel_hook = None
+        if self._flag_hook is not None:
+            self._flag_hook.remove()
+            self._flag_hook = None
         self.trace.window = self._window_record()
 
     def finish(self) -> Trace:

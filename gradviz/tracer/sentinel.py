@@ -14,6 +14,7 @@ program runs a line the window never ran, and for each backward() (monitor.py): 
 
 from __future__ import annotations
 
+import sys
 import threading
 import types
 import weakref
@@ -57,6 +58,9 @@ class SentinelRecording:
     _survivors: bool  # tensors alive where recording stopped are still watched, until the next step ends
     _off_for: int | None  # id of the optimizer whose step runs with the mode off the stack (see _sentinel_step_pre)
     _sentinel_hook: Any  # the handle of that optimizer pre-hook
+    _flag_hook: Any = None  # the handle of the global module forward pre-hook reading training flags (_module_call)
+    # id(named model) -> (weakref, the training flags it was recorded with): for that hook
+    _root_flags: dict[int, tuple[Any, set[bool]]]
     _check: Any  # --verify's GradientCheck (verify.py), or None
     _watch: monitor.Watch | None = None  # Python 3.12+: sys.monitoring's watch for new lines (monitor.py)
     # the Recorder's state and methods this half uses (recorder.py owns them)
@@ -129,6 +133,15 @@ class SentinelRecording:
                         flags[id(module)] = (weakref.ref(module), module.training)
                 del model
         self._module_flags = list(flags.values())  # (a named model first, then its modules)
+        for refs in self._held_models.values():
+            for ref in refs:
+                model = ref()
+                if model is not None:
+                    known = self._root_flags.get(id(model))
+                    if known is None or known[0]() is not model:
+                        self._root_flags[id(model)] = known = (weakref.ref(model), set())
+                    known[1].add(model.training)
+                del model
 
     def _flags_changed(self) -> bool:
         for ref, flag in self._module_flags:
@@ -136,6 +149,19 @@ class SentinelRecording:
             if module is not None and module.training != flag:
                 return True
         return False
+
+    def _module_call(self, module: Any, args: Any) -> None:
+        """A global forward pre-hook, on in sentinel mode: a named model called with a training flag it was never
+        recorded with (`model.eval()` before the first validation pass) re-arms the window before its forward runs:
+        the pass is recorded from its first module call, its nodes inside their modules, not from its first new
+        call site (its loss, after a whole batch ran untraced)."""
+        known = self._root_flags.get(id(module))
+        if known is None or module.training in known[1] or not self._sentinel or known[0]() is not module:
+            return
+        if threading.get_ident() != self._thread or _is_compiling():
+            return
+        known[1].add(module.training)
+        self._rearm("a model's training flag changed", None, sys._getframe(1))
 
     def _in_eval_mode(self) -> bool:
         """Whether a module that was training when recording stopped is in eval mode now (a validation pass)."""
@@ -335,6 +361,8 @@ class SentinelRecording:
             from torch.optim.optimizer import register_optimizer_step_pre_hook
 
             self._sentinel_hook = register_optimizer_step_pre_hook(self._sentinel_step_pre)
+        if self._flag_hook is None and self._root_flags:
+            self._flag_hook = torch.nn.modules.module.register_module_forward_pre_hook(self._module_call)
         self._sentinel = True
         if self._watch is not None:  # Python 3.12+: off the stack now where it is safe, else at the next safe place
             self._watch.watch_backwards()

@@ -3,7 +3,9 @@ the JSON, SARIF and text output and in the graph's note."""
 
 from __future__ import annotations
 
+import html
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -80,3 +82,26 @@ def test_verify_on_a_saved_trace_is_a_usage_error(python_m_gradviz: Callable[...
     again = python_m_gradviz("check", saved, "--json")
     (finding,) = json.loads(again.stdout)["findings"]
     assert finding["measured"]["gradients"][0]["max_abs"] == pytest.approx(0.9901340, rel=1e-6)
+
+
+@pytest.mark.dot
+def test_render_verify_names_each_blocks_own_gradient(python_m_gradviz: Callable[..., Result], tmp_path: Path) -> None:
+    """Both blocks clamp their own `h` at one line: one finding, whose worst gradient is block 0's. Block 1's `fc2`
+    saved block 1's `h`, and its note names block 1's `fc2.weight` with that gradient's error, not block 0's."""
+    program = ROOT / "tests" / "programs" / "realistic" / "tied_lm_blocks_clamp.py"
+    svg, saved = tmp_path / "graph.svg", tmp_path / "run.json"
+    result = python_m_gradviz("render", program, "--verify", "-o", svg, "-o", saved, "-q", "--", "3")
+    assert result.returncode == 0, result.stderr
+    (finding,) = json.loads(python_m_gradviz("check", saved, "--json").stdout)["findings"]
+    errors = {g["name"]: g for g in finding["measured"]["gradients"] if g["max_abs"]}
+    assert set(errors) == {"model.blocks.0.fc2.weight", "model.blocks.1.fc2.weight"}
+    text = svg.read_text()
+    notes = {}
+    for block in ("0", "1"):  # the note boxes beside each block's fc2 node (AddmmBackward0 saved h as `mat1`)
+        titles = re.findall(r"<title>(n\d+_s_mat1)</title>(.*?)</g>", text, re.S)
+        notes[block] = [body for _, body in titles if f"blocks.{block}.fc2" in body]
+    for block in ("0", "1"):
+        name = f"model.blocks.{block}.fc2.weight"
+        expected = f"{name}.grad off by up to {errors[name]['max_abs']:.3g}"
+        assert notes[block] and all(expected in html.unescape(body) for body in notes[block]), (block, notes[block])
+    assert not any("blocks.0" in body for body in notes["1"])

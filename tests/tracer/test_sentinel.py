@@ -6,6 +6,7 @@ pass that keeps its graphs alive, layers unfrozen at step 800 behind a `.detach(
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import subprocess
@@ -52,7 +53,10 @@ for step in range(1, steps + 1):
         print("validation", step, round(float(val_loss), 6))
 """
 VALIDATION_LINE = 25  # `val_loss += batch_loss`
-VALIDATION_FIRST_NEW = 21  # `batch_loss = ...`: F.mse_loss called from a line the window never ran
+# `out = model(vx)`: the model called in eval mode, never recorded so (the window re-arms before its forward, so the
+# first batch is recorded inside its modules; its first new call site, F.mse_loss at line 21, comes after that batch)
+VALIDATION_REARM = 20
+REARM_REASON = "a model's training flag changed"
 VALIDATION_FIXED_LINE = 23  # `val_loss += batch_loss.item()`
 
 UNFREEZE = """\
@@ -141,7 +145,7 @@ def test_a_validation_pass_that_keeps_graphs_alive_is_found_after_the_window(tmp
     assert window["description"] == "steps 1-100 of 2,000 traced"
     # the first validation (after step 500) is traced again; the ones after it run code already seen
     assert [(r["step"], r["reason"], r["kind"], r["line"]) for r in window["rearmed"]] == [
-        (500, "new code", "validation", VALIDATION_FIRST_NEW)
+        (500, REARM_REASON, "validation", VALIDATION_REARM)
     ]
     # the program printed what it prints untraced (its output goes to stderr under --json, with its warnings)
     printed = [line for line in program_output.splitlines() if line.startswith("validation")]
@@ -150,7 +154,7 @@ def test_a_validation_pass_that_keeps_graphs_alive_is_found_after_the_window(tmp
 
 def test_the_text_report_names_the_step_traced_again(tmp_path):
     out = _text(tmp_path, VALIDATION, "1000", "buggy")
-    assert f"gradviz: traced again after step 500: new code at line {VALIDATION_FIRST_NEW} (validation)" in out
+    assert f"gradviz: traced again after step 500: {REARM_REASON} at line {VALIDATION_REARM} (validation)" in out
     assert "1 warning" in out and f"prog.py:{VALIDATION_LINE}" in out
 
 
@@ -164,20 +168,20 @@ def test_the_page_says_what_the_findings_cover_as_the_text_does(tmp_path):
     trace = gradviz.trace_script(script, ["1000", "buggy"], steps=100)
     window = explorer_document(trace, gradviz.diagnose(trace))["facts"]["window"]
     assert window == (
-        "steps 1-100 of 1,000 traced; traced again after step 500: new code at line "
-        f"{VALIDATION_FIRST_NEW} (validation). Findings and views cover these steps."
+        f"steps 1-100 of 1,000 traced; traced again after step 500: {REARM_REASON} at line "
+        f"{VALIDATION_REARM} (validation). Findings and views cover these steps."
     )
     assert trace.window is not None and window.startswith(trace.window.describe())
     # the graph view's header says the same
-    source = gradviz.render(trace, "graph").source
-    assert f"traced again after step 500: new code at line {VALIDATION_FIRST_NEW} (validation)" in source
+    source = html.unescape(gradviz.render(trace, "graph").source)  # (DOT's HTML labels escape the apostrophe)
+    assert f"traced again after step 500: {REARM_REASON} at line {VALIDATION_REARM} (validation)" in source
 
 
 def test_the_fixed_validation_pass_is_traced_again_and_has_no_finding(tmp_path):
     document, _ = _check(tmp_path, VALIDATION, "2000", "fixed")
     assert document["findings"] == []
     assert [(r["step"], r["kind"], r["line"]) for r in document["window"]["rearmed"]] == [
-        (500, "validation", VALIDATION_FIRST_NEW)
+        (500, "validation", VALIDATION_REARM)
     ]
 
 
@@ -202,6 +206,23 @@ def test_unfrozen_layers_without_the_cut_have_no_finding(tmp_path):
     document, _ = _check(tmp_path, UNFREEZE, "2000", "fixed")
     assert document["findings"] == []
     assert document["window"]["rearmed"][0]["kind"] == "unfreezing"
+
+
+def test_the_first_validation_batch_is_recorded_inside_its_modules(tmp_path):
+    """`model.eval()` then `model(vx)`: the model called with a flag it was never recorded with re-arms the window
+    before its forward, so the first of the 3 validation batches is recorded as the others are: each of its linear
+    layers a node inside its module, made at the model's call (line 20), not op by op as nodes found later, made
+    before recording restarted (without a module, at the loss's line 21)."""
+    script = tmp_path / "prog.py"
+    script.write_text(VALIDATION)
+    trace = gradviz.trace_script(script, ["1000", "buggy"], steps=100)
+    (rearmed,) = trace.window.rearmed
+    validation = [n for n in trace.nodes.values() if n.name == "AddmmBackward0" and n.created is not None
+                  and n.created.line == VALIDATION_REARM]
+    assert len(validation) == 6  # 3 batches x 2 layers
+    assert sorted(n.module for n in validation) == ["model.0"] * 3 + ["model.2"] * 3
+    assert not [n for n in trace.nodes.values() if n.seq > rearmed.start and n.module is None
+                and n.name in ("AddmmBackward0", "ReluBackward0")]
 
 
 def test_trace_size_grows_with_code_paths_not_with_steps(tmp_path):

@@ -8,6 +8,7 @@ var LEGEND = [
   ["updated", "node", "updated, no grad", null, "updated"],
   ["kept", "node", "kept alive", null, "kept"],
   ["mark-corrupted", "node", "corrupted saved", null, "corrupted"],
+  ["mark-corrupted_unread", "node", "corrupted, unread", null, "corrupted_unread"],
   ["mark-poisoned", "node", "changed saved", null, "poisoned"],
   ["mark-detached_saved", "node", "detach_ saved", null, "detached_saved"],
   ["box", "node", "closed box", null, "group"],
@@ -47,7 +48,7 @@ function drawLegend() {
   });
 }
 // a saved-tensor finding's mark holds from the write its finding is about: before that moment the node is plain
-var MARK_FINDING = { corrupted: "silently_corrupted_saved_tensor", poisoned: "poisoned_saved_tensor", detached_saved: "detach_inplace_saved" };
+var MARK_FINDING = { corrupted: "silently_corrupted_saved_tensor", corrupted_unread: "silently_corrupted_saved_tensor", poisoned: "poisoned_saved_tensor", detached_saved: "detach_inplace_saved" };
 var markFrom = {};
 function markShown(i, cur) {
   if (!E.length || state.pos === E.length) { return true; }

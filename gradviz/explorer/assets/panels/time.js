@@ -39,8 +39,25 @@ function scrubTo(p) {
     ui.eventText.className = "gv-event" + (e.severity ? " sev-" + e.severity : "");
     if (e.file !== null && e.file !== undefined) { showSource(e.file, e.line, true); } // the source panel follows
   }
-  if (state.layout) { applyClasses(); }
+  if (state.layout) { if (followSteps(currentSeq())) { redraw(); } else { applyClasses(); } }
   drawMemory();
+}
+// a step box never shows a step not run yet at the event shown (its nodes would all fade as "not run yet"): it shows
+// the last of its steps begun by then; true when a box changed step
+var stepStarts = {};
+function followSteps(cur) {
+  var changed = false;
+  G.forEach(function (grp, g) {
+    if (grp.kind !== "step" || !grp.instances) { return; }
+    var start = stepStarts[g] || (stepStarts[g] = grp.instances.map(function (inst) {
+      return inst.nodes.reduce(function (m, r) { return Math.min(m, r[1]); }, Infinity);
+    }));
+    if (start[shownInstance(g)] <= cur) { return; }
+    var best = -1;
+    start.forEach(function (s, k) { if (s <= cur && (best < 0 || s > start[best])) { best = k; } });
+    if (best >= 0) { chosen[g] = best; changed = true; }
+  });
+  return changed;
 }
 function drawMemory() {
   var box = ui.memory; box.textContent = "";
