@@ -62,8 +62,8 @@ def page_html(document: dict[str, Any]) -> str:
 def page_script() -> str:
     """The page's modules as one script: one function around them all (nothing global), each file in a function of
     its own that fills its entry of `modules`, then `start` wires the panels and draws."""
-    body = "".join(f"(function (module) {{\n{_asset(f'panels/{name}')}}})(modules[{json.dumps(name[:-3])}] = {{ exports: {{}} }});\n"
-                   for name in FILES)
+    body = "".join(f"(function (module) {{\n{_without_types(_asset(f'panels/{name}'))}}})"
+                   f"(modules[{json.dumps(name[:-3])}] = {{ exports: {{}} }});\n" for name in FILES)
     return (f'(function () {{\n"use strict";\nvar modules = {{}};\n{body}'
             "modules.start.exports.start(modules, dagre, document, window);\n})();\n")
 
@@ -84,6 +84,25 @@ def read_document(page: str) -> dict[str, Any]:
         raise ValueError("not a gradviz explorer page: no embedded trace document")
     document: dict[str, Any] = json.loads(page[start + len('<script type="application/json" id="gv-data">'):end])
     return document
+
+
+def _without_types(text: str) -> str:
+    """A module's code without what only its type checker reads: `// @ts-check` and the JSDoc blocks (`/** ... */`)
+    that take whole lines; a JSDoc cast inside a line stays. ValueError for a block that ends with code after it."""
+    out, inside = [], False
+    for line in text.split("\n"):
+        bare = line.strip()
+        if bare == "// @ts-check":
+            continue
+        inside = inside or bare.startswith("/**")
+        if inside:
+            if "*/" in bare:
+                inside = False
+                if not bare.endswith("*/"):
+                    raise ValueError(f"code after a JSDoc block: {line!r}")
+            continue
+        out.append(line)
+    return "\n".join(out)
 
 
 def _asset(name: str) -> str:

@@ -1,6 +1,6 @@
 // @ts-check
 /* gradviz explorer, the address: #finding=2, #node=n5. */
-/** @param {any} h the helpers @param {any} core @param {import("./store.js").Store} store */
+/** @param {import("./core.js").Helpers} h @param {import("./core.js").Core} core @param {import("./store.js").Store} store */
 function addressPanel(h, core, store) {
   /** @param {string} fragment */
   function setHash(fragment) { try { history.replaceState(null, "", fragment ? "#" + fragment : location.pathname + location.search); } catch (e) { /* about:srcdoc */ } }

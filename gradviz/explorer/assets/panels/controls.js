@@ -1,10 +1,9 @@
 // @ts-check
 /* gradviz explorer, pan, zoom, drag, minimap, toolbar buttons and keys. */
-/** @param {any} h the helpers @param {any} core @param {import("./store.js").Store} store */
+/** @param {import("./core.js").Helpers} h @param {import("./core.js").Core} core @param {import("./store.js").Store} store */
 function controlsPanel(h, core, store) {
   var ui = core.ui;
-  /** @param {string} request @param {...any} args */
-  function ask(request, args) { return store.ask.apply(null, /** @type {any} */ (arguments)); }
+  var ask = store.ask;
   function screenWidth() { return ask("view.screen").w; }
   ui.svg.addEventListener("wheel", function (/** @type {WheelEvent} */ ev) {
     ev.preventDefault();

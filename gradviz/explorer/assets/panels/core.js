@@ -25,6 +25,11 @@
  *                       start: Object<string, number | null>, left_out?: number },
  *             chart?: Object<string, any> | null, tensors: GvTensor[], files: GvFile[], legend?: Object<string, string> }} GvDocument
  */
+/**
+ * @typedef {ReturnType<typeof createCore>} Core  what every panel gets as `core`
+ * @typedef {typeof import("./helpers.js") & typeof import("./hierarchy.js") & typeof import("./steps.js") &
+ *           typeof import("./replay.js") & typeof import("./firstview.js")} Helpers  what every panel gets as `h`
+ */
 var LIMITS = {
   MAX_DRAW: 1500,        // boxes and nodes drawn at once; more is refused with a message (search still finds them)
   FIRST_VIEW: 60,        // the first view opens boxes level by level while at most this many things are drawn
@@ -38,7 +43,7 @@ var LIMITS = {
   SMALL_READABLE: 0.6    // ... for a graph of at most BIG nodes, seen whole
 };
 /** the core of the page over document D: what every panel may use
- * @param {any} h the helpers @param {GvDocument} D @param {Document} page @param {any} dagre the layout library */
+ * @param {Helpers} h @param {GvDocument} D @param {Document} page @param {any} dagre the layout library */
 function createCore(h, D, page, dagre) {
   var SVGNS = "http://www.w3.org/2000/svg", FONT = "'DejaVu Sans Mono', monospace";
   var FILES = D.files;

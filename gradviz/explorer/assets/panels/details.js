@@ -1,6 +1,6 @@
 // @ts-check
 /* gradviz explorer, details on demand: a node, a tensor, the summary. It owns which node is selected. */
-/** @param {any} h the helpers @param {any} core @param {import("./store.js").Store} store */
+/** @param {import("./core.js").Helpers} h @param {import("./core.js").Core} core @param {import("./store.js").Store} store */
 function detailsPanel(h, core, store) {
   var ui = core.ui, N = core.N, T = core.T, F = core.F, page = document;
   /** @param {any} table @param {string} key @param {any} value */
@@ -45,7 +45,7 @@ function detailsPanel(h, core, store) {
       var head = core.el("tr"); ["name", "tensor", "saved → now"].forEach(function (t) { head.appendChild(core.el("th", null, t)); });
       st.appendChild(head);
       n.saved.forEach(function (s) {
-        var t = T[s.t] || {};
+        var t = /** @type {any} */ (T[s.t] || {});
         var mark = s.mark ? "gv-mark-" + s.mark : null;
         var tr = core.el("tr", mark);
         var td = core.el("td"); td.appendChild(tensorLink(s.t));
@@ -58,7 +58,7 @@ function detailsPanel(h, core, store) {
       });
       box.appendChild(st);
     }
-    var mine = F.map(function (f, k) { return [f, k]; }).filter(function (p) { return p[0].nodes.indexOf(i) >= 0; });
+    var mine = F.map(function (f, k) { return /** @type {[any, number]} */ ([f, k]); }).filter(function (p) { return p[0].nodes.indexOf(i) >= 0; });
     if (mine.length) {
       box.appendChild(core.el("h3", null, "Findings at this node"));
       var ul = core.el("ul", "gv-plain");

@@ -1,6 +1,6 @@
 // @ts-check
 /* gradviz explorer, the findings panel: the list, and picking a finding (its nodes outlined and shown, its line). */
-/** @param {any} h the helpers @param {any} core @param {import("./store.js").Store} store */
+/** @param {import("./core.js").Helpers} h @param {import("./core.js").Core} core @param {import("./store.js").Store} store */
 function findingsPanel(h, core, store) {
   var F = core.F, ui = core.ui, el = core.el, add = core.add;
   function draw() {

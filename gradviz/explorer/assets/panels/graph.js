@@ -1,7 +1,7 @@
 // @ts-check
 /* gradviz explorer, the graph panel: what is drawn, dagre layout, painting, hover tips, classes, opening and closing
    boxes, which step a rolled step box shows. It owns the open boxes, the layout and the outlined nodes. */
-/** @param {any} h the helpers @param {any} core @param {import("./store.js").Store} store */
+/** @param {import("./core.js").Helpers} h @param {import("./core.js").Core} core @param {import("./store.js").Store} store */
 function graphPanel(h, core, store) {
   var N = core.N, G = core.G, D = core.D, E = core.E, ui = core.ui, L = core.LIMITS, hier = core.hier;
   var el = core.el, sv = core.sv, add = core.add, measure = core.measure;

@@ -1,7 +1,7 @@
 // @ts-check
 /* gradviz explorer, the graph by keyboard: Tab reaches nodes and boxes, Enter selects a node or opens a box, the arrow
    keys move along edges (down or right to the ops that use a node, up or left to its inputs). */
-/** @param {any} h the helpers @param {any} core @param {import("./store.js").Store} store */
+/** @param {import("./core.js").Helpers} h @param {import("./core.js").Core} core @param {import("./store.js").Store} store */
 function keysPanel(h, core, store) {
   var ui = core.ui;
   var ARROWS = { ArrowDown: [0, 1, true], ArrowRight: [1, 0, true], ArrowUp: [0, -1, false], ArrowLeft: [-1, 0, false] };
@@ -21,7 +21,7 @@ function keysPanel(h, core, store) {
     var layout = store.get("layout"), g = layout.g, info = layout.info;
     var next = ((d[2] ? g.successors(key) : g.predecessors(key)) || []).filter(function (/** @type {string} */ k) { return info[k]; });
     var from = g.node(key);
-    var to = h.nearest({ x: from.x, y: from.y }, next.map(function (/** @type {string} */ k) { var b = g.node(k); return { key: k, x: b.x, y: b.y }; }), d[0], d[1]);
+    var to = /** @type {any} */ (h.nearest({ x: from.x, y: from.y }, next.map(function (/** @type {string} */ k) { var b = g.node(k); return { key: k, x: b.x, y: b.y }; }), d[0], d[1]));
     if (to) { focusKey(to.key); }
   }
   /** @param {string} key */

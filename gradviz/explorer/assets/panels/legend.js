@@ -1,6 +1,6 @@
 // @ts-check
 /* gradviz explorer, the legend: every mark drawn in the graph now, named, and when a finding's mark starts to hold. */
-/** @param {any} h the helpers @param {any} core @param {import("./store.js").Store} store */
+/** @param {import("./core.js").Helpers} h @param {import("./core.js").Core} core @param {import("./store.js").Store} store */
 function legendPanel(h, core, store) {
   var ui = core.ui, D = core.D, el = core.el, sv = core.sv;
   // [the class after "gv-", what the swatch draws, its name, what it means (the item's title)]: a mark the static views

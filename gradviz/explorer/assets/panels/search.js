@@ -1,6 +1,6 @@
 // @ts-check
 /* gradviz explorer, search by parameter, variable, module or op. It owns the matches outlined. */
-/** @param {any} h the helpers @param {any} core @param {import("./store.js").Store} store */
+/** @param {import("./core.js").Helpers} h @param {import("./core.js").Core} core @param {import("./store.js").Store} store */
 function searchPanel(h, core, store) {
   var ui = core.ui, N = core.N, T = core.T, L = core.LIMITS;
   /** @type {string[] | null} */

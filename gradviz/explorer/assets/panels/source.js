@@ -1,6 +1,6 @@
 // @ts-check
 /* gradviz explorer, the lower panel: its Memory and Source tabs, folding it, and the source panel. */
-/** @param {any} h the helpers @param {any} core @param {import("./store.js").Store} store */
+/** @param {import("./core.js").Helpers} h @param {import("./core.js").Core} core @param {import("./store.js").Store} store */
 function sourcePanel(h, core, store) {
   var ui = core.ui, FILES = core.FILES, el = core.el;
   /** @type {number | null} the file the source panel shows */

@@ -1,7 +1,7 @@
 // @ts-check
 /* gradviz explorer, the scrubber (events, versions at a moment: replay.js), the toolbar's step picker and the memory
    panel. It owns the scrubber's position. */
-/** @param {any} h the helpers @param {any} core @param {import("./store.js").Store} store */
+/** @param {import("./core.js").Helpers} h @param {import("./core.js").Core} core @param {import("./store.js").Store} store */
 function timePanel(h, core, store) {
   var ui = core.ui, D = core.D, E = core.E, T = core.T, el = core.el, add = core.add, sv = core.sv, replay = core.replay;
   /** @param {number} t */

@@ -1,7 +1,7 @@
 // @ts-check
 /* gradviz explorer, the view panel: the svg's viewBox (pan, zoom, fit, frame a set of nodes), the minimap's place, and
    the first view (which level of boxes opens, whole or in part: firstview.js decides, this panel lays out). */
-/** @param {any} h the helpers @param {any} core @param {import("./store.js").Store} store */
+/** @param {import("./core.js").Helpers} h @param {import("./core.js").Core} core @param {import("./store.js").Store} store */
 function viewPanel(h, core, store) {
   var N = core.N, ui = core.ui, L = core.LIMITS;
   var limits = { readable: L.READABLE, small: L.SMALL_READABLE, big: L.BIG };
