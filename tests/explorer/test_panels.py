@@ -166,6 +166,17 @@ def test_every_file_is_inlined_once_in_order_in_a_function_of_its_own_and_under_
     for name in FILES:  # each file in a function of its own: its names are not the other files' names
         assert f'}})(modules["{name[:-3]}"] = {{ exports: {{}} }});\n' in script
         assert (PANEL_DIR / name).read_text(encoding="utf-8").startswith("// @ts-check\n"), name
+    # the page carries the code, not what only the type checker reads: no @ts-check, no whole-line JSDoc
+    assert "@ts-check" not in script and "@typedef" not in script and "\n  /**" not in script
+    assert "/** @type {any} */ (T[s.t] || {})" in script  # a cast inside a line stays
+
+
+def test_a_jsdoc_block_followed_by_code_on_its_line_is_refused() -> None:
+    from gradviz.explorer.page import _without_types
+
+    assert _without_types("// @ts-check\n/** a\n * b */\nvar a = 1; /** c */\n") == "var a = 1; /** c */\n"
+    with pytest.raises(ValueError, match="code after a JSDoc block"):
+        _without_types("/** a\n */ var b = 2;\n")
 
 
 def test_every_panel_keeps_the_panel_rule() -> None:
@@ -234,3 +245,33 @@ def test_the_page_spells_an_unknown_version_as_the_text_does() -> None:
     done = subprocess.run([node, "-e", program], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == [UNKNOWN_VERSION, version_text(3)] == ["v?", "v3"]
+
+
+def typedef_keys(text: str, name: str) -> set[str]:
+    """The property names of the JSDoc object type `@typedef {{ ... }} name` in `text`, at its top level."""
+    end = text.index(f"}} {name}\n")
+    start = text.rindex("@typedef {{", 0, end) + len("@typedef {{")
+    body = re.sub(r"\n\s*\*", " ", text[start:end])
+    keys, depth = set(), 0
+    for match in re.finditer(r"[{}\[\]()<>]|(\w+)\??:", body):
+        token = match.group()
+        if token in "{[(<":
+            depth += 1
+        elif token in "}])>":
+            depth -= 1
+        elif depth == 0:
+            keys.add(match.group(1))
+    return keys
+
+
+def test_the_page_types_name_every_field_of_the_document_schema() -> None:
+    """core.js's JSDoc types of the document name each field document.schema.json has, object by object."""
+    schema = json.loads((PANEL_DIR.parents[1] / "document.schema.json").read_text(encoding="utf-8"))
+    core = (PANEL_DIR / "core.js").read_text(encoding="utf-8")
+    types = {"GvDocument": schema["properties"]}
+    for kind in ("node", "group", "finding", "event", "tensor", "file"):
+        types["Gv" + kind.capitalize()] = schema["$defs"][kind]["properties"]
+    for name, properties in types.items():
+        missing = set(properties) - typedef_keys(core, name)
+        assert not missing, f"{name} does not name {sorted(missing)}"
+    assert typedef_keys(core, "GvSaved") >= set(schema["$defs"]["node"]["properties"]["saved"]["items"]["properties"])

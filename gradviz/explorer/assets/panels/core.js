@@ -9,18 +9,20 @@
  *             file?: number, line?: number, numbers?: number[], drawn?: number,
  *             instances?: { number: number, nodes: any[][] }[] }} GvGroup
  * @typedef {{ kind: string, severity: string, message: string, fix?: string, file?: number | null, line?: number,
- *             nodes: number[], count?: number, evidence?: Object<string, any> }} GvFinding
+ *             nodes: number[], count?: number, code?: string, parameter?: string, tensors?: number[],
+ *             evidence?: Object<string, any> }} GvFinding
  * @typedef {{ number: number, seq: number, last: number, line: number, file?: number | null, code: string,
  *             kind: string, count?: number, text?: string, outcome?: string, severity?: string, findings: string[],
- *             versions: [number, number | null, number | null][] }} GvEvent
+ *             alias?: any, versions: [number, number | null, number | null][] }} GvEvent
  * @typedef {{ name: string, shape: number[], dtype: string, device: string, bytes: number | null, version: number | null,
  *             parameter?: string, names?: string[], storage?: string, range?: [number, number], origin?: string,
- *             made?: [number, number, string], source?: number, aliases?: number[], events?: any[][], reads?: any[][] }} GvTensor
+ *             made?: [number, number, string], source?: number, aliases?: number[], events?: any[][], reads?: any[][],
+ *             grad?: any }} GvTensor
  * @typedef {{ name: string, path: string, library?: boolean, lines?: string[], excerpt?: [number, string][],
  *             marks: Object<string, string>, events: number[] }} GvFile
  * @typedef {{ format: string, version: number, title: string, facts: Object<string, any>, nodes: GvNode[],
  *             ids: string[], edges: [number, number][], cuts: { from: number | null, to: number | null, label: string }[],
- *             groups: GvGroup[], findings: GvFinding[], events: GvEvent[], steps: { number: number, seq: number, line?: number }[],
+ *             groups: GvGroup[], findings: GvFinding[], events: GvEvent[], steps: { number: number, seq: number, line?: number, roll?: string | null }[],
  *             memory: { storages: { name: string, bytes: number, device: string, tensors: number[] }[], counters: number[][],
  *                       start: Object<string, number | null>, left_out?: number },
  *             chart?: Object<string, any> | null, tensors: GvTensor[], files: GvFile[], legend?: Object<string, string> }} GvDocument
