@@ -106,12 +106,28 @@ def used(toks: list[tuple[str, str]]) -> set[str]:
 
 
 def store_tables() -> dict[str, dict[str, str]]:
+    """The store's fields and requests with their owners, the helpers' names and the core's (what a panel may use)."""
     node = _node()
-    program = f"const s = require({str(PANEL_DIR / 'store.js')!r}); console.log(JSON.stringify([s.FIELDS, s.REQUESTS]));"
+    helpers = [str(PANEL_DIR / name) for name in HELPERS]
+    program = (f"const s = require({str(PANEL_DIR / 'store.js')!r}); const h = {{}};"
+               f"for (const f of {json.dumps(helpers)}) Object.assign(h, require(f));"
+               "console.log(JSON.stringify([s.FIELDS, s.REQUESTS, Object.fromEntries(Object.keys(h).map(k => [k, k]))]));")
     done = subprocess.run([node, "-e", program], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    fields, requests = json.loads(done.stdout)
-    return {"fields": fields, "requests": requests}
+    fields, requests, helper_names = json.loads(done.stdout)
+    toks = tokens((PANEL_DIR / "core.js").read_text(encoding="utf-8"))
+    at = max(k for k, (_, t) in enumerate(toks) if t == "return" and toks[k + 1][1] == "{")  # createCore's last return
+    core: dict[str, str] = {}
+    depth = 0
+    for k in range(at + 1, len(toks)):
+        text = toks[k][1]
+        depth += text in ("{", "(", "[")
+        depth -= text in ("}", ")", "]")
+        if depth == 0:
+            break
+        if depth == 1 and toks[k][0] == "name" and toks[k + 1][1] == ":" and toks[k - 1][1] in ("{", ","):
+            core[text] = text
+    return {"fields": fields, "requests": requests, "h": helper_names, "core": core}
 
 
 def panel_violations(folder: Path, names: tuple[str, ...], tables: dict[str, dict[str, str]]) -> dict[str, list[str]]:
@@ -135,6 +151,10 @@ def panel_violations(folder: Path, names: tuple[str, ...], tables: dict[str, dic
         outside = sorted(used(toks) - declared(toks) - PLATFORM - {"h", "core", "store"})
         if outside:
             wrong.append("uses names of other files: " + ", ".join(outside))
+        for k, (_, text) in enumerate(toks[:-2]):
+            if text in ("h", "core") and toks[k + 1][1] == "." and (k == 0 or toks[k - 1][1] != "."):
+                if toks[k + 2][1] not in tables[text]:
+                    wrong.append(f"{text}.{toks[k + 2][1]}: not in {'the helpers' if text == 'h' else 'the core'}")
         for k, (_, text) in enumerate(toks[:-4]):
             if text != "store" or toks[k + 1][1] != "." or toks[k + 3][1] != "(":
                 continue
@@ -192,6 +212,8 @@ def test_the_panel_rule_catches_a_panel_that_reaches_past_its_interface(tmp_path
         'store.set("pos", 3);': "store.set('pos'): time owns it",
         'store.ask("graph.nothing");': "store.ask('graph.nothing'): no such request",
         'var a = 1, b = /x/g.test("x") ? c : 2;': "uses names of other files: c",
+        "core.state.pos = 1;": "core.state: not in the core",
+        "h.redraw();": "h.redraw: not in the helpers",
     }
     tables = store_tables()
     for line, message in cases.items():
