@@ -17,22 +17,47 @@ var FIELDS = {
   found: "search",     // Set of the search's matches outlined
   pos: "time"          // the scrubber: how many events have run
 };
-/** request -> the panel that answers it */
+/** request -> the panel that answers it (its arguments, and what it answers where it answers something) */
 var REQUESTS = {
-  "graph.redraw": "graph", "graph.draw": "graph", "graph.classes": "graph", "graph.expand": "graph",
-  "graph.collapse": "graph", "graph.reveal": "graph", "graph.highlight": "graph", "graph.pickStep": "graph",
-  "graph.choose": "graph", "graph.openAll": "graph", "graph.closeAll": "graph", "graph.flushNote": "graph",
-  "view.set": "view", "view.fit": "view", "view.first": "view", "view.firstDepth": "view", "view.zoomTo": "view",
-  "view.zoomBy": "view", "view.panBy": "view", "view.bringIntoView": "view", "view.toGraph": "view",
-  "view.screen": "view",
-  "findings.select": "findings", "findings.clear": "findings",
-  "details.node": "details", "details.tensor": "details", "details.summary": "details", "details.unselect": "details",
-  "source.show": "source", "source.tab": "source", "source.fold": "source",
-  "time.scrub": "time",
-  "search.focus": "search", "search.forget": "search",
-  "keys.node": "keys", "keys.keepInView": "keys",
-  "legend.draw": "legend",
-  "address.set": "address", "address.open": "address"
+  "graph.redraw": "graph",          // () lay out and paint what the open boxes show
+  "graph.draw": "graph",            // (expanded, rankdir) open exactly those boxes, in that direction, and redraw
+  "graph.classes": "graph",         // () the drawn nodes' classes again (outlined, selected, run yet, marks)
+  "graph.expand": "graph",          // (box) open it, into view -> false when it holds too many to draw
+  "graph.collapse": "graph",        // (box) close it and the boxes inside it
+  "graph.reveal": "graph",          // (node) open the boxes around it, unless too many -> whether it did
+  "graph.highlight": "graph",       // (Set of nodes) outline them (no redraw)
+  "graph.pickStep": "graph",        // (box, k) the rolled step box shows its k-th step
+  "graph.choose": "graph",          // (box, chosen) the step picker's choice: the box open, showing that step
+  "graph.openAll": "graph",         // () "open all", level by level while the layout stays quick
+  "graph.closeAll": "graph",        // () "close all"
+  "graph.flushNote": "graph",       // () show the drawing's pending note
+  "view.set": "view",               // ({x, y, w, h}) the svg's viewBox
+  "view.fit": "view",               // () the whole graph, as far as its labels stay readable
+  "view.first": "view",             // () the first view's framing
+  "view.firstDepth": "view",        // () the first view's boxes and direction (firstview.js), laid out
+  "view.zoomTo": "view",            // (keys, gently) frame those nodes or boxes
+  "view.zoomBy": "view",            // (factor, x, y) zoom at a point of the graph
+  "view.panBy": "view",             // (dx, dy) in graph units
+  "view.bringIntoView": "view",     // (keys) move the view only if they are out of it
+  "view.toGraph": "view",           // (pointer event) -> its place in graph units
+  "view.screen": "view",            // () -> the graph pane's size in pixels {w, h}
+  "findings.select": "findings",    // (index, remember) pick finding: outline, frame, details, source, address
+  "findings.clear": "findings",     // () no finding picked, nothing outlined or matched
+  "details.node": "details",        // (node, keepHighlight) its details; it is the node selected
+  "details.tensor": "details",      // (tensor) its details, its nodes outlined
+  "details.summary": "details",     // () what the details panel says when nothing is picked
+  "details.unselect": "details",    // () no node selected
+  "source.show": "source",          // (file, line, quiet) that line in the source panel (quiet: tab not raised)
+  "source.tab": "source",           // ("memory" | "source") raise that tab
+  "source.fold": "source",          // (on) fold the lower panel away, or open it
+  "time.scrub": "time",             // (position) the scrubber after that many events
+  "search.focus": "search",         // () the cursor into the search box
+  "search.forget": "search",        // () no match outlined
+  "keys.node": "keys",              // (keydown event, key) a key pressed on a drawn node or box
+  "keys.keepInView": "keys",        // (key) pan a node reached by keyboard into view
+  "legend.draw": "legend",          // () name the marks drawn now
+  "address.set": "address",         // (fragment) the page's address, without a history entry
+  "address.open": "address"         // () open what the address names -> whether it named something
 };
 /**
  * @typedef {{ get: (field: string) => any, set: (field: string, value: any) => void,
