@@ -156,7 +156,10 @@ def panel_violations(folder: Path, names: tuple[str, ...], tables: dict[str, dic
                 if toks[k + 2][1] not in tables[text]:
                     wrong.append(f"{text}.{toks[k + 2][1]}: not in {'the helpers' if text == 'h' else 'the core'}")
         for k, (_, text) in enumerate(toks[:-4]):
-            if text != "store" or toks[k + 1][1] != "." or toks[k + 3][1] != "(":
+            if text != "store" or toks[k + 1][1] != ".":
+                continue
+            if toks[k + 3][1] != "(":
+                wrong.append(f"store.{toks[k + 2][1]} used other than called by name")
                 continue
             method, argument = toks[k + 2][1], toks[k + 4]
             if argument[0] != "string":
@@ -214,6 +217,7 @@ def test_the_panel_rule_catches_a_panel_that_reaches_past_its_interface(tmp_path
         'var a = 1, b = /x/g.test("x") ? c : 2;': "uses names of other files: c",
         "core.state.pos = 1;": "core.state: not in the core",
         "h.redraw();": "h.redraw: not in the helpers",
+        "var ask = store.ask;": "store.ask used other than called by name",
     }
     tables = store_tables()
     for line, message in cases.items():
