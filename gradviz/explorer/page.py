@@ -20,11 +20,16 @@ __all__ = ["embed_json", "explorer_html", "read_document"]
 
 #: The layout library the page inlines first (third party, built by build.sh).
 SCRIPTS = ("vendor/dagre.min.js",)
-#: The page's own code, in `assets/panels/`: inlined in this order inside one function (one scope, nothing global),
-#: so a panel is changed by editing its file, with no build step. `helpers.js` holds the pure functions that
-#: `node --test` checks (tests/explorer/test_helpers.js).
-PANELS = ("helpers.js", "core.js", "layout.js", "skeleton.js", "findings.js", "graph.js", "legend.js", "keys.js",
-          "controls.js", "details.js", "source.js", "time.js", "search.js", "address.js", "start.js")
+#: The page's own code, in `assets/panels/`, each file a module (`module.exports = {...}`) that `node --test` can load
+#: on its own and the page wraps in a function of its own, so no file sees another's names: the helpers (pure: no DOM,
+#: unit-tested in tests/explorer/test_helpers.js and test_page_helpers.js), the core (the document, the store, the
+#: frame), the panels (each a factory that gets the helpers, the core and the store, and nothing else: the rule
+#: tests/explorer/test_panels.py checks) and `start.js`, which wires them. No build step: edit a file, re-render.
+HELPERS = ("helpers.js", "hierarchy.js", "steps.js", "replay.js", "firstview.js")
+CORE = ("store.js", "core.js", "skeleton.js")
+PANELS = ("findings.js", "graph.js", "view.js", "legend.js", "keys.js", "controls.js", "details.js", "source.js",
+          "time.js", "search.js", "address.js")
+FILES = (*HELPERS, *CORE, *PANELS, "start.js")
 
 
 def explorer_html(
@@ -55,9 +60,12 @@ def page_html(document: dict[str, Any]) -> str:
 
 
 def page_script() -> str:
-    """The page's panels as one script: one function around them, in order, so that they share one scope."""
-    body = "".join(_asset(f"panels/{name}") for name in PANELS)
-    return f'(function () {{\n"use strict";\n{body}}})();\n'
+    """The page's modules as one script: one function around them all (nothing global), each file in a function of
+    its own that fills its entry of `modules`, then `start` wires the panels and draws."""
+    body = "".join(f"(function (module) {{\n{_without_types(_asset(f'panels/{name}'))}}})"
+                   f"(modules[{json.dumps(name[:-3])}] = {{ exports: {{}} }});\n" for name in FILES)
+    return (f'(function () {{\n"use strict";\nvar modules = {{}};\n{body}'
+            "modules.start.exports.start(modules, dagre, document, window);\n})();\n")
 
 
 def embed_json(document: Any) -> str:
@@ -76,6 +84,25 @@ def read_document(page: str) -> dict[str, Any]:
         raise ValueError("not a gradviz explorer page: no embedded trace document")
     document: dict[str, Any] = json.loads(page[start + len('<script type="application/json" id="gv-data">'):end])
     return document
+
+
+def _without_types(text: str) -> str:
+    """A module's code without what only its type checker reads: `// @ts-check` and the JSDoc blocks (`/** ... */`)
+    that take whole lines; a JSDoc cast inside a line stays. ValueError for a block that ends with code after it."""
+    out, inside = [], False
+    for line in text.split("\n"):
+        bare = line.strip()
+        if bare == "// @ts-check":
+            continue
+        inside = inside or bare.startswith("/**")
+        if inside:
+            if "*/" in bare:
+                inside = False
+                if not bare.endswith("*/"):
+                    raise ValueError(f"code after a JSDoc block: {line!r}")
+            continue
+        out.append(line)
+    return "\n".join(out)
 
 
 def _asset(name: str) -> str:
