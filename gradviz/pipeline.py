@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from .analysis.names import Namer
     from .config import Config
     from .model import Trace, WindowRecord
-    from .render.picture import Picture
+    from .picture.picture import Picture
     from .suppress import Suppressed
     from .tracer.runner import HardExitHandler, ProgramRun
 
@@ -237,7 +237,7 @@ def _check_step(trace: Trace, program: Program, options: Options) -> None:
     step = options.step
     if step is None:
         return
-    from .render.steps import split_steps, traced_text
+    from .picture.steps import split_steps, traced_text
 
     steps = split_steps(trace)
     count = len(steps)
@@ -389,7 +389,7 @@ def _write_outputs(
 ) -> tuple[list[Path], list[UsageError]]:
     """Every -o of the run, drawn from one picture model: those written, and why the others were not (dot missing,
     a file unwritable: the findings are still worth showing). A bug in gradviz saves the trace beside the output."""
-    from .render.picture import Picture
+    from .picture.picture import Picture
 
     written: list[Path] = []
     problems: list[UsageError] = []

@@ -27,7 +27,7 @@ def diagnose(trace: Trace) -> Findings:
         life = lifetimes(trace)
         ctx = Context.of(trace)
         found = Findings(_diagnose(trace, life, ctx), file_labels=trace.file_labels)
-        found.lifetimes = life  # the views' picture model reuses them (render/picture.py)
+        found.lifetimes = life  # the views' picture model reuses them (picture/picture.py)
         found.namer = ctx.facts.namer  # and the names the findings' messages use (the picture, SARIF)
         return found
 

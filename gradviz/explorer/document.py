@@ -15,12 +15,12 @@ from ..analysis.findings import CutEvidence, SavedTensorEvidence
 from ..analysis.lifetime import END
 from ..model import EventKind, Trace
 from ..paths import relative
-from ..render.graph_memory import headline
-from ..render.memory_select import relevant_tensors
-from ..render.palette import page_legend
-from ..render.picture import Picture
-from ..render.simplify import find_repeats
-from ..render.timeline import timeline_rows
+from ..picture.headline import headline
+from ..picture.memory_select import relevant_tensors
+from ..picture.palette import page_legend
+from ..picture.picture import Picture
+from ..picture.simplify import find_repeats
+from ..picture.timeline_rows import timeline_rows
 from .hierarchy import Groups, module_of_parameter
 
 if TYPE_CHECKING:
@@ -198,7 +198,7 @@ class _Builder:
 
     # ------------------------------------------------------------------ pieces
     def _loops(self, entries: list[tuple[str, str | None]], roll_of: dict[str, str], is_leaf: Any) -> list[list[list[int]]]:
-        """Loops in each step's ops, found as the graph view finds them (render/simplify.py's find_repeats on
+        """Loops in each step's ops, found as the graph view finds them (picture/simplify.py's find_repeats on
         op, module, line, inputs and the parameters fed): each a list of iterations of node indexes. A loop of one
         op at one line repeated LINE_GROUP_MIN times or more is left to the line boxes."""
         by_roll: dict[str | None, list[int]] = defaultdict(list)

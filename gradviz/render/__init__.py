@@ -11,7 +11,7 @@ from .views import VIEWS, page_html
 if TYPE_CHECKING:
     from ..analysis.findings import Finding
     from ..model import Trace
-    from .picture import Picture
+    from ..picture.picture import Picture
 
 __all__ = ["VIEWS", "Diagram", "GraphvizNotFound", "Picture", "render"]
 
@@ -36,14 +36,14 @@ def render(
     Graph view: `depth` 0 draws one box per outermost model, 1 its children, ..., "all" every op; the default is the
     deepest depth that fits about 80 boxes (`diagram.messages` says which). `collapse_modules=True` is depth 1.
 
-    `picture`: the picture model of `trace` and `findings` (render/picture.py), to share what one view derived
+    `picture`: the picture model of `trace` and `findings` (picture/picture.py), to share what one view derived
     with the next (several outputs of one run); by default one is made here."""
     if view not in VIEWS:
         raise ValueError(f"unknown view {view!r}; choose one of {', '.join(repr(v) for v in VIEWS)}")
     if findings is None:
         findings = picture.findings if picture is not None and picture.trace is trace else _diagnose(trace)
     if picture is None or not picture.of(trace, findings):
-        from .picture import Picture  # with it the analysis (networkx): `import gradviz` stays light
+        from ..picture.picture import Picture  # with it the analysis (networkx): `import gradviz` stays light
 
         picture = Picture(trace, findings, life=getattr(findings, "lifetimes", None))
     if view == "graph":
@@ -102,7 +102,7 @@ def _diagnose(trace: Trace) -> list[Finding]:
 
 def __getattr__(name: str) -> Any:
     if name == "Picture":  # imported on first use, as render() does
-        from .picture import Picture
+        from ..picture.picture import Picture
 
         return Picture
     raise AttributeError(f"module 'gradviz.render' has no attribute {name!r}")

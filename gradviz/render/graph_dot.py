@@ -13,12 +13,12 @@ from math import ceil
 import graphviz
 
 from ..analysis.names import statement
-from .annotate import Annotations
+from ..picture.annotate import Annotations
 from .escape import FONT, html_label_text, quote_id, shorten
-from .palette import PALETTE
-from .simplify import Core, CoreNode, Roll
+from ..picture.palette import PALETTE
+from ..picture.simplify import Core, CoreNode, Roll
 from .graph_prepare import folded_saved, is_leaf_node, output_nodes, shown_saved
-from .steps import StepRoll
+from ..picture.steps import StepRoll
 
 if TYPE_CHECKING:
     from ..model import NodeRecord, TensorRecord, Trace

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 
 import graphviz
 
-from .annotate import Annotations
-from .simplify import Core
+from ..picture.annotate import Annotations
+from ..picture.simplify import Core
 from .graph_prepare import Prepared, box_total, finish
 
 if TYPE_CHECKING:

@@ -7,25 +7,15 @@ import textwrap
 from typing import TYPE_CHECKING
 
 from ..analysis.lifetime import size_text
-from ..analysis.memory_profile import MemoryProfile, memory_profile
+from ..analysis.memory_profile import memory_profile
+from ..picture.headline import headline
 
 if TYPE_CHECKING:
     from ..analysis.findings import Finding
     from ..model import Trace
-    from .picture import Picture
+    from ..picture.picture import Picture
 
 IMAGE_FORMATS = ("svg", "png", "pdf")
-
-
-def headline(trace: Trace, profile: MemoryProfile | None = None) -> str:
-    """One line a newcomer reads at a glance: the peak, and what grows by how much per step, held by which line."""
-    profile = memory_profile(trace) if profile is None else profile
-    peak = f"peak {size_text(profile.peak[1])}" if profile.peak else "no saved tensors held"
-    if profile.kept:
-        _seq, line, per_step, nodes, unit = profile.kept[0]
-        grows = f"+{nodes} live autograd nodes" + (f" and +{size_text(per_step)} saved" if per_step else "")
-        return f"Graph memory grows by {grows} per {unit}, held by line {line}; saved tensors: {peak}"
-    return f"Graph memory: saved tensors {peak}; no graph outlives its step"
 
 
 def graph_memory_image(trace: Trace, findings: list[Finding], fmt: str, picture: Picture | None = None) -> bytes:

@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING, Hashable
 
 
 from ..analysis.hierarchy import Hierarchy
-from .annotate import Annotations
-from .simplify import Core, CoreNode
-from .picture import Picture
-from .steps import StepRoll, after_window, only_step
+from ..picture.annotate import Annotations
+from ..picture.simplify import Core, CoreNode
+from ..picture.picture import Picture
+from ..picture.steps import StepRoll, after_window, only_step
 
 if TYPE_CHECKING:
     from ..model import NodeRecord, SavedTensorRecord, Trace

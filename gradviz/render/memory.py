@@ -29,7 +29,7 @@ from .memory_boxes import (
     write_label,
     write_node,
 )
-from .memory_select import (
+from ..picture.memory_select import (
     WRITES,
     bound_writes,
     bounded,
@@ -51,8 +51,8 @@ from .memory_summary import (
     saved_by_module,
     tabled_alias_notes,
 )
-from .per_step import fold_repeats, per_step_repeats
-from .picture import Picture
+from ..picture.per_step import fold_repeats, per_step_repeats
+from ..picture.picture import Picture
 
 if TYPE_CHECKING:
     from ..analysis.findings import Finding

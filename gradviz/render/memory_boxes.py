@@ -8,10 +8,11 @@ from typing import TYPE_CHECKING
 
 from ..analysis.findings import version_text
 from ..analysis.names import Namer, statement
-from ..model import Event, EventKind, Trace, VersionChange
+from ..model import Event, EventKind, Trace
 from .escape import html_label_text, quote_id, shorten
-from .memory_select import WRITES
-from .palette import PALETTE
+from ..picture.memory_select import WRITES
+from ..picture.palette import PALETTE
+from ..picture.timeline_rows import change_text
 
 if TYPE_CHECKING:
     from ..analysis.findings import Finding
@@ -22,7 +23,6 @@ __all__ = [
     "SAVED_TEXT",
     "SILENT",
     "WRITE_COLOUR",
-    "change_text",
     "counter_histories",
     "counter_label",
     "counter_node",
@@ -249,18 +249,6 @@ def write_label(
         rows.append(_cell(f"\N{HORIZONTAL ELLIPSIS} {len(changes) - 6} more tensors", size=9))
     return _table(rows, colour, fill="#ffffff", width=2 if colour != WRITE_COLOUR else 1)
 
-
-def change_text(change: VersionChange, *, label: str, write: bool = True) -> str:
-    """ "c: v0 → v1", or "out: v0 → v0 (not noticed)" when a write changed the bytes but not the version.
-
-    `label`: the tensor's name (the picture's `Namer`). `write`: the change is one the event wrote bytes for
-    (`Event.written`), not a tensor it merely looked at."""
-    before = version_text(change.before)
-    after = version_text(change.after)
-    text = f"{label}: {before} \N{RIGHTWARDS ARROW} {after}"
-    if write and change.before == change.after and change.before is not None:
-        text += " (not noticed)"
-    return text
 
 
 _FINDING_WORDS = {

@@ -13,9 +13,9 @@ from ..analysis.names import Namer, statement
 from ..model import EventKind, Trace
 from .escape import html_label_text, shorten
 from .memory_boxes import SAVED_COLOUR
-from .memory_select import WRITES, updates_through_aliases
-from .per_step import Repeat, steps_text
-from .steps import Step
+from ..picture.memory_select import WRITES, updates_through_aliases
+from ..picture.per_step import Repeat, steps_text
+from ..picture.steps import Step
 
 if TYPE_CHECKING:
     from ..analysis.findings import Finding

@@ -79,7 +79,7 @@ def test_lifetime_findings_from_a_trace_loaded_from_json(total_loss: gradviz.Tra
 
 
 def test_timeline_marks_every_step_of_the_accumulator(total_loss: gradviz.Trace) -> None:
-    from gradviz.render.timeline import timeline_rows
+    from gradviz.picture.timeline_rows import timeline_rows
 
     rows = timeline_rows(total_loss, diagnose(total_loss))
     marked = [row for row in rows if "graph_kept_alive" in row["findings"]]

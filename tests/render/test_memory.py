@@ -185,7 +185,7 @@ def test_memory_view_through_render(data_trace: Trace) -> None:
 
 # ---------------------------------------------------------------------- an alias made in every step, drawn once
 def test_steps_are_written_as_a_person_writes_them() -> None:
-    from gradviz.render.per_step import steps_text
+    from gradviz.picture.per_step import steps_text
 
     assert steps_text([1, 2, 3, 4]) == "1-4"
     assert steps_text([1, 3, 5, 7, 9]) == "1, 3, …, 9"

@@ -11,7 +11,7 @@ import pytest
 
 import gradviz
 from gradviz.analysis import names
-from gradviz.render.picture import Picture
+from gradviz.picture.picture import Picture
 
 pytest.importorskip("torch")
 
@@ -23,7 +23,7 @@ def gan_trace(gallery: Path) -> gradviz.Trace:
 
 def _count(monkeypatch: pytest.MonkeyPatch) -> collections.Counter[str]:
     calls: collections.Counter[str] = collections.Counter()
-    picture = sys.modules["gradviz.render.picture"]
+    picture = sys.modules["gradviz.picture.picture"]
     analysis = sys.modules["gradviz.analysis"]
     for module, name in ((picture, "split_steps"), (picture, "roll_steps"), (picture, "module_hierarchy"),
                          (picture, "annotate"), (picture, "lifetimes"), (analysis, "lifetimes")):

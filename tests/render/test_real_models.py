@@ -265,7 +265,7 @@ def test_live_nodes_rise_step_by_step_when_total_loss_keeps_the_graphs(gallery: 
     assert len(counts) == 6
     growth = [b - a for a, b in zip(counts, counts[1:])]
     assert len(set(growth)) == 1 and growth[0] > 0, counts
-    from gradviz.render.graph_memory import headline
+    from gradviz.picture.headline import headline
 
     assert f"grows by +{growth[0]} live autograd nodes per step" in headline(
         gradviz.trace_script(gallery / "plot_22_total_loss_kept_alive.py"))
@@ -320,7 +320,7 @@ def test_manual_sgd_through_data_is_a_row_of_the_parameter_table(manual_sgd: Tra
 
 @pytest.mark.dot
 def test_manual_sgd_timeline_folds_each_call_site_over_the_parameters(manual_sgd: Trace) -> None:
-    from gradviz.render.timeline import timeline_rows
+    from gradviz.picture.timeline_rows import timeline_rows
 
     rows = timeline_rows(manual_sgd, gradviz.diagnose(manual_sgd))
     updates = [r for r in rows if r["line"] == 34]

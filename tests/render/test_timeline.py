@@ -22,7 +22,8 @@ from gradviz.model import (
     VersionCounterRecord,
 )
 from gradviz.render import render
-from gradviz.render.timeline import SEVERITY_COLOURS, SEVERITY_FILL, timeline_digraph, timeline_rows
+from gradviz.picture.timeline_rows import timeline_rows
+from gradviz.render.timeline import SEVERITY_COLOURS, SEVERITY_FILL, timeline_digraph
 
 ROOT = Path(__file__).resolve().parents[2]
 
