@@ -30,14 +30,11 @@ class Picture:
     def __init__(
         self, trace: Trace, findings: Sequence[Finding] = (), *, life: Lifetimes | None = None, namer: Namer | None = None
     ) -> None:
-        """`life` and `namer`: the trace's lifetimes and names when the caller has them (`diagnose()`'s result
-        carries both)."""
+        """`life` and `namer`: the trace's lifetimes and names when the caller has them (a `Diagnosis` holds both)."""
         self.trace = trace
         self.findings: list[Finding] = sorted(findings, key=Finding.sort_key)
-        life = life if life is not None else getattr(findings, "lifetimes", None)
         if life is not None:
             self.__dict__["lifetimes"] = life  # the cached property's value, computed once by the analysis
-        namer = namer if namer is not None else getattr(findings, "namer", None)
         if namer is not None and namer.trace is trace:
             self.__dict__["namer"] = namer  # the names the findings' messages already use
 

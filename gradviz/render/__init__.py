@@ -9,6 +9,7 @@ from .diagram import SAVE_FORMATS, Diagram, GraphvizNotFound
 from .views import VIEWS, page_html
 
 if TYPE_CHECKING:
+    from ..analysis.collection import Diagnosis
     from ..analysis.findings import Finding
     from ..model import Trace
     from ..picture.picture import Picture
@@ -40,12 +41,17 @@ def render(
     with the next (several outputs of one run); by default one is made here."""
     if view not in VIEWS:
         raise ValueError(f"unknown view {view!r}; choose one of {', '.join(repr(v) for v in VIEWS)}")
-    if findings is None:
-        findings = picture.findings if picture is not None and picture.trace is trace else _diagnose(trace)
+    diagnosis = None
+    if findings is None and picture is not None and picture.trace is trace:
+        findings = picture.findings
+    elif findings is None:
+        diagnosis = _diagnose(trace)
+        findings = diagnosis.findings if diagnosis is not None else []
     if picture is None or not picture.of(trace, findings):
         from ..picture.picture import Picture  # with it the analysis (networkx): `import gradviz` stays light
 
-        picture = Picture(trace, findings, life=getattr(findings, "lifetimes", None))
+        picture = Picture(trace, findings, life=diagnosis.lifetimes if diagnosis else None,
+                          namer=diagnosis.namer if diagnosis else None)
     if view == "graph":
         from .graph import graph_view
 
@@ -92,12 +98,13 @@ def render(
     return diagram
 
 
-def _diagnose(trace: Trace) -> list[Finding]:
+def _diagnose(trace: Trace) -> Diagnosis | None:
     try:
-        from ..analysis import diagnose
+        from ..analysis import diagnosis
     except ImportError:  # the analysis passes are optional for drawing
-        return []
-    return diagnose(trace)  # a list that also carries the lifetimes it computed, for the picture model
+        return None
+    return diagnosis(trace)  # the findings with the lifetimes and names it computed, for the picture model
+
 
 
 def __getattr__(name: str) -> Any:
