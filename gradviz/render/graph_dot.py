@@ -13,11 +13,12 @@ from math import ceil
 import graphviz
 
 from ..analysis.names import statement
+from ..analysis.steps import is_leaf
 from ..picture.annotate import Annotations
 from .escape import FONT, html_label_text, quote_id, shorten
-from ..picture.palette import PALETTE
+from ..picture.palette import PALETTE, Mark
 from ..picture.simplify import Core, CoreNode, Roll
-from .graph_prepare import folded_saved, is_leaf_node, output_nodes, shown_saved
+from .graph_prepare import folded_saved, output_nodes, shown_saved
 from ..picture.steps import StepRoll
 
 if TYPE_CHECKING:
@@ -27,7 +28,8 @@ if TYPE_CHECKING:
 #: Characters of a module box's list of op kinds kept on one line (about an op box's width); longer, a kind a line.
 GROUP_LINE = 32
 #: Every style the view can use: legend key -> (fill colour, description). The legend lists only those used.
-LEGEND: dict[str, tuple[str, str]] = {key: (swatch.colour, swatch.legend) for key, swatch in PALETTE.items() if key != "silent"}
+LEGEND: dict[Mark, tuple[str, str]] = {key: (swatch.colour, swatch.legend) for key, swatch in PALETTE.items()
+                                       if key is not Mark.SILENT}
 # torch.utils.checkpoint(..., use_reentrant=True): the block runs under no_grad, its graph is built again in backward
 _CHECKPOINT = "CheckpointFunctionBackward"
 _RECOMPUTED = "recomputed in backward (checkpoint, use_reentrant=True): its ops are not drawn"
@@ -45,7 +47,7 @@ _FAST_LAYOUT = {"nslimit": "1", "nslimit1": "1", "mclimit": "0.01", "remincross"
 class _Drawn:
     """Bookkeeping while emitting DOT: which legend entries were used."""
 
-    used: set[str] = field(default_factory=set)
+    used: set[Mark] = field(default_factory=set)
 
 
 def emit(
@@ -74,11 +76,11 @@ def emit(
     def emit_node(target: graphviz.Digraph, cid: str) -> None:
         cnode = core.nodes[cid]
         if cnode.kind == "group":
-            drawn.used.add("group")
-            target.node(cid, f"<{_group_label(cnode, nodes)}>", fillcolor=LEGEND["group"][0], style="filled,rounded")
+            drawn.used.add(Mark.GROUP)
+            target.node(cid, f"<{_group_label(cnode, nodes)}>", fillcolor=LEGEND[Mark.GROUP][0], style="filled,rounded")
             return
         if cnode.kind == "summary":
-            drawn.used.add("summary")
+            drawn.used.add(Mark.SUMMARY)
             text = html_label_text(f"\N{HORIZONTAL ELLIPSIS} {cnode.name} node{'s' if cnode.name != '1' else ''} not shown")
             target.node(cid, f"<{text}>", shape="note", fillcolor="white", style="filled,dashed")
             return
@@ -89,8 +91,8 @@ def emit(
         if cid in outputs and record.output is not None and record.output in trace.tensors:
             out_id = f"{cid}_out"
             tensor = trace.tensors[record.output]
-            drawn.used.add("output")
-            target.node(out_id, f"<{_tensor_label(tensor)}>", fillcolor=LEGEND["output"][0])
+            drawn.used.add(Mark.OUTPUT)
+            target.node(out_id, f"<{_tensor_label(tensor)}>", fillcolor=LEGEND[Mark.OUTPUT][0])
             target.edge(cid, out_id)
 
     # training steps drawn once: each a cluster, with the loops rolled inside it nested in it
@@ -112,13 +114,13 @@ def emit(
         members = roll_members.get(roll.id)
         if not members:
             return
-        drawn.used.add("roll")
+        drawn.used.add(Mark.ROLL)
         lines = sorted({created.line for m in members
                         if copies.get(m, m) in nodes and (created := nodes[copies.get(m, m)].created) is not None})
         where = f"  line {lines[0]}" if len(lines) == 1 else (f"  lines {lines[0]}-{lines[-1]}" if lines else "")
         with target.subgraph(name=f"cluster_{roll.id}") as sub:
             label = html_label_text(f"\N{CLOCKWISE OPEN CIRCLE ARROW} loop body \N{MULTIPLICATION SIGN}{_loop_count(core, roll, copies)} iterations{where}")
-            sub.attr(label=f"<{label}>", style="dashed,filled", fillcolor=LEGEND["roll"][0], color="blue", fontcolor="blue")
+            sub.attr(label=f"<{label}>", style="dashed,filled", fillcolor=LEGEND[Mark.ROLL][0], color="blue", fontcolor="blue")
             for cid in members:
                 emit_node(sub, cid)
 
@@ -131,10 +133,10 @@ def emit(
         inside = [c for c, s in step_of.items() if s == i]
         if not inside:
             continue
-        drawn.used.add("step")
+        drawn.used.add(Mark.STEP)
         with dot.subgraph(name=f"cluster_{step_roll.id}") as sub:
             sub.attr(label=f"<{html_label_text(_step_label(step_roll))}>", style="dashed,filled",
-                     fillcolor=LEGEND["step"][0], color="darkgreen", fontcolor="darkgreen",
+                     fillcolor=LEGEND[Mark.STEP][0], color="darkgreen", fontcolor="darkgreen",
                      **({"labelloc": "b"} if i in entered else {}))
             for cid in inside:
                 if cid not in in_cluster:
@@ -153,12 +155,12 @@ def emit(
         box = f"{nid}_{note.style}"
         text = "<br/>".join(html_label_text(t) for t in ([f"{note.name}"] if note.name else []) + note.lines)
         dot.node(box, f"<{text}>", fillcolor=LEGEND[note.style][0], shape="box",
-                 style="filled,dashed" if note.style == "freed" else "filled,bold")
-        dot.edge(box, nid, style="dashed" if note.style == "freed" else "bold", color="darkorange3")
+                 style="filled,dashed" if note.style is Mark.FREED else "filled,bold")
+        dot.edge(box, nid, style="dashed" if note.style is Mark.FREED else "bold", color="darkorange3")
 
     for (src, dst), kind in core.edges.items():
         if kind == "carried":
-            drawn.used.add("carried")
+            drawn.used.add(Mark.CARRIED)
             dot.edge(src, dst, style="dashed", color="blue", constraint="false")
         else:
             dot.edge(src, dst)
@@ -258,12 +260,12 @@ def _emit_autograd_node(
     show_saved: bool,
     marks: list[int] | None = None,
 ) -> None:
-    drawn.used.add("backward")
+    drawn.used.add(Mark.BACKWARD)
     rows = [f"<B>{html_label_text(record.name)}</B>"]
-    detail = "" if is_leaf_node(record) else _where(record, trace)
-    if record.module and not is_leaf_node(record):
+    detail = "" if is_leaf(record) else _where(record, trace)
+    if record.module and not is_leaf(record):
         detail = f"{record.module}  {detail}".strip()
-    if record.created is not None and record.created.code and not big and not is_leaf_node(record):
+    if record.created is not None and record.created.code and not big and not is_leaf(record):
         code = shorten(statement(record.created.code), 40)  # the statement, not its inline comment
         detail = f"{detail}: {code}" if detail else code
     if detail:
@@ -275,19 +277,19 @@ def _emit_autograd_node(
         rows.append(f'<FONT POINT-SIZE="8" COLOR="red">{html_label_text(f"finding in {which} {_numbers(marks)}")}</FONT>')
     attrs: dict[str, str] = {}
     leaf_note = notes.leaves.get(record.variable) if record.variable else None
-    if leaf_note is not None and leaf_note.style == "dead":
-        attrs.update(fillcolor=LEGEND["dead"][0], fontcolor="gray45", style="filled,dashed", color="gray55")
+    if leaf_note is not None and leaf_note.style is Mark.DEAD:
+        attrs.update(fillcolor=LEGEND[Mark.DEAD][0], fontcolor="gray45", style="filled,dashed", color="gray55")
     target.node(cid, f"<{'<BR/>'.join(rows)}>", **attrs)
 
     if record.variable is not None and record.variable in trace.tensors:
         tensor = trace.tensors[record.variable]
         vid = f"{cid}_var"
-        style = leaf_note.style if leaf_note else "leaf"
+        style = leaf_note.style if leaf_note else Mark.LEAF
         drawn.used.add(style)
         text = _tensor_label(tensor, name=leaf_note.name if leaf_note else None)
         if leaf_note:
             text += "".join(f"<BR/><I>{html_label_text(line)}</I>" for line in leaf_note.lines)
-        extra = {"fontcolor": "gray45", "style": "filled,dashed", "color": "gray55"} if style == "dead" else {}
+        extra = {"fontcolor": "gray45", "style": "filled,dashed", "color": "gray55"} if style is Mark.DEAD else {}
         target.node(vid, f"<{text}>", fillcolor=LEGEND[style][0], **extra)
         target.edge(vid, cid)
 
@@ -296,19 +298,19 @@ def _emit_autograd_node(
         tensor = trace.tensors[saved.tensor]
         sid = f"{cid}_s_{quote_id(saved.name)}"
         note = notes.saved.get((record.id, saved.name))
-        style = note.style if note else "saved"
+        style = note.style if note else Mark.SAVED
         drawn.used.add(style)
         text = f"{html_label_text(saved.name)}: {_tensor_label(tensor)}"
         if note:
             text += "".join(f"<BR/><B>{html_label_text(line)}</B>" for line in note.lines)
-        extra = {"fontcolor": "white"} if style in ("poisoned", "detached_saved") else {}
+        extra = {"fontcolor": "white"} if style in (Mark.POISONED, Mark.DETACHED_SAVED) else {}
         target.node(sid, f"<{text}>", fillcolor=LEGEND[style][0], **extra)
         target.edge(cid, sid, dir="none")
     folded = folded_saved(record, notes, show_saved, big)
     if folded:
-        drawn.used.add("saved")
+        drawn.used.add(Mark.SAVED)
         text = f"{folded} tensors saved for backward"
-        target.node(f"{cid}_saved", f"<{html_label_text(text)}>", fillcolor=LEGEND["saved"][0])
+        target.node(f"{cid}_saved", f"<{html_label_text(text)}>", fillcolor=LEGEND[Mark.SAVED][0])
         target.edge(cid, f"{cid}_saved", dir="none")
 
 
@@ -321,8 +323,8 @@ def _tensor_label(tensor: TensorRecord, *, name: str | None = None) -> str:
 
 
 def _group_label(cnode: CoreNode, nodes: dict[str, NodeRecord]) -> str:
-    names = Counter(nodes[m].name for m in cnode.members if m in nodes and not is_leaf_node(nodes[m]))
-    params = sum(1 for m in cnode.members if m in nodes and is_leaf_node(nodes[m]))
+    names = Counter(nodes[m].name for m in cnode.members if m in nodes and not is_leaf(nodes[m]))
+    params = sum(1 for m in cnode.members if m in nodes and is_leaf(nodes[m]))
     ops = sum(names.values())
     kinds = [f"{n} \N{MULTIPLICATION SIGN}{c}" if c > 1 else n for n, c in names.most_common(3)]
     if len(names) > 3:
@@ -381,13 +383,13 @@ def _emit_cuts(
             dst = f"cut{i}"
             alias = trace.tensors.get(cut.alias) if cut.alias else None
             text = _tensor_label(alias) if alias else html_label_text("detached value")
-            drawn.used.add("unused_alias")
+            drawn.used.add(Mark.UNUSED_ALIAS)
             dot.node(dst, f"<{text}>", fillcolor="white", style="filled,dashed", color="red")
         key = (src, dst, cut.label)
         if key in seen:
             continue
         seen.add(key)
-        drawn.used.add("cut")
+        drawn.used.add(Mark.CUT)
         text = f"<{html_label_text(cut.label)}>"
         # an edge into another step's box enters it under the box's title, where a label at the middle of a short
         # edge would sit on the title: a longer edge puts its label a level above the box, outside it
@@ -410,7 +412,7 @@ def _emit_title(dot: graphviz.Digraph, header: str, drawn: _Drawn, summary: list
     for key, (colour, text) in LEGEND.items():
         if key not in drawn.used:
             continue
-        if key in ("cut", "carried"):
+        if key in (Mark.CUT, Mark.CARRIED):
             swatch = f'<TD><FONT COLOR="{colour}">- - -</FONT></TD>'
         else:
             swatch = f'<TD BGCOLOR="{colour}" WIDTH="24"> </TD>'

@@ -11,7 +11,7 @@ import graphviz
 
 from ..model import Trace
 from .escape import FONT, html_label_text, shorten
-from ..picture.palette import PALETTE, SEVERITIES
+from ..picture.palette import PALETTE, SEVERITIES, Mark
 from ..analysis.names import statement
 from ..picture.timeline_rows import timeline_rows
 
@@ -63,7 +63,7 @@ _COLUMNS = (
     _Column("outcome", 52, 6),
 )
 _RULE = "#e2e2e2"  # the line under each row
-_UNNOTICED = PALETTE["silent"].colour  # a write that changed bytes and left the version: the memory view's colour
+_UNNOTICED = PALETTE[Mark.SILENT].colour  # a write that changed bytes and left the version: the memory view's colour
 
 
 def timeline_table(rows: Sequence[dict[str, Any]]) -> str:
