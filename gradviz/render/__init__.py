@@ -52,6 +52,19 @@ def render(
 
         picture = Picture(trace, findings, life=diagnosis.lifetimes if diagnosis else None,
                           namer=diagnosis.namer if diagnosis else None)
+    diagram = _draw(trace, view, findings, picture, max_nodes=max_nodes, collapse_modules=collapse_modules, depth=depth,
+                    show_saved=show_saved, step=step, show_all=show_all)
+    path = _check_format(diagram, format, path)
+    if path is not None:
+        diagram.save(path)
+    return diagram
+
+
+def _draw(
+    trace: Trace, view: str, findings: list[Finding], picture: Picture, *, max_nodes: int | None,
+    collapse_modules: bool, depth: int | str | None, show_saved: bool, step: int | None, show_all: bool,
+) -> Diagram:
+    """The diagram of one view, drawn from the picture."""
     if view == "graph":
         from .graph import graph_view
 
@@ -79,7 +92,11 @@ def render(
     else:
         diagram = Diagram(view=view, trace=trace, findings=findings, digraph=None, html=page_html(trace, findings, picture))
     diagram.picture = picture
+    return diagram
 
+
+def _check_format(diagram: Diagram, format: str | None, path: str | Path | None) -> str | Path | None:
+    """The path to save to, given the suffix of `format` when it has none; the format checked against the suffix."""
     if format is not None:
         suffix = "." + format.lower().lstrip(".")
         if suffix not in SAVE_FORMATS:
@@ -93,9 +110,7 @@ def render(
                 raise ValueError(f"format {format!r} does not match the suffix of {str(path)!r}")
         elif diagram.digraph is not None and suffix in (".svg", ".png", ".pdf"):
             diagram.digraph.format = suffix[1:]
-    if path is not None:
-        diagram.save(path)
-    return diagram
+    return path
 
 
 def _diagnose(trace: Trace) -> Diagnosis | None:
