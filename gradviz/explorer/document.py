@@ -315,17 +315,17 @@ class _Builder:
         number = {e.seq: i + 1 for i, e in enumerate(self.trace.events)}
         out = []
         for row in rows:
-            versions = [[self.tensor(v["tensor"]), v["before"], v["after"]]
-                        for v in row["versions"] if v["tensor"] in self.trace.tensors]
-            last = max(row["seqs"]) if row["seqs"] else row["seq"]
+            versions = [[self.tensor(v.tensor), v.before, v.after]
+                        for v in row.versions if v.tensor in self.trace.tensors]
+            last = max(row.seqs) if row.seqs else row.seq
             event = {
                 # which of the trace's events (1-based) this row starts at: the scrubber counts the header's events
-                "number": number.get(row["seq"], 0),
-                "seq": row["seq"], "last": last, "kind": row["kind"],
-                "file": self.file_index(row["file"]), "line": row["line"], "code": row["code"],
-                "alias": row["alias"], "versions": versions, "text": row["versions_text"],
-                "outcome": row["error"] or row["outcome"] or "", "count": row["count"],
-                "severity": row["severity"], "findings": list(row["findings"]),  # kinds, as FindingKind values
+                "number": number.get(row.seq, 0),
+                "seq": row.seq, "last": last, "kind": row.kind,
+                "file": self.file_index(row.file), "line": row.line, "code": row.code,
+                "alias": row.alias, "versions": versions, "text": row.versions_text,
+                "outcome": row.error or row.outcome or "", "count": row.count,
+                "severity": row.severity, "findings": list(row.findings),  # kinds, as FindingKind values
             }
             out.append(event)
         return out

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..analysis.findings import Finding
 from ..analysis.hierarchy import Hierarchy, module_hierarchy
@@ -20,7 +20,7 @@ from ..analysis.steps import is_leaf
 from .annotate import Annotations, annotate
 from .headline import headline
 from .steps import Step, StepRoll, roll_steps, split_steps
-from .timeline_rows import timeline_rows
+from .timeline_rows import TimelineRow, timeline_rows
 
 if TYPE_CHECKING:
     from ..model import Trace
@@ -107,9 +107,9 @@ class Picture:
         """The graph-memory chart's one line (the chart and the page's chart show it)."""
         return headline(self.trace, self.memory_profile)
 
-    def timeline_rows(self, max_rows: int | None) -> list[dict[str, Any]]:
+    def timeline_rows(self, max_rows: int | None) -> list[TimelineRow]:
         """The timeline's rows, at most `max_rows` (the timeline view and the page's scrubber bound them apart)."""
-        cache: dict[int | None, list[dict[str, Any]]] = self.__dict__.setdefault("_timeline_rows", {})
+        cache: dict[int | None, list[TimelineRow]] = self.__dict__.setdefault("_timeline_rows", {})
         if max_rows not in cache:
             cache[max_rows] = timeline_rows(self.trace, self.findings, max_rows=max_rows, namer=self.namer)
         return cache[max_rows]

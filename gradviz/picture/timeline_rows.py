@@ -5,6 +5,7 @@ repeated blocks (loop bodies) folded. The timeline view (render/timeline.py) and
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from ..analysis.findings import version_text
@@ -15,23 +16,55 @@ from ..model import Event, EventKind, Trace, VersionChange
 if TYPE_CHECKING:
     from ..analysis.findings import Finding
 
-__all__ = ["change_text", "timeline_rows"]
+__all__ = ["TimelineRow", "VersionMove", "change_text", "timeline_rows"]
 
-_SEVERITY_RANK = {"error": 0, "warning": 1, "info": 2}
 _MAX_PERIOD = 64  # longest repeated block of rows (a loop body) that folding looks for
+
+
+@dataclass
+class VersionMove:
+    """A tensor's version counter at an event: `before` -> `after` (None: not known), `noticed` when it moved;
+    `kernel`: the op whose own kernel wrote without moving it (batch norm's running statistics)."""
+
+    tensor: str
+    label: str  # the tensor's name (the picture's Namer)
+    before: int | None
+    after: int | None
+    noticed: bool
+    kernel: str | None = None
+
+
+@dataclass
+class TimelineRow:
+    """One row of the timeline: an event, or a block of them folded (`count`, `seqs`), or the events left out
+    (kind "omitted"). The timeline view and the page's scrubber read these attributes and nothing else."""
+
+    seq: int
+    seqs: list[int]
+    kind: str  # the event kind's value, or "omitted"
+    file: str | None
+    line: int | None
+    where: str  # `file:line` as the trace names files
+    code: str
+    alias: str
+    tensor: str | None  # the tensor's name
+    versions: list[VersionMove]
+    versions_lines: list[str]  # one text per tensor
+    outcome: str | None  # 'ok' / 'error' / None
+    error: str | None  # its first line
+    findings: list[str]  # kinds of the findings this row caused
+    affected_by: list[str]  # kinds of the findings whose effect it is (the backward that raised, used bad values)
+    severity: str | None  # the most severe of the findings caused
+    count: int = 1
+    index: int = 0
+    versions_last: list[VersionMove] | None = None  # a folded row's last copy's versions
+    versions_text: str = field(default="")  # versions_lines joined
 
 
 def timeline_rows(
     trace: Trace, findings: Sequence[Finding] = (), *, max_rows: int | None = 300, namer: Namer | None = None
-) -> list[dict[str, Any]]:
-    """One dict per event in program order, repeated blocks (loop bodies) folded into one row with `count`.
-
-    Keys: index, seq, seqs, kind, file, line, where, code, alias, tensor, versions (list of
-    {tensor, label, before, after, noticed}), versions_lines (one text per tensor), versions_text (those joined),
-    outcome ('ok'/'error'/None), error (first line),
-    findings (kinds of the findings this row caused), affected_by (kinds of the findings whose effect this row is:
-    the backward that raised or used corrupted values), severity ('error'/'warning'/'info'/None, from the findings
-    caused), count, and for folded rows versions_last.
+) -> list[TimelineRow]:
+    """One row per event in program order, repeated blocks (loop bodies) folded into one row with `count`.
     Rows beyond `max_rows` are dropped, keeping those with findings, and replaced by rows of kind "omitted".
     """
     causes, affected = _findings_by_event(trace, findings)
@@ -43,8 +76,8 @@ def timeline_rows(
     if max_rows is not None and len(rows) > max_rows:
         rows = _bound(rows, max_rows)
     for i, row in enumerate(rows):
-        row["index"] = i
-        row["versions_text"] = ", ".join(row["versions_lines"])
+        row.index = i
+        row.versions_text = ", ".join(row.versions_lines)
     return rows
 
 
@@ -80,7 +113,7 @@ def _place(event: Event) -> tuple[str | None, int | None, str]:
 def _row(
     trace: Trace, event: Event, findings: list[Finding], affected: list[Finding], namer: Namer,
     file_names: dict[str, str],
-) -> dict[str, Any]:
+) -> TimelineRow:
     loc = event.location
     is_write = event.kind in (EventKind.INPLACE_WRITE, EventKind.OPTIMIZER_STEP)
     # (aliasing events move nothing: only their changes are shown)
@@ -88,33 +121,28 @@ def _row(
     labels = [namer.tensor(v.tensor) for v in changes]
     # a write the op's own kernel makes without moving the counter (batch norm's running statistics), not an alias's
     kernel = _op_name(event.op) if event.data.get("unversioned") else None
-    versions = [
-        {"tensor": v.tensor, "label": label, "before": v.before, "after": v.after, "noticed": v.before != v.after,
-         "kernel": kernel}
-        for v, label in zip(changes, labels)
-    ]
+    versions = [VersionMove(v.tensor, label, v.before, v.after, v.before != v.after, kernel)
+                for v, label in zip(changes, labels)]
     outcome, error = _outcome(event)
-    severities = sorted({f.severity.value for f in findings}, key=_SEVERITY_RANK.__getitem__)
-    return {
-        "index": 0,
-        "seq": event.seq,
-        "seqs": [event.seq],
-        "kind": event.kind.value,
-        "file": loc.file if loc else None,
-        "line": loc.line if loc else None,
-        "where": _where(trace, loc.file, loc.line, file_names) if loc else "",
-        "code": loc.code.strip() if loc else "",
-        "alias": _alias(trace, event, namer),
-        "tensor": namer.tensor(event.tensor) if event.tensor in trace.tensors else None,
-        "versions": versions,
-        "versions_lines": [change_text(v, label=label, write=is_write) for v, label in zip(changes, labels)],
-        "outcome": outcome,
-        "error": error,
-        "findings": sorted({f.kind.value for f in findings}),
-        "affected_by": sorted({f.kind.value for f in affected}),
-        "severity": severities[0] if severities else None,
-        "count": 1,
-    }
+    severities = [s.value for s in sorted({f.severity for f in findings}, key=lambda s: s.rank)]
+    return TimelineRow(
+        seq=event.seq,
+        seqs=[event.seq],
+        kind=event.kind.value,
+        file=loc.file if loc else None,
+        line=loc.line if loc else None,
+        where=_where(trace, loc.file, loc.line, file_names) if loc else "",
+        code=loc.code.strip() if loc else "",
+        alias=_alias(trace, event, namer),
+        tensor=namer.tensor(event.tensor) if event.tensor in trace.tensors else None,
+        versions=versions,
+        versions_lines=[change_text(v, label=label, write=is_write) for v, label in zip(changes, labels)],
+        outcome=outcome,
+        error=error,
+        findings=sorted({f.kind.value for f in findings}),
+        affected_by=sorted({f.kind.value for f in affected}),
+        severity=severities[0] if severities else None,
+    )
 
 
 def _op_name(op: str | None) -> str:
@@ -180,19 +208,19 @@ def _outcome(event: Event) -> tuple[str | None, str | None]:
     return None, None
 
 
-def _signature(row: dict[str, Any]) -> tuple[Any, ...]:
+def _signature(row: TimelineRow) -> tuple[Any, ...]:
     """What makes two rows "the same" for folding: everything but the version numbers themselves."""
-    deltas = tuple((v["label"], None if v["before"] is None or v["after"] is None else v["after"] - v["before"])
-                   for v in row["versions"])
-    return (row["kind"], row["file"], row["line"], row["code"], row["alias"], deltas, row["outcome"],
-            row["error"], tuple(row["findings"]), tuple(row["affected_by"]))
+    deltas = tuple((v.label, None if v.before is None or v.after is None else v.after - v.before)
+                   for v in row.versions)
+    return (row.kind, row.file, row.line, row.code, row.alias, deltas, row.outcome,
+            row.error, tuple(row.findings), tuple(row.affected_by))
 
 
-def _fold(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _fold(rows: list[TimelineRow]) -> list[TimelineRow]:
     """Fold a block of rows repeated back to back (a loop body of up to _MAX_PERIOD rows) into one copy × N."""
     numbering: dict[tuple[Any, ...], int] = {}
     signatures = [numbering.setdefault(_signature(r), len(numbering)) for r in rows]  # ints compare fast
-    out: list[dict[str, Any]] = []
+    out: list[TimelineRow] = []
     i, n = 0, len(rows)
     while i < n:
         best_period, best_repeats = 1, 1
@@ -211,38 +239,36 @@ def _fold(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             continue
         for k in range(best_period):
             copies = [rows[i + r * best_period + k] for r in range(best_repeats)]
-            merged = dict(copies[0])
-            merged["count"] = best_repeats
-            merged["seqs"] = [s for c in copies for s in c["seqs"]]
-            merged["versions_last"] = copies[-1]["versions"]
-            if copies[-1]["versions"] != copies[0]["versions"]:
-                merged["versions_lines"] = _span_text(copies[0]["versions"], copies[-1]["versions"])
+            merged = replace(copies[0], count=best_repeats, seqs=[s for c in copies for s in c.seqs],
+                             versions_last=copies[-1].versions)
+            if copies[-1].versions != copies[0].versions:
+                merged.versions_lines = _span_text(copies[0].versions, copies[-1].versions)
             out.append(merged)
         i += best_period * best_repeats
     return out
 
 
-def _each_time(v: dict[str, Any]) -> str:
-    text = f"{v['label']}: v{v['before']} \N{RIGHTWARDS ARROW} v{v['after']}"
-    return text + (" (not noticed) each time" if v["before"] == v["after"] else " each time")
+def _each_time(v: VersionMove) -> str:
+    text = f"{v.label}: v{v.before} \N{RIGHTWARDS ARROW} v{v.after}"
+    return text + (" (not noticed) each time" if v.before == v.after else " each time")
 
 
-def _span_text(first: list[dict[str, Any]], last: list[dict[str, Any]]) -> list[str]:
+def _span_text(first: list[VersionMove], last: list[VersionMove]) -> list[str]:
     parts = []
     for a, b in zip(first, last):
-        if (a["before"], a["after"]) == (b["before"], b["after"]):
+        if (a.before, a.after) == (b.before, b.after):
             parts.append(_each_time(a))
             continue
-        parts.append(f"{a['label']}: {version_text(a['before'])} \N{RIGHTWARDS ARROW} {version_text(a['after'])} "
-                     f"\N{HORIZONTAL ELLIPSIS} {version_text(b['before'])} \N{RIGHTWARDS ARROW} {version_text(b['after'])}")
+        parts.append(f"{a.label}: {version_text(a.before)} \N{RIGHTWARDS ARROW} {version_text(a.after)} "
+                     f"\N{HORIZONTAL ELLIPSIS} {version_text(b.before)} \N{RIGHTWARDS ARROW} {version_text(b.after)}")
     return parts
 
 
-def _bound(rows: list[dict[str, Any]], max_rows: int) -> list[dict[str, Any]]:
+def _bound(rows: list[TimelineRow], max_rows: int) -> list[TimelineRow]:
     """Keep rows with findings (and one row around each), then the earliest rows, up to max_rows."""
     keep: set[int] = set()
     for i, row in enumerate(rows):
-        if row["severity"] is not None:
+        if row.severity is not None:
             keep.update(j for j in (i - 1, i, i + 1) if 0 <= j < len(rows))
     keep = set(sorted(keep)[: max_rows])
     budget = max_rows - len(keep)
@@ -252,8 +278,8 @@ def _bound(rows: list[dict[str, Any]], max_rows: int) -> list[dict[str, Any]]:
         if i not in keep:
             keep.add(i)
             budget -= 1
-    out: list[dict[str, Any]] = []
-    skipped: list[dict[str, Any]] = []
+    out: list[TimelineRow] = []
+    skipped: list[TimelineRow] = []
     for i, row in enumerate(rows):
         if i in keep:
             if skipped:
@@ -267,49 +293,48 @@ def _bound(rows: list[dict[str, Any]], max_rows: int) -> list[dict[str, Any]]:
     return out
 
 
-def _omitted(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    events = sum(r["count"] for r in rows)
-    return {
-        "index": 0, "seq": rows[0]["seq"], "seqs": [s for r in rows for s in r["seqs"]], "kind": "omitted",
-        "file": None, "line": None, "where": "", "code": f"\N{HORIZONTAL ELLIPSIS} {events} more events not shown",
-        "alias": "", "tensor": None, "versions": [], "versions_lines": [], "outcome": None, "error": None,
-        "findings": [], "affected_by": [], "severity": None, "count": events,
-    }
+def _omitted(rows: list[TimelineRow]) -> TimelineRow:
+    events = sum(r.count for r in rows)
+    return TimelineRow(
+        seq=rows[0].seq, seqs=[s for r in rows for s in r.seqs], kind="omitted", file=None, line=None, where="",
+        code=f"\N{HORIZONTAL ELLIPSIS} {events} more events not shown", alias="", tensor=None, versions=[],
+        versions_lines=[], outcome=None, error=None, findings=[], affected_by=[], severity=None, count=events,
+    )
 
 
-def _initialisation_row(trace: Trace, rows: list[dict[str, Any]], initial: set[int]) -> list[dict[str, Any]]:
+def _initialisation_row(trace: Trace, rows: list[TimelineRow], initial: set[int]) -> list[TimelineRow]:
     """The events that set the model up (`nn.Linear(...)` filling its weights, a BatchNorm's buffers,
     `model.to(device)` setting each parameter's `.data`) as one row, where the first was."""
-    setup = [r for r in rows if r["seq"] in initial]
+    setup = [r for r in rows if r.seq in initial]
     if len(setup) < 2:
         return rows
-    lines = sorted({r["line"] for r in setup if r["line"] is not None and r["kind"] == "inplace_write"})
+    lines = sorted({r.line for r in setup if r.line is not None and r.kind == "inplace_write"})
     span = f"line {lines[0]}" if len(lines) == 1 else f"lines {lines[0]}-{lines[-1]}" if lines else ""
 
     def is_parameter(tid: str) -> bool:
         t = trace.tensors.get(tid)
         return t is not None and (t.parameter is not None or t.origin == "parameter")
 
-    written = [r for r in setup if r["kind"] == "inplace_write"]
-    tensors = {v["tensor"] for r in written for v in r["versions"]}
+    written = [r for r in setup if r.kind == "inplace_write"]
+    tensors = {v.tensor for r in written for v in r.versions}
     parameters = {tid for tid in tensors if is_parameter(tid)}
-    moved = [r for r in setup if r["kind"] == "data_set"]
+    moved = [r for r in setup if r.kind == "data_set"]
     said = []
     if parameters:
-        of_parameters = [r for r in written if any(is_parameter(v["tensor"]) for v in r["versions"])]
+        of_parameters = [r for r in written if any(is_parameter(v.tensor) for v in r.versions)]
         said.append(f"{_count(len(parameters), 'parameter')} initialised in place ({_count(len(of_parameters), 'write')}"
                     f"{' at ' + span if span else ''})")
     if tensors - parameters:
         said.append(f"{_count(len(tensors - parameters), 'buffer')} (running statistics, counters) filled as the "
                     "modules were built")
     if moved:
-        where = f" at line {moved[0]['line']}" if moved[0]["line"] is not None else ""
+        where = f" at line {moved[0].line}" if moved[0].line is not None else ""
         said.append(f"{_count(len(moved), 'parameter')} moved: .data set{where} (Module.to / _apply)")
-    folded = dict(setup[0], seqs=[s for r in setup for s in r["seqs"]], count=1, alias="model set up", versions=[],
+    folded = replace(setup[0], seqs=[s for r in setup for s in r.seqs], count=1, alias="model set up", versions=[],
                   versions_lines=said)
     out, placed = [], False
     for row in rows:
-        if row["seq"] not in initial:
+        if row.seq not in initial:
             out.append(row)
         elif not placed:
             out.append(folded)
@@ -320,21 +345,21 @@ def _initialisation_row(trace: Trace, rows: list[dict[str, Any]], initial: set[i
 _SITE_KINDS = {"data_get", "data_set", "detach", "inplace_write"}
 
 
-def _fold_call_sites(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _fold_call_sites(rows: list[TimelineRow]) -> list[TimelineRow]:
     """Back-to-back rows of one call site over many tensors (`for p in model.parameters(): p.data.add_(...)`,
     `clip_grad_norm_` scaling each gradient, `model.to(device)` setting each `.data`) as one row saying how many
     tensors and how their versions moved. Rows with findings, errors or effects of findings stay their own."""
-    out: list[dict[str, Any]] = []
-    run: list[dict[str, Any]] = []
+    out: list[TimelineRow] = []
+    run: list[TimelineRow] = []
 
-    def site(row: dict[str, Any]) -> tuple[Any, ...] | None:
-        if row["kind"] not in _SITE_KINDS or row["findings"] or row["affected_by"] or row["error"] or \
-                row["severity"] or row["line"] is None:
+    def site(row: TimelineRow) -> tuple[Any, ...] | None:
+        if row.kind not in _SITE_KINDS or row.findings or row.affected_by or row.error or \
+                row.severity or row.line is None:
             return None
-        return (row["file"], row["line"], row["code"])
+        return (row.file, row.line, row.code)
 
     def flush() -> None:
-        tensors = {t for r in run for t in ([r["tensor"]] if r["tensor"] else []) + [v["label"] for v in r["versions"]]}
+        tensors = {t for r in run for t in ([r.tensor] if r.tensor else []) + [v.label for v in r.versions]}
         if len(run) < 3 or len(tensors) < 3:
             out.extend(run)
         else:
@@ -354,36 +379,36 @@ def _fold_call_sites(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def _site_row(run: list[dict[str, Any]]) -> dict[str, Any]:
+def _site_row(run: list[TimelineRow]) -> TimelineRow:
     """One row for a call site's events over many tensors: per kind, how many, and the versions in words."""
-    kinds = list(dict.fromkeys(r["kind"] for r in run))
+    kinds = list(dict.fromkeys(r.kind for r in run))
     lines: list[str] = []
     for kind in kinds:
-        of_kind = [r for r in run if r["kind"] == kind]
+        of_kind = [r for r in run if r.kind == kind]
         if kind == "inplace_write":
-            changes = [v for r in of_kind for v in r["versions"]]
-            noticed = [v for v in changes if v["noticed"]]
-            hidden = [v for v in changes if not v["noticed"] and not v.get("kernel")]
-            by_kernel = [v for v in changes if not v["noticed"] and v.get("kernel")]
+            changes = [v for r in of_kind for v in r.versions]
+            noticed = [v for v in changes if v.noticed]
+            hidden = [v for v in changes if not v.noticed and not v.kernel]
+            by_kernel = [v for v in changes if not v.noticed and v.kernel]
             if noticed:
-                lines.append(f"{_count(len({v['label'] for v in noticed}), 'tensor')} written, "
+                lines.append(f"{_count(len({v.label for v in noticed}), 'tensor')} written, "
                              f"{_moves(noticed)}")
             if hidden:
-                lines.append(f"{_count(len({v['label'] for v in hidden}), 'tensor')}: bytes changed, version "
+                lines.append(f"{_count(len({v.label for v in hidden}), 'tensor')}: bytes changed, version "
                              "unchanged (written through an alias with its own counter: .data)")
-            for op in dict.fromkeys(v["kernel"] for v in by_kernel):
-                written = [v for v in by_kernel if v["kernel"] == op]
-                lines.append(f"{_count(len({v['label'] for v in written}), 'tensor')}: written in place by {op}'s "
+            for op in dict.fromkeys(v.kernel for v in by_kernel):
+                written = [v for v in by_kernel if v.kernel == op]
+                lines.append(f"{_count(len({v.label for v in written}), 'tensor')}: written in place by {op}'s "
                              "kernel, which does not move the version counter")
         elif kind == "data_set":
             lines.append(f"{_count(len(of_kind), 'tensor')}: .data set (now in new memory)")
         else:
             call = ".data" if kind == "data_get" else ".detach()"
             lines.append(f"{_count(len(of_kind), 'alias', 'aliases')} made ({call})")
-    first = [r for r in run if r["kind"] == kinds[0]]
-    names = list(dict.fromkeys(r["tensor"] for r in first if r["tensor"]))
+    first = [r for r in run if r.kind == kinds[0]]
+    names = list(dict.fromkeys(r.tensor for r in first if r.tensor))
     alias = f"{_count(len(first), 'tensor')}: {', '.join(names)}" if names else _count(len(run), "event")
-    return dict(run[0], kind=kinds[-1], seqs=[s for r in run for s in r["seqs"]], versions=[],
+    return replace(run[0], kind=kinds[-1], seqs=[s for r in run for s in r.seqs], versions=[],
                 versions_lines=lines, alias=alias, tensor=None)
 
 
@@ -391,25 +416,25 @@ def _count(n: int, word: str, plural: str | None = None) -> str:
     return f"{n} {word if n == 1 else plural or word + 's'}"
 
 
-def _moves(changes: list[dict[str, Any]]) -> str:
+def _moves(changes: list[VersionMove]) -> str:
     """ "v0 → v1 each" when every tensor moved alike, else by how much ("+1 version each")."""
-    pairs = {(v["before"], v["after"]) for v in changes}
+    pairs = {(v.before, v.after) for v in changes}
     if len(pairs) == 1:
         before, after = next(iter(pairs))
         return f"{version_text(before)} \N{RIGHTWARDS ARROW} {version_text(after)} each"
-    steps = {None if v["before"] is None or v["after"] is None else v["after"] - v["before"] for v in changes}
+    steps = {None if v.before is None or v.after is None else v.after - v.before for v in changes}
     if len(steps) == 1 and None not in steps:
         step = next(iter(steps))
         return f"+{step} version{'s' if step != 1 else ''} each"
     return "versions moved"
 
 
-def _error_once(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _error_once(rows: list[TimelineRow]) -> list[TimelineRow]:
     """The exception that ended the program, when a backward row above already shows it: said once."""
-    shown = {r["error"] for r in rows if r["kind"] != "exception" and r["error"]}
+    shown = {r.error for r in rows if r.kind != "exception" and r.error}
     for row in rows:
-        if row["kind"] == "exception" and row["error"] in shown:
-            row["error"] = "the error of the backward above ended the program"
+        if row.kind == "exception" and row.error in shown:
+            row.error = "the error of the backward above ended the program"
     return rows
 
 

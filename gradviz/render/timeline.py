@@ -5,7 +5,7 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import graphviz
 
@@ -13,7 +13,7 @@ from ..model import Trace
 from .escape import FONT, html_label_text, shorten
 from ..picture.palette import PALETTE, SEVERITIES, Mark
 from ..analysis.names import statement
-from ..picture.timeline_rows import timeline_rows
+from ..picture.timeline_rows import TimelineRow, timeline_rows
 
 if TYPE_CHECKING:
     from ..analysis.findings import Finding
@@ -66,17 +66,17 @@ _RULE = "#e2e2e2"  # the line under each row
 _UNNOTICED = PALETTE[Mark.SILENT].colour  # a write that changed bytes and left the version: the memory view's colour
 
 
-def timeline_table(rows: Sequence[dict[str, Any]]) -> str:
+def timeline_table(rows: Sequence[TimelineRow]) -> str:
     """The HTML-like label of the timeline: a header row, then one `<TR>` per row of `timeline_rows`.
 
     Every cell has the same border width (drawn on the sides that frame its row), so the text of a column starts at
     the same x in every row; long texts wrap at their column's width with `BALIGN="LEFT"`."""
-    several_files = len({r["file"] for r in rows if r.get("file")}) > 1
+    several_files = len({r.file for r in rows if r.file}) > 1
     header = "".join(f'<TD ALIGN="LEFT" BGCOLOR="#e8e8e8" BORDER="1" SIDES="B" COLOR="#bbbbbb">'
                      f"<B>{html_label_text(c.title)}</B></TD>" for c in _COLUMNS)
     body = [f"<TR>{header}</TR>"]
     for row in rows:
-        body.append(_omitted_row(row) if row["kind"] == "omitted" else _table_row(row, several_files))
+        body.append(_omitted_row(row) if row.kind == "omitted" else _table_row(row, several_files))
     if not rows:
         body.append(f'<TR><TD COLSPAN="{len(_COLUMNS)}" ALIGN="LEFT" BORDER="1" SIDES="B" COLOR="{_RULE}">'
                     f'<FONT COLOR="#555555">{html_label_text(_EMPTY)}</FONT></TD></TR>')
@@ -87,29 +87,29 @@ def timeline_table(rows: Sequence[dict[str, Any]]) -> str:
 _EMPTY = "no events: the program made no aliases, in-place writes or backward calls"
 
 
-def _table_row(row: dict[str, Any], several_files: bool) -> str:
-    severity = row["severity"]
-    fill = SEVERITY_FILL[severity] if severity else ("#f7f7f7" if row["index"] % 2 else "#ffffff")
+def _table_row(row: TimelineRow, several_files: bool) -> str:
+    severity = row.severity
+    fill = SEVERITY_FILL[severity] if severity else ("#f7f7f7" if row.index % 2 else "#ffffff")
     frame = SEVERITY_COLOURS[severity] if severity else _RULE
-    where = row["where"] if several_files else (str(row["line"]) if row["line"] is not None else "")
-    error = (row["error"] or row["outcome"] or "")
+    where = row.where if several_files else (str(row.line) if row.line is not None else "")
+    error = (row.error or row.outcome or "")
     outcome = [error.split(" Hint:")[0]] if error else []  # PyTorch's hint is in the cell's tooltip
-    if row["findings"]:
-        outcome.append("! " + ", ".join(k.replace("_", " ") for k in row["findings"]))
-    if row["affected_by"]:
-        outcome.append("\N{LEFTWARDS ARROW} because of: " + ", ".join(k.replace("_", " ") for k in row["affected_by"]))
-    count = f" \N{MULTIPLICATION SIGN} {row['count']}" if row["count"] > 1 else ""
-    source = (f"{row['where']}: " if row["where"] else "") + (row["code"] or "")
+    if row.findings:
+        outcome.append("! " + ", ".join(k.replace("_", " ") for k in row.findings))
+    if row.affected_by:
+        outcome.append("\N{LEFTWARDS ARROW} because of: " + ", ".join(k.replace("_", " ") for k in row.affected_by))
+    count = f" \N{MULTIPLICATION SIGN} {row.count}" if row.count > 1 else ""
+    source = (f"{row.where}: " if row.where else "") + (row.code or "")
     texts = [
-        (str(row["index"] + 1) + count, None, None),
+        (str(row.index + 1) + count, None, None),
         (where, None, None),
-        (statement(row["code"]), None, source),
-        (row["kind"], None, None),
-        (row["alias"], None, None),
-        (_version_lines(row["versions_lines"], _COLUMNS[5]),
-         _UNNOTICED if any(not v["noticed"] for v in row["versions"]) else None, row["versions_text"]),
-        ("\n".join(outcome), SEVERITY_COLOURS["error"] if row["outcome"] == "error" or severity == "error" else None,
-         row["error"]),
+        (statement(row.code), None, source),
+        (row.kind, None, None),
+        (row.alias, None, None),
+        (_version_lines(row.versions_lines, _COLUMNS[5]),
+         _UNNOTICED if any(not v.noticed for v in row.versions) else None, row.versions_text),
+        ("\n".join(outcome), SEVERITY_COLOURS["error"] if row.outcome == "error" or severity == "error" else None,
+         row.error),
     ]
     cells = []
     last = len(_COLUMNS) - 1
@@ -126,9 +126,9 @@ def _table_row(row: dict[str, Any], several_files: bool) -> str:
     return f"<TR>{''.join(cells)}</TR>"
 
 
-def _omitted_row(row: dict[str, Any]) -> str:
+def _omitted_row(row: TimelineRow) -> str:
     return (f'<TR><TD COLSPAN="{len(_COLUMNS)}" ALIGN="LEFT" BGCOLOR="#ffffff" BORDER="1" SIDES="B" '
-            f'COLOR="{_RULE}"><FONT COLOR="#555555"><I>{html_label_text(row["code"])}</I>'
+            f'COLOR="{_RULE}"><FONT COLOR="#555555"><I>{html_label_text(row.code)}</I>'
             "</FONT></TD></TR>")
 
 

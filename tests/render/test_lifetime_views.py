@@ -82,8 +82,8 @@ def test_timeline_marks_every_step_of_the_accumulator(total_loss: gradviz.Trace)
     from gradviz.picture.timeline_rows import timeline_rows
 
     rows = timeline_rows(total_loss, diagnose(total_loss))
-    marked = [row for row in rows if "graph_kept_alive" in row["findings"]]
+    marked = [row for row in rows if "graph_kept_alive" in row.findings]
     # the in-place `total_loss += loss` of steps 2-6 (step 1 makes the tensor), loop rows folded together
-    assert sum(len(row["seqs"]) for row in marked) == 5
-    assert {row["kind"] for row in marked} == {"inplace_write"}
-    assert {row["severity"] for row in marked} == {"warning"}
+    assert sum(len(row.seqs) for row in marked) == 5
+    assert {row.kind for row in marked} == {"inplace_write"}
+    assert {row.severity for row in marked} == {"warning"}
