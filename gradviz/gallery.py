@@ -187,7 +187,8 @@ def build(src: str | os.PathLike[str] = "gallery", out: str | os.PathLike[str] |
 
 
 def _build_one(example: Example, out: Path, digest: str) -> Result:
-    from .analysis import diagnose
+    from .analysis import diagnosis
+    from .picture.picture import Picture
     from .render import render
     from .tracer import trace_script
 
@@ -212,16 +213,19 @@ def _build_one(example: Example, out: Path, digest: str) -> Result:
         result.raised_message = trace.exception.message
         result.output += _script_traceback(trace)
     try:
-        findings = diagnose(trace)
+        diagnosed = diagnosis(trace)
+        findings = diagnosed.findings
+        # one picture for every view and format: the lifetimes and names the analysis computed, derived once
+        picture = Picture(trace, findings, life=diagnosed.lifetimes, namer=diagnosed.namer)
         result.findings = sorted({f.kind.value for f in findings})
         result.messages = [_finding_line(f) for f in findings]
         folder = out / example.name
         folder.mkdir(parents=True, exist_ok=True)
         for view in VIEWS:
-            diagram = render(trace, view, findings=findings)
+            diagram = render(trace, view, findings=findings, picture=picture)
             for fmt in IMAGE_FORMATS:
                 diagram.save(folder / f"{view}.{fmt}")
-        render(trace, "report", findings=findings).save(folder / "report.html")
+        render(trace, "report", findings=findings, picture=picture).save(folder / "report.html")
         (out / f"{example.name}.html").write_text(_example_html(example, result, trace), encoding="utf-8")
     except Exception as exc:  # a gradviz bug or a missing `dot`: name it, keep building the others
         result.error = f"{type_name(exc)}: {safe_str(exc)}"

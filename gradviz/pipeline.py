@@ -48,12 +48,13 @@ from .terminal import (
 from .text import safe_str
 
 if TYPE_CHECKING:
+    from .analysis.collection import Diagnosis
     from .analysis.findings import Finding
     from .analysis.lifetime import Lifetimes
     from .analysis.names import Namer
     from .config import Config
     from .model import Trace, WindowRecord
-    from .render.picture import Picture
+    from .picture.picture import Picture
     from .suppress import Suppressed
     from .tracer.runner import HardExitHandler, ProgramRun
 
@@ -237,7 +238,7 @@ def _check_step(trace: Trace, program: Program, options: Options) -> None:
     step = options.step
     if step is None:
         return
-    from .render.steps import split_steps, traced_text
+    from .picture.steps import split_steps, traced_text
 
     steps = split_steps(trace)
     count = len(steps)
@@ -257,15 +258,15 @@ def _warn_if_empty(trace: Trace, program: Program) -> None:
         error(f"warning: {name} created no tensors, so there is nothing to draw or check")
 
 
-def _diagnose(trace: Trace, progress: Progress) -> tuple[list[Finding], Exception | None]:
-    """The findings, or none and the error when the analysis itself fails (the diagram is still drawn)."""
-    from .analysis import diagnose
+def _diagnose(trace: Trace, progress: Progress) -> tuple[Diagnosis | None, Exception | None]:
+    """The diagnosis, or none and the error when the analysis itself fails (the diagram is still drawn)."""
+    from .analysis import diagnosis
 
     with progress.spinner("analysing the trace"):
         try:
-            return diagnose(trace), None  # a list that carries the lifetimes it computed
+            return diagnosis(trace), None  # the findings with the lifetimes and names it computed
         except Exception as exc:
-            return [], exc
+            return None, exc
 
 
 def _check_writable(out: Path) -> None:
@@ -318,10 +319,10 @@ def _finish(run: _Run, trace: Trace, program_run: ProgramRun | None, *, hard_exi
     prepare_streams()
     if run.draws:
         _check_step(trace, program, options)
-    findings, analysis_error = _diagnose(trace, run.progress)
+    diagnosis, analysis_error = _diagnose(trace, run.progress)
     # computed by the analysis, reused by the pictures and SARIF (the accepted findings are a plain list)
-    life, namer = getattr(findings, "lifetimes", None), getattr(findings, "namer", None)
-    findings, suppressed = _accept(findings, run)
+    life, namer = (diagnosis.lifetimes, diagnosis.namer) if diagnosis is not None else (None, None)
+    findings, suppressed = _accept(diagnosis.findings if diagnosis is not None else [], run)
     _warn_if_empty(trace, program)
     written: list[Path] = []
     problems: list[UsageError] = []
@@ -389,7 +390,7 @@ def _write_outputs(
 ) -> tuple[list[Path], list[UsageError]]:
     """Every -o of the run, drawn from one picture model: those written, and why the others were not (dot missing,
     a file unwritable: the findings are still worth showing). A bug in gradviz saves the trace beside the output."""
-    from .render.picture import Picture
+    from .picture.picture import Picture
 
     written: list[Path] = []
     problems: list[UsageError] = []

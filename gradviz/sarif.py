@@ -129,10 +129,10 @@ def sarif_results(
     findings: list[Finding], trace: Trace, *, suppressed: Sequence[Suppressed] = (), namer: Namer | None = None
 ) -> list[dict[str, Any]]:
     """One result per finding, then one per accepted finding carrying its suppression (code scanning closes those).
-    `namer`: the names the diagnosis gave (`diagnose()`'s result carries them); only hand-made findings without
+    `namer`: the names the diagnosis gave (a `Diagnosis` holds them); only hand-made findings without
     one have the trace named here."""
     kinds = list(FindingKind)
-    namer = namer or getattr(findings, "namer", None) or Namer(trace)
+    namer = namer or Namer(trace)
     results = [_result(finding, trace, kinds.index(finding.kind), namer) for finding in findings]
     for accepted in suppressed:
         result = _result(accepted.finding, trace, kinds.index(accepted.finding.kind), namer)

@@ -20,7 +20,7 @@ from gradviz.formats import findings_text
 from gradviz.render import Picture, render
 from gradviz.render.graph_dot import LEGEND
 from gradviz.render.memory_boxes import FINDING_COLOURS
-from gradviz.render.palette import PALETTE, SEVERITIES, css_variables
+from gradviz.picture.palette import PALETTE, SEVERITIES, css_variables
 from gradviz.render.timeline import SEVERITY_COLOURS
 from gradviz.sarif import sarif_results
 

@@ -1,4 +1,5 @@
-"""The package's imports go one way: tracer -> trace model -> analysis -> render -> explorer -> front ends.
+"""The package's imports go one way: tracer -> trace model -> analysis -> picture -> render -> explorer -> front
+ends.
 
 Every module of gradviz/ is parsed (imports inside functions and under TYPE_CHECKING count too: a lazy import
 is still a dependency), and the graph of its imports must have no cycle and no import from a lower layer into a
@@ -22,9 +23,10 @@ ALLOWED = {
     "model": {"model"},
     "tracer": {"model", "tracer"},
     "analysis": {"model", "analysis"},
-    "render": {"model", "analysis", "render"},
-    "explorer": {"model", "analysis", "render", "explorer"},
-    "front": {"model", "tracer", "analysis", "render", "explorer", "front"},
+    "picture": {"model", "analysis", "picture"},
+    "render": {"model", "analysis", "picture", "render"},
+    "explorer": {"model", "analysis", "picture", "render", "explorer"},
+    "front": {"model", "tracer", "analysis", "picture", "render", "explorer", "front"},
 }
 
 
@@ -40,7 +42,7 @@ def module_names() -> dict[str, Path]:
 
 def layer(module: str) -> str:
     parts = module.split(".")
-    if len(parts) >= 2 and parts[1] in ("tracer", "analysis", "render", "explorer"):
+    if len(parts) >= 2 and parts[1] in ("tracer", "analysis", "picture", "render", "explorer"):
         return parts[1]
     if len(parts) == 2 and parts[1] in TRACE_MODEL:
         return "model"
@@ -144,6 +146,7 @@ def test_the_graph_sees_function_level_imports() -> None:
     assert "gradviz.tracer.runner" in graph["gradviz.pipeline"]
     assert "gradviz.tracer" in graph["gradviz.pipeline"]  # and with it the subpackage's __init__
     assert layer("gradviz.model") == "model" and layer("gradviz.render.graph") == "render"
+    assert layer("gradviz.picture.steps") == "picture" and layer("gradviz.picture") == "picture"
     assert layer("gradviz.notebook") == "front" and layer("gradviz") == "front"
 
 
@@ -157,7 +160,7 @@ def test_no_import_cycle() -> None:
     assert not found, "import cycles (function-level imports included): " + "; ".join(" <-> ".join(c) for c in found)
 
 
-@pytest.mark.parametrize("lower", ["model", "tracer", "analysis", "render", "explorer"])
+@pytest.mark.parametrize("lower", ["model", "tracer", "analysis", "picture", "render", "explorer"])
 def test_no_upward_import(lower: str) -> None:
     modules = module_names()
     bad = []
@@ -168,3 +171,11 @@ def test_no_upward_import(lower: str) -> None:
             if layer(target) not in ALLOWED[lower]:
                 bad.append(f"{modules[module].relative_to(PACKAGE.parent)}:{line} imports {target} ({layer(target)})")
     assert not bad, f"the {lower} layer imports upwards:\n" + "\n".join(bad)
+
+
+def test_the_page_document_reads_the_picture_not_the_renderers() -> None:
+    """explorer/document.py shows what the picture holds: it imports no module of render/ (DOT building)."""
+    graph = import_graph()
+    drawn = sorted(t for t in graph["gradviz.explorer.document"] if layer(t) == "render")
+    assert not drawn, f"explorer/document.py imports renderers: {drawn}"
+    assert "gradviz.picture.picture" in graph["gradviz.explorer.document"]

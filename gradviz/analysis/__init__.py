@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from .. import collector
 from ..model import Trace
-from .collection import Findings
+from .collection import Diagnosis, Findings
 from .context import Context
 from .cuts import cut_edge_findings, cuts
 from .dead_parameters import dead_parameter_findings
@@ -17,19 +17,25 @@ from .lifetime import Lifetimes, lifetimes
 from .saved_tensors import saved_tensor_findings
 from .updates import manual_update_findings, update_without_gradient_findings
 
-__all__ = ["Dataflow", "Finding", "FindingKind", "Findings", "Severity", "autograd_graph", "dataflow_graph", "diagnose"]
+__all__ = [
+    "Dataflow", "Diagnosis", "Finding", "FindingKind", "Findings", "Severity", "autograd_graph", "dataflow_graph",
+    "diagnose", "diagnosis",
+]
 
 
 def diagnose(trace: Trace) -> Findings:
     """All findings for `trace`, one per kind, line and parameter, ordered by severity, then file and line (a list
     that displays itself as a table in a notebook)."""
+    return diagnosis(trace).findings
+
+
+def diagnosis(trace: Trace) -> Diagnosis:
+    """`diagnose(trace)`, with the lifetimes and the names it computed on the way (the views reuse both)."""
     with collector.paused():  # the passes only build indexes and findings: no full collections over the trace
         life = lifetimes(trace)
         ctx = Context.of(trace)
         found = Findings(_diagnose(trace, life, ctx), file_labels=trace.file_labels)
-        found.lifetimes = life  # the views' picture model reuses them (render/picture.py)
-        found.namer = ctx.facts.namer  # and the names the findings' messages use (the picture, SARIF)
-        return found
+        return Diagnosis(found, life, ctx.facts.namer)
 
 
 def _diagnose(trace: Trace, life: Lifetimes | None = None, ctx: Context | None = None) -> list[Finding]:

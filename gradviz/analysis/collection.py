@@ -1,8 +1,10 @@
-"""`diagnose()`'s result: a list of findings that shows itself as a table in a notebook and as text in IPython."""
+"""`diagnose()`'s result: a list of findings that shows itself as a table in a notebook and as text in IPython; and
+`diagnosis()`'s: those findings with what the analysis computed on the way that the views reuse."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..model import LENT
@@ -22,8 +24,6 @@ class Findings(list[Finding]):
     def __init__(self, items: Iterable[Finding] = (), *, file_labels: dict[str, str] | None = None) -> None:
         super().__init__(items)
         self.file_labels: dict[str, str] = dict(file_labels or {})
-        self.lifetimes: Lifetimes | None = None  # what diagnose() computed of the graphs' lifetimes, for the views
-        self.namer: Namer | None = None  # the names diagnose() gave tensors, for the views and SARIF
 
     def _repr_html_(self) -> str | None:
         return LENT.findings_html(self, self.file_labels) if LENT.findings_html is not None else None
@@ -31,3 +31,13 @@ class Findings(list[Finding]):
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
         text = LENT.findings_text(self, self.file_labels) if LENT.findings_text is not None else list.__repr__(self)
         printer.text(text)
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """The findings of one trace, with the graphs' lifetimes the analysis computed and the names its messages gave
+    tensors: the picture (picture/picture.py) and SARIF reuse both instead of deriving them again."""
+
+    findings: Findings
+    lifetimes: Lifetimes
+    namer: Namer

@@ -31,6 +31,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Iterator, Mapping
 
+from .steps import is_leaf
+
 if TYPE_CHECKING:
     from ..model import Trace
 
@@ -170,7 +172,7 @@ def module_hierarchy(trace: Trace) -> Hierarchy:
     paths: list[str] = []
     outside = 0
     for node in sorted(trace.nodes.values(), key=lambda n: n.seq):
-        if node.variable is not None or node.name == "AccumulateGrad":
+        if is_leaf(node):
             continue
         if node.module:
             paths.append(node.module)

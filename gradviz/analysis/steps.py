@@ -1,6 +1,6 @@
 """Training steps as the views number them: each backward call that reached autograd nodes no earlier backward
 had reached starts one (leaves excluded: parameters are shared by all steps). Derived here once; the graph view's
-steps (render/steps.py) and --verify's measurements (which step was measured) both read it."""
+steps (picture/steps.py) and --verify's measurements (which step was measured) both read it."""
 
 from __future__ import annotations
 

@@ -5,27 +5,28 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import collector
 from ..analysis.evidence import evidence_summary
-from ..analysis.findings import CutEvidence, SavedTensorEvidence
+from ..analysis.findings import CutEvidence, SavedTensorEvidence, Severity
 from ..analysis.lifetime import END
 from ..model import EventKind, Trace
 from ..paths import relative
-from ..render.graph_memory import headline
-from ..render.memory_select import relevant_tensors
-from ..render.palette import page_legend
-from ..render.picture import Picture
-from ..render.simplify import find_repeats
-from ..render.timeline import timeline_rows
+from ..picture.memory_select import relevant_tensors
+from ..picture.palette import Mark, page_legend
+from ..picture.picture import Picture
+from ..picture.simplify import find_repeats
 from .hierarchy import Groups, module_of_parameter
 
 if TYPE_CHECKING:
     from ..analysis.findings import Finding
-    from ..model import TensorRecord
+    from ..model import NodeRecord, TensorRecord
+    from ..picture.annotate import Annotations
+    from ..picture.steps import Step, StepRoll
 
 __all__ = ["explorer_document"]
 
@@ -94,99 +95,31 @@ class _Builder:
 
     # ------------------------------------------------------------------ build
     def build(self) -> dict[str, Any]:
-        trace = self.trace
+        trace, picture = self.trace, self.picture
         if trace.script:
             self.file_index(trace.script)
-        picture = self.picture
         notes = picture.annotations
-        steps = picture.steps
         rolls, mapping = picture.rolls
-        hidden = set(mapping)  # nodes of steps drawn by their representative
-        life = picture.lifetimes
-        freed = {nid: stop for start, stop, nid in life.intervals if stop < END}
-
+        freed = {nid: stop for start, stop, nid in picture.lifetimes.intervals if stop < END}
         groups = Groups(picture.hierarchy)
-        roll_of: dict[str, str] = {}
-        for roll in rolls:
-            numbers = roll.numbers
-            span = f"step {numbers[0]}" if len(numbers) == 1 else (
-                f"steps {numbers[0]}-{numbers[-1]}" if numbers[-1] - numbers[0] + 1 == len(numbers)
-                else f"steps {', '.join(map(str, numbers[:6]))}{', ...' if len(numbers) > 6 else ''}")
-            label = (f"\N{CLOCKWISE OPEN CIRCLE ARROW} step \N{MULTIPLICATION SIGN}{len(numbers)} ({span})"
-                     if len(numbers) > 1 else f"step {numbers[0]}")
-            if roll.kind:  # traced again after the window: `step 105: validation after step 500`
-                label += f": {roll.kind}"
-            backward = f"backward at line {roll.line}" if roll.line else "backward"
-            groups.add_step(roll.id, label, backward, numbers)
-            for nid in roll.nodes:
-                roll_of[nid] = roll.id
-
-        def is_leaf(nid: str) -> bool:
-            return trace.nodes[nid].variable is not None or trace.nodes[nid].name == "AccumulateGrad"
-
-        ops = [nid for nid in trace.nodes if nid not in hidden and not is_leaf(nid)]
-        consumers: dict[str, list[str]] = defaultdict(list)
-        for nid in ops:
-            for nxt in trace.nodes[nid].next:
-                if nxt is not None and nxt in trace.nodes and nxt not in hidden:
-                    consumers[nxt].append(nid)
-        # a parameter (a leaf) is drawn once in every step box that uses it, beside its module there, so that a
-        # step box holds its own picture instead of edges to every other step
-        entries: list[tuple[str, str | None]] = [(nid, roll_of.get(nid)) for nid in ops]
-        for nid in trace.nodes:
-            if nid in hidden or not is_leaf(nid):
-                continue
-            rolls_using = list(dict.fromkeys(roll_of.get(c) for c in consumers.get(nid, []))) or [None]
-            entries += [(nid, roll) for roll in rolls_using]
-        entries.sort(key=lambda e: (trace.nodes[e[0]].seq, e[0]))
-        index = {entry: i for i, entry in enumerate(entries)}
-        copies: dict[str, list[int]] = defaultdict(list)
-        for i, (nid, _roll) in enumerate(entries):
-            copies[nid].append(i)
-        nodes = [self._node(nid, notes, freed, consumers) for nid, _roll in entries]
-        for i, (nid, roll_id) in enumerate(entries):
-            record = trace.nodes[nid]
-            module = record.module
-            if is_leaf(nid):
-                users = sorted((c for c in consumers.get(nid, []) if roll_of.get(c) == roll_id),
-                               key=lambda n: trace.nodes[n].seq)
-                param = trace.tensors[record.variable].parameter if record.variable in trace.tensors else None
-                module = module_of_parameter(param, trace.nodes[users[0]].module if users else None)
-            nodes[i]["g"] = groups.place(roll_id, module)
-        groups.add_loops(nodes, self._loops(entries, roll_of, is_leaf))
-        groups.split_lines(nodes, minimum=LINE_GROUP_MIN)
-        self._instances(rolls, steps, mapping, index, groups, freed, is_leaf)
-        edge_set: set[tuple[int, int]] = set()
-        for nid in ops:
-            me = index[(nid, roll_of.get(nid))]
-            for nxt in trace.nodes[nid].next:
-                if nxt is None or nxt not in trace.nodes or nxt in hidden:
-                    continue
-                source = index.get((nxt, roll_of.get(nid))) if is_leaf(nxt) else index.get((nxt, roll_of.get(nxt)))
-                if source is not None:
-                    edge_set.add((source, me))
-        edges = sorted(edge_set)
-        node_ids = [nid for nid, _roll in entries]
-        cuts = []
-        for cut in notes.cuts:
-            source = next(iter(copies.get(mapping.get(cut.source or "", cut.source or ""), [])), None)
-            target = next(iter(copies.get(mapping.get(cut.target or "", cut.target or ""), [])), None)
-            if source is not None or target is not None:
-                cuts.append({"from": source, "to": target, "label": cut.label, "alias": self.tensor(cut.alias)})
-
+        layout = _Layout.of(trace, picture.leaves, set(mapping), _step_boxes(groups, rolls))
+        nodes = self._nodes(layout, groups, notes, freed)
+        self._instances(rolls, picture.steps, mapping, layout.index, groups, freed)
+        edges = layout.edges()
+        cuts = self._cuts(notes, layout.copies, mapping)
         document: dict[str, Any] = {
             "format": "gradviz-explorer",
             "version": 1,
             "title": self.title or f"gradviz: {Path(trace.script).name if trace.script else 'traced code'}",
             "facts": self._facts(),
             "nodes": nodes,
-            "ids": node_ids,  # for #node=<id> addresses only; the page never shows them
+            "ids": [nid for nid, _roll in layout.entries],  # for #node=<id> addresses only; the page never shows them
             "edges": [list(e) for e in edges],
             "cuts": cuts,
             "groups": groups.rows(),
             "steps": [{"number": s.number, "seq": s.seq, "line": s.line,
-                       "roll": next((r.id for r in rolls if s.number in r.numbers), None)} for s in steps],
-            "findings": [self._finding(f, copies, mapping, notes) for f in self.findings],
+                       "roll": next((r.id for r in rolls if s.number in r.numbers), None)} for s in picture.steps],
+            "findings": [self._finding(f, layout.copies, mapping) for f in self.findings],
         }
         document["events"] = self._events()
         document["memory"] = self._memory()
@@ -196,38 +129,55 @@ class _Builder:
         document["legend"] = page_legend()  # the static views' words for the marks the page shares with them
         return document
 
+    def _nodes(self, layout: _Layout, groups: Groups, notes: Annotations, freed: dict[str, int]) -> list[dict[str, Any]]:
+        """One row per drawn node (a parameter once in every step box using it), each placed in its box; then the
+        loop boxes and the boxes of one line's many ops."""
+        trace, roll_of, consumers = self.trace, layout.roll_of, layout.consumers
+        nodes = [self._node(nid, notes, freed) for nid, _roll in layout.entries]
+        for i, (nid, roll_id) in enumerate(layout.entries):
+            record = trace.nodes[nid]
+            module = record.module
+            if nid in layout.leaves:
+                users = sorted((c for c in consumers.get(nid, []) if roll_of.get(c) == roll_id),
+                               key=lambda n: trace.nodes[n].seq)
+                param = trace.tensors[record.variable].parameter if record.variable in trace.tensors else None
+                module = module_of_parameter(param, trace.nodes[users[0]].module if users else None)
+            nodes[i]["g"] = groups.place(roll_id, module)
+        groups.add_loops(nodes, self._loops(layout))
+        groups.split_lines(nodes, minimum=LINE_GROUP_MIN)
+        return nodes
+
+    def _cuts(self, notes: Annotations, copies: dict[str, list[int]], mapping: dict[str, str]) -> list[dict[str, Any]]:
+        """Each cut edge between the first drawn copies of its two ends (either may be missing)."""
+        cuts = []
+        for cut in notes.cuts:
+            source = next(iter(copies.get(mapping.get(cut.source or "", cut.source or ""), [])), None)
+            target = next(iter(copies.get(mapping.get(cut.target or "", cut.target or ""), [])), None)
+            if source is not None or target is not None:
+                cuts.append({"from": source, "to": target, "label": cut.label, "alias": self.tensor(cut.alias)})
+        return cuts
+
     # ------------------------------------------------------------------ pieces
-    def _loops(self, entries: list[tuple[str, str | None]], roll_of: dict[str, str], is_leaf: Any) -> list[list[list[int]]]:
-        """Loops in each step's ops, found as the graph view finds them (render/simplify.py's find_repeats on
-        op, module, line, inputs and the parameters fed): each a list of iterations of node indexes. A loop of one
-        op at one line repeated LINE_GROUP_MIN times or more is left to the line boxes."""
+    def _loops(self, layout: _Layout) -> list[list[list[int]]]:
+        """Loops in each step's ops, found as the graph view finds them (picture/simplify.py's find_repeats on the
+        picture's op tokens): each a list of iterations of node indexes. A loop of one op at one line repeated
+        LINE_GROUP_MIN times or more is left to the line boxes."""
+        entries, tokens_of = layout.entries, self.picture.op_tokens
         by_roll: dict[str | None, list[int]] = defaultdict(list)
         for i, (nid, _roll) in enumerate(entries):
-            if not is_leaf(nid):
-                by_roll[roll_of.get(nid)].append(i)
+            if nid not in layout.leaves:
+                by_roll[layout.roll_of.get(nid)].append(i)
         runs: list[list[list[int]]] = []
         for order in by_roll.values():
-            tokens = [self._token(entries[i][0]) for i in order]
+            tokens = [tokens_of[entries[i][0]] for i in order]
             for start, period, reps in find_repeats(tokens):
                 if period == 1 and reps >= LINE_GROUP_MIN:
                     continue
                 runs.append([order[start + k * period: start + (k + 1) * period] for k in range(reps)])
         return runs
 
-    def _token(self, nid: str) -> tuple[Any, ...]:
-        """What makes two autograd nodes "the same op" of a loop: kind, module, line, inputs, parameters fed."""
-        node = self.trace.nodes[nid]
-        params = []
-        for nxt in node.next:
-            record = self.trace.nodes.get(nxt) if nxt is not None else None
-            tensor = self.trace.tensors.get(record.variable) if record is not None and record.variable else None
-            if tensor is not None and (tensor.parameter is not None or tensor.origin == "parameter"):
-                params.append(tensor.id)
-        return (node.name, node.module, node.created.line if node.created else None, len(node.next), tuple(params))
-
-    def _instances(self, rolls: list[Any], steps: list[Any], mapping: dict[str, str],
-                   index: dict[tuple[str, str | None], int], groups: Groups, freed: dict[str, int],
-                   is_leaf: Any) -> None:
+    def _instances(self, rolls: list[StepRoll], steps: list[Step], mapping: dict[str, str],
+                   index: dict[tuple[str, str | None], int], groups: Groups, freed: dict[str, int]) -> None:
         """Every step of a rolled box, on the drawn step's structure: per drawn node, the instance's creation seq,
         output tensor, saved tensors with their versions at save, and when its graph was freed. The page shows
         one instance at a time in the box (`‹ step 2 ›`)."""
@@ -241,7 +191,7 @@ class _Builder:
                 rows = []
                 for nid in by_number[number].nodes:
                     i = index.get((mapping.get(nid, nid), roll.id))
-                    if i is None or is_leaf(nid):
+                    if i is None or nid in self.picture.leaves:
                         continue
                     record = self.trace.nodes[nid]
                     saved = [[self.tensor(x.tensor), x.saved_version] for x in record.saved if x.tensor is not None]
@@ -271,21 +221,21 @@ class _Builder:
             }
         return facts
 
-    def _node(self, nid: str, notes: Any, freed: dict[str, int], consumers: dict[str, list[str]]) -> dict[str, Any]:
+    def _node(self, nid: str, notes: Annotations, freed: dict[str, int]) -> dict[str, Any]:
         trace = self.trace
         record = trace.nodes[nid]
-        leaf = record.variable is not None or record.name == "AccumulateGrad"
-        kind = "leaf" if leaf else "op"
+        leaf = nid in self.picture.leaves
+        kind = Mark.LEAF.value if leaf else "op"  # an op: the page's own word for the palette's backward node
         label = record.name
         if leaf and record.variable is not None:
             label = self.name(record.variable)
             note = notes.leaves.get(record.variable)
             if note is not None:
-                kind = note.style  # "dead" / "updated"
+                kind = note.style.value  # dead / updated
         elif nid in self._roots:  # only where a backward started: not the end of a cut-off branch
-            kind = "output"
+            kind = Mark.OUTPUT.value
         if nid in notes.holders:
-            kind = notes.holders[nid].style
+            kind = notes.holders[nid].style.value  # kept / freed
         node: dict[str, Any] = {"label": label, "kind": kind, "seq": record.seq}
         if record.module:
             node["module"] = record.module
@@ -307,7 +257,7 @@ class _Builder:
             note = notes.saved.get((nid, s.name))
             row: dict[str, Any] = {"name": s.name, "t": self.tensor(s.tensor), "v": s.saved_version}
             if note is not None:
-                row["mark"] = note.style
+                row["mark"] = note.style.value
                 row["note"] = " ".join(note.lines)
             saved.append(row)
         if saved:
@@ -329,7 +279,7 @@ class _Builder:
                 for tid in (e.data.get("roots") or ([e.tensor] if e.tensor else []))
                 if (grad_fn := getattr(self.trace.tensors.get(tid), "grad_fn", None)) is not None}
 
-    def _finding(self, f: Finding, copies: dict[str, list[int]], mapping: dict[str, str], notes: Any) -> dict[str, Any]:
+    def _finding(self, f: Finding, copies: dict[str, list[int]], mapping: dict[str, str]) -> dict[str, Any]:
         """A finding and exactly the graph nodes it points at: its nodes, the nodes of its tensors, the parameters'
         AccumulateGrad nodes and the two ends of the cut edges it made."""
         trace = self.trace
@@ -361,21 +311,21 @@ class _Builder:
         return out
 
     def _events(self) -> list[dict[str, Any]]:
-        rows = timeline_rows(self.trace, self.findings, max_rows=MAX_EVENTS, namer=self.namer)
+        rows = self.picture.timeline_rows(MAX_EVENTS)
         number = {e.seq: i + 1 for i, e in enumerate(self.trace.events)}
         out = []
         for row in rows:
-            versions = [[self.tensor(v["tensor"]), v["before"], v["after"]]
-                        for v in row["versions"] if v["tensor"] in self.trace.tensors]
-            last = max(row["seqs"]) if row["seqs"] else row["seq"]
+            versions = [[self.tensor(v.tensor), v.before, v.after]
+                        for v in row.versions if v.tensor in self.trace.tensors]
+            last = max(row.seqs) if row.seqs else row.seq
             event = {
                 # which of the trace's events (1-based) this row starts at: the scrubber counts the header's events
-                "number": number.get(row["seq"], 0),
-                "seq": row["seq"], "last": last, "kind": row["kind"],
-                "file": self.file_index(row["file"]), "line": row["line"], "code": row["code"],
-                "alias": row["alias"], "versions": versions, "text": row["versions_text"],
-                "outcome": row["error"] or row["outcome"] or "", "count": row["count"],
-                "severity": row["severity"], "findings": list(row["findings"]),  # kinds, as FindingKind values
+                "number": number.get(row.seq, 0),
+                "seq": row.seq, "last": last, "kind": row.kind,
+                "file": self.file_index(row.file), "line": row.line, "code": row.code,
+                "alias": row.alias, "versions": versions, "text": row.versions_text,
+                "outcome": row.error or row.outcome or "", "count": row.count,
+                "severity": row.severity, "findings": list(row.findings),  # kinds, as FindingKind values
             }
             out.append(event)
         return out
@@ -427,7 +377,7 @@ class _Builder:
                 keep.add(points.index(profile.peak) if profile.peak in points else 0)
             points = [points[i] for i in sorted(keep)]
         return {
-            "headline": headline(self.trace, self.picture.memory_profile),
+            "headline": self.picture.headline,
             "points": [list(p) for p in points], "end": profile.end,
             "backwards": [s for s, _ in profile.backwards], "peak": list(profile.peak) if profile.peak else None,
             "holders": [list(h) for h in profile.top_holders],
@@ -494,12 +444,11 @@ class _Builder:
         trace = self.trace
         pointed: dict[int, set[int]] = defaultdict(set)
         marks: dict[int, dict[int, str]] = defaultdict(dict)
-        rank = {"error": 0, "warning": 1, "info": 2}
         for f in self.findings:
             fi = self.file_index(f.file)
             if fi is not None and f.line is not None:
                 old = marks[fi].get(f.line)
-                if old is None or rank[f.severity.value] < rank[old]:
+                if old is None or f.severity.rank < Severity(old).rank:
                     marks[fi][f.line] = f.severity.value
         for e in trace.events:
             if e.location and e.location.file in self.files:
@@ -540,3 +489,74 @@ def _window_text(trace: Trace) -> str | None:
     if window is None or not window.closed:
         return threads_text or None
     return " ".join([window.coverage() + ". Findings and views cover these steps.", *([threads_text] if threads else [])])
+
+
+def _step_boxes(groups: Groups, rolls: list[StepRoll]) -> dict[str, str]:
+    """A box for each rolled step (`↻ step ×3 (steps 1-3)`); node -> the id of its step's box."""
+    roll_of: dict[str, str] = {}
+    for roll in rolls:
+        numbers = roll.numbers
+        span = f"step {numbers[0]}" if len(numbers) == 1 else (
+            f"steps {numbers[0]}-{numbers[-1]}" if numbers[-1] - numbers[0] + 1 == len(numbers)
+            else f"steps {', '.join(map(str, numbers[:6]))}{', ...' if len(numbers) > 6 else ''}")
+        label = (f"\N{CLOCKWISE OPEN CIRCLE ARROW} step \N{MULTIPLICATION SIGN}{len(numbers)} ({span})"
+                 if len(numbers) > 1 else f"step {numbers[0]}")
+        if roll.kind:  # traced again after the window: `step 105: validation after step 500`
+            label += f": {roll.kind}"
+        backward = f"backward at line {roll.line}" if roll.line else "backward"
+        groups.add_step(roll.id, label, backward, numbers)
+        for nid in roll.nodes:
+            roll_of[nid] = roll.id
+    return roll_of
+
+
+@dataclass
+class _Layout:
+    """Which nodes the page draws, in which step box: `entries` (node, step box) in creation order (a parameter,
+    a leaf, once in every step box that uses it, beside its module there, so that a step box holds its own picture
+    instead of edges to every other step), their `index`, and the `copies` of each node."""
+
+    leaves: frozenset[str]
+    hidden: set[str]  # nodes of steps drawn by their representative
+    roll_of: dict[str, str]
+    ops: list[str]
+    consumers: dict[str, list[str]]
+    entries: list[tuple[str, str | None]]
+    index: dict[tuple[str, str | None], int] = field(default_factory=dict)
+    copies: dict[str, list[int]] = field(default_factory=lambda: defaultdict(list))
+    nodes: dict[str, NodeRecord] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, trace: Trace, leaves: frozenset[str], hidden: set[str], roll_of: dict[str, str]) -> _Layout:
+        ops = [nid for nid in trace.nodes if nid not in hidden and nid not in leaves]
+        consumers: dict[str, list[str]] = defaultdict(list)
+        for nid in ops:
+            for nxt in trace.nodes[nid].next:
+                if nxt is not None and nxt in trace.nodes and nxt not in hidden:
+                    consumers[nxt].append(nid)
+        entries: list[tuple[str, str | None]] = [(nid, roll_of.get(nid)) for nid in ops]
+        for nid in trace.nodes:
+            if nid in hidden or nid not in leaves:
+                continue
+            rolls_using = list(dict.fromkeys(roll_of.get(c) for c in consumers.get(nid, []))) or [None]
+            entries += [(nid, roll) for roll in rolls_using]
+        entries.sort(key=lambda e: (trace.nodes[e[0]].seq, e[0]))
+        layout = cls(leaves, hidden, roll_of, ops, consumers, entries, nodes=trace.nodes)
+        layout.index = {entry: i for i, entry in enumerate(entries)}
+        for i, (nid, _roll) in enumerate(entries):
+            layout.copies[nid].append(i)
+        return layout
+
+    def edges(self) -> list[tuple[int, int]]:
+        """(input, op) between drawn entries, a leaf's from its copy in the op's step box."""
+        edge_set: set[tuple[int, int]] = set()
+        roll_of = self.roll_of
+        for nid in self.ops:
+            me = self.index[(nid, roll_of.get(nid))]
+            for nxt in self.nodes[nid].next:
+                if nxt is None or nxt not in self.nodes or nxt in self.hidden:
+                    continue
+                source = self.index.get((nxt, roll_of.get(nid) if nxt in self.leaves else roll_of.get(nxt)))
+                if source is not None:
+                    edge_set.add((source, me))
+        return sorted(edge_set)

@@ -69,7 +69,7 @@ class Groups:
 
     def add_loops(self, nodes: list[dict[str, Any]], runs: list[list[list[int]]]) -> None:
         """A box per rolled loop (`loop ×8`), holding a box per iteration that holds that iteration's nodes in
-        their modules. `runs` lists each loop's iterations, each a list of node indexes (render/simplify.py's
+        their modules. `runs` lists each loop's iterations, each a list of node indexes (picture/simplify.py's
         find_repeats over the same tokens as the graph view). A loop box sits in the deepest box all its nodes
         share; a loop of single ops has no iteration boxes."""
         for r, iterations in enumerate(runs):

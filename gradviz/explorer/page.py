@@ -8,13 +8,13 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from ..render.escape import html_text
-from ..render.palette import css_variables
+from ..picture.palette import css_variables
 from .document import explorer_document
 
 if TYPE_CHECKING:
     from ..analysis.findings import Finding
     from ..model import Trace
-    from ..render.picture import Picture
+    from ..picture.picture import Picture
 
 __all__ = ["embed_json", "explorer_html", "read_document"]
 
@@ -36,7 +36,7 @@ def explorer_html(
     trace: Trace, findings: Sequence[Finding] = (), *, title: str | None = None, picture: Picture | None = None
 ) -> str:
     """The explorer for `trace` and its findings as one HTML string: no external scripts, styles, fonts or images.
-    `picture`: the picture model the other views of this run were drawn from (render/picture.py)."""
+    `picture`: the picture model the other views of this run were drawn from (picture/picture.py)."""
     document = explorer_document(trace, findings, title=title, picture=picture)
     return page_html(document)
 

@@ -9,9 +9,10 @@ from .diagram import SAVE_FORMATS, Diagram, GraphvizNotFound
 from .views import VIEWS, page_html
 
 if TYPE_CHECKING:
+    from ..analysis.collection import Diagnosis
     from ..analysis.findings import Finding
     from ..model import Trace
-    from .picture import Picture
+    from ..picture.picture import Picture
 
 __all__ = ["VIEWS", "Diagram", "GraphvizNotFound", "Picture", "render"]
 
@@ -36,16 +37,34 @@ def render(
     Graph view: `depth` 0 draws one box per outermost model, 1 its children, ..., "all" every op; the default is the
     deepest depth that fits about 80 boxes (`diagram.messages` says which). `collapse_modules=True` is depth 1.
 
-    `picture`: the picture model of `trace` and `findings` (render/picture.py), to share what one view derived
+    `picture`: the picture model of `trace` and `findings` (picture/picture.py), to share what one view derived
     with the next (several outputs of one run); by default one is made here."""
     if view not in VIEWS:
         raise ValueError(f"unknown view {view!r}; choose one of {', '.join(repr(v) for v in VIEWS)}")
-    if findings is None:
-        findings = picture.findings if picture is not None and picture.trace is trace else _diagnose(trace)
+    diagnosis = None
+    if findings is None and picture is not None and picture.trace is trace:
+        findings = picture.findings
+    elif findings is None:
+        diagnosis = _diagnose(trace)
+        findings = diagnosis.findings if diagnosis is not None else []
     if picture is None or not picture.of(trace, findings):
-        from .picture import Picture  # with it the analysis (networkx): `import gradviz` stays light
+        from ..picture.picture import Picture  # with it the analysis (networkx): `import gradviz` stays light
 
-        picture = Picture(trace, findings, life=getattr(findings, "lifetimes", None))
+        picture = Picture(trace, findings, life=diagnosis.lifetimes if diagnosis else None,
+                          namer=diagnosis.namer if diagnosis else None)
+    diagram = _draw(trace, view, findings, picture, max_nodes=max_nodes, collapse_modules=collapse_modules, depth=depth,
+                    show_saved=show_saved, step=step, show_all=show_all)
+    path = _check_format(diagram, format, path)
+    if path is not None:
+        diagram.save(path)
+    return diagram
+
+
+def _draw(
+    trace: Trace, view: str, findings: list[Finding], picture: Picture, *, max_nodes: int | None,
+    collapse_modules: bool, depth: int | str | None, show_saved: bool, step: int | None, show_all: bool,
+) -> Diagram:
+    """The diagram of one view, drawn from the picture."""
     if view == "graph":
         from .graph import graph_view
 
@@ -73,7 +92,11 @@ def render(
     else:
         diagram = Diagram(view=view, trace=trace, findings=findings, digraph=None, html=page_html(trace, findings, picture))
     diagram.picture = picture
+    return diagram
 
+
+def _check_format(diagram: Diagram, format: str | None, path: str | Path | None) -> str | Path | None:
+    """The path to save to, given the suffix of `format` when it has none; the format checked against the suffix."""
     if format is not None:
         suffix = "." + format.lower().lstrip(".")
         if suffix not in SAVE_FORMATS:
@@ -87,22 +110,21 @@ def render(
                 raise ValueError(f"format {format!r} does not match the suffix of {str(path)!r}")
         elif diagram.digraph is not None and suffix in (".svg", ".png", ".pdf"):
             diagram.digraph.format = suffix[1:]
-    if path is not None:
-        diagram.save(path)
-    return diagram
+    return path
 
 
-def _diagnose(trace: Trace) -> list[Finding]:
+def _diagnose(trace: Trace) -> Diagnosis | None:
     try:
-        from ..analysis import diagnose
+        from ..analysis import diagnosis
     except ImportError:  # the analysis passes are optional for drawing
-        return []
-    return diagnose(trace)  # a list that also carries the lifetimes it computed, for the picture model
+        return None
+    return diagnosis(trace)  # the findings with the lifetimes and names it computed, for the picture model
+
 
 
 def __getattr__(name: str) -> Any:
     if name == "Picture":  # imported on first use, as render() does
-        from .picture import Picture
+        from ..picture.picture import Picture
 
         return Picture
     raise AttributeError(f"module 'gradviz.render' has no attribute {name!r}")

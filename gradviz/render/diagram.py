@@ -14,7 +14,7 @@ import graphviz
 if TYPE_CHECKING:
     from ..analysis.findings import Finding
     from ..model import Trace
-    from .picture import Picture
+    from ..picture.picture import Picture
 
 __all__ = ["Diagram", "GraphvizNotFound", "SAVE_FORMATS"]
 

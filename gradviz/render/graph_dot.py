@@ -13,12 +13,13 @@ from math import ceil
 import graphviz
 
 from ..analysis.names import statement
-from .annotate import Annotations
+from ..analysis.steps import is_leaf
+from ..picture.annotate import Annotations
 from .escape import FONT, html_label_text, quote_id, shorten
-from .palette import PALETTE
-from .simplify import Core, CoreNode, Roll
-from .graph_prepare import folded_saved, is_leaf_node, output_nodes, shown_saved
-from .steps import StepRoll
+from ..picture.palette import PALETTE, Mark
+from ..picture.simplify import Core, CoreNode, Roll
+from .graph_prepare import folded_saved, output_nodes, shown_saved
+from ..picture.steps import StepRoll
 
 if TYPE_CHECKING:
     from ..model import NodeRecord, TensorRecord, Trace
@@ -27,7 +28,8 @@ if TYPE_CHECKING:
 #: Characters of a module box's list of op kinds kept on one line (about an op box's width); longer, a kind a line.
 GROUP_LINE = 32
 #: Every style the view can use: legend key -> (fill colour, description). The legend lists only those used.
-LEGEND: dict[str, tuple[str, str]] = {key: (swatch.colour, swatch.legend) for key, swatch in PALETTE.items() if key != "silent"}
+LEGEND: dict[Mark, tuple[str, str]] = {key: (swatch.colour, swatch.legend) for key, swatch in PALETTE.items()
+                                       if key is not Mark.SILENT}
 # torch.utils.checkpoint(..., use_reentrant=True): the block runs under no_grad, its graph is built again in backward
 _CHECKPOINT = "CheckpointFunctionBackward"
 _RECOMPUTED = "recomputed in backward (checkpoint, use_reentrant=True): its ops are not drawn"
@@ -45,15 +47,12 @@ _FAST_LAYOUT = {"nslimit": "1", "nslimit1": "1", "mclimit": "0.01", "remincross"
 class _Drawn:
     """Bookkeeping while emitting DOT: which legend entries were used."""
 
-    used: set[str] = field(default_factory=set)
+    used: set[Mark] = field(default_factory=set)
 
 
 def emit(
     trace: Trace, notes: Annotations, core: Core, copies: dict[str, str], *, budget: int, show_saved: bool
 ) -> graphviz.Digraph:
-    nodes = trace.nodes
-    big = core.big
-    drawn = _Drawn()
     graph_attr = {"rankdir": "TB", "ranksep": "0.25", "nodesep": "0.2"}
     if len(core.nodes) > 100:
         graph_attr.update(_FAST_LAYOUT)
@@ -62,38 +61,112 @@ def emit(
     header = _header(trace, script)
     if header:  # the step and loop boxes' titles take the header's font
         dot.attr(fontsize="11", fontname=FONT)
+    drawer = _Emitter(trace, notes, core, copies, show_saved=show_saved)
+    step_of, roll_step = _step_placement(core, copies, drawer.roll_members, drawer.in_cluster)
+    for cid in core.nodes:
+        if cid not in drawer.in_cluster and cid not in step_of:
+            drawer.node(dot, cid)
+    drawer.steps(dot, step_of, roll_step)
+    for roll in core.rolls:
+        if roll.id in roll_step and roll_step[roll.id] is None or (roll.id in roll_step and not core.steps):
+            drawer.roll(dot, roll)
+    drawn = drawer.drawn
+    _emit_holders(dot, notes, core, drawn)
+    for (src, dst), kind in core.edges.items():
+        if kind == "carried":
+            drawn.used.add(Mark.CARRIED)
+            dot.edge(src, dst, style="dashed", color="blue", constraint="false")
+        else:
+            dot.edge(src, dst)
+    _emit_cuts(dot, trace, notes, core, copies, drawn, step_of)
+    summary = []
+    if core.hidden:
+        summary.append(f"{core.hidden} node{'s' if core.hidden != 1 else ''} not shown (max_nodes={budget})")
+    summary.extend(core.notes)
+    if core.big and show_saved and any(n.saved for n in trace.nodes.values()):
+        summary.append("saved tensors shown only where a finding points (large graph)")
+    _emit_title(dot, header, drawn, summary)
+    return dot
 
-    users = core.parents()
-    outputs = output_nodes(trace, core, users, copies)
-    roll_members: dict[str, list[str]] = defaultdict(list)
-    for cid, cnode in core.nodes.items():
-        if cnode.roll is not None:
-            roll_members[cnode.roll].append(cid)
-    in_cluster = {cid for members in roll_members.values() for cid in members}
 
-    def emit_node(target: graphviz.Digraph, cid: str) -> None:
-        cnode = core.nodes[cid]
+class _Emitter:
+    """Draws the simplified graph's nodes (an autograd node, a module box, a summary), loop bodies and step boxes."""
+
+    def __init__(self, trace: Trace, notes: Annotations, core: Core, copies: dict[str, str], *, show_saved: bool) -> None:
+        self.trace, self.notes, self.core, self.copies, self.show_saved = trace, notes, core, copies, show_saved
+        self.drawn = _Drawn()
+        self.outputs = output_nodes(trace, core, core.parents(), copies)
+        self.roll_members: dict[str, list[str]] = defaultdict(list)
+        for cid, cnode in core.nodes.items():
+            if cnode.roll is not None:
+                self.roll_members[cnode.roll].append(cid)
+        self.in_cluster = {cid for members in self.roll_members.values() for cid in members}
+
+    def node(self, target: graphviz.Digraph, cid: str) -> None:
+        trace, nodes, cnode, drawn = self.trace, self.trace.nodes, self.core.nodes[cid], self.drawn
         if cnode.kind == "group":
-            drawn.used.add("group")
-            target.node(cid, f"<{_group_label(cnode, nodes)}>", fillcolor=LEGEND["group"][0], style="filled,rounded")
+            drawn.used.add(Mark.GROUP)
+            target.node(cid, f"<{_group_label(cnode, nodes)}>", fillcolor=LEGEND[Mark.GROUP][0], style="filled,rounded")
             return
         if cnode.kind == "summary":
-            drawn.used.add("summary")
+            drawn.used.add(Mark.SUMMARY)
             text = html_label_text(f"\N{HORIZONTAL ELLIPSIS} {cnode.name} node{'s' if cnode.name != '1' else ''} not shown")
             target.node(cid, f"<{text}>", shape="note", fillcolor="white", style="filled,dashed")
             return
-        record = nodes[copies.get(cid, cid)]
-        _emit_autograd_node(
-            target, cid, record, trace, notes, drawn, big=big, show_saved=show_saved, marks=core.step_marks.get(cid)
-        )
-        if cid in outputs and record.output is not None and record.output in trace.tensors:
+        record = nodes[self.copies.get(cid, cid)]
+        _emit_autograd_node(target, cid, record, trace, self.notes, drawn, big=self.core.big, show_saved=self.show_saved,
+                            marks=self.core.step_marks.get(cid))
+        if cid in self.outputs and record.output is not None and record.output in trace.tensors:
             out_id = f"{cid}_out"
             tensor = trace.tensors[record.output]
-            drawn.used.add("output")
-            target.node(out_id, f"<{_tensor_label(tensor)}>", fillcolor=LEGEND["output"][0])
+            drawn.used.add(Mark.OUTPUT)
+            target.node(out_id, f"<{_tensor_label(tensor)}>", fillcolor=LEGEND[Mark.OUTPUT][0])
             target.edge(cid, out_id)
 
-    # training steps drawn once: each a cluster, with the loops rolled inside it nested in it
+    def roll(self, target: graphviz.Digraph, roll: Roll) -> None:
+        """A loop body drawn once, in a dashed box titled with its count and lines."""
+        members = self.roll_members.get(roll.id)
+        if not members:
+            return
+        nodes, copies = self.trace.nodes, self.copies
+        self.drawn.used.add(Mark.ROLL)
+        lines = sorted({created.line for m in members
+                        if copies.get(m, m) in nodes and (created := nodes[copies.get(m, m)].created) is not None})
+        where = f"  line {lines[0]}" if len(lines) == 1 else (f"  lines {lines[0]}-{lines[-1]}" if lines else "")
+        with target.subgraph(name=f"cluster_{roll.id}") as sub:
+            count = _loop_count(self.core, roll, copies)
+            label = html_label_text(f"\N{CLOCKWISE OPEN CIRCLE ARROW} loop body \N{MULTIPLICATION SIGN}{count} iterations{where}")
+            sub.attr(label=f"<{label}>", style="dashed,filled", fillcolor=LEGEND[Mark.ROLL][0], color="blue", fontcolor="blue")
+            for cid in members:
+                self.node(sub, cid)
+
+    def steps(self, dot: graphviz.Digraph, step_of: dict[str, int], roll_step: dict[str, int | None]) -> None:
+        """Training steps drawn once: each a cluster, with the loops rolled inside it nested in it."""
+        core = self.core
+        # a cut edge comes into a step box from above, through its title: that box has its title at the bottom
+        entered = _entered_by_cuts(self.notes, core, self.copies, step_of) if self.notes.cuts and core.steps else set()
+        for i, step_roll in enumerate(core.steps):
+            inside = [c for c, s in step_of.items() if s == i]
+            if not inside:
+                continue
+            self.drawn.used.add(Mark.STEP)
+            with dot.subgraph(name=f"cluster_{step_roll.id}") as sub:
+                sub.attr(label=f"<{html_label_text(_step_label(step_roll))}>", style="dashed,filled",
+                         fillcolor=LEGEND[Mark.STEP][0], color="darkgreen", fontcolor="darkgreen",
+                         **({"labelloc": "b"} if i in entered else {}))
+                for cid in inside:
+                    if cid not in self.in_cluster:
+                        self.node(sub, cid)
+                for roll in core.rolls:
+                    if roll_step.get(roll.id) == i:
+                        self.roll(sub, roll)
+
+
+def _step_placement(
+    core: Core, copies: dict[str, str], roll_members: dict[str, list[str]], in_cluster: set[str]
+) -> tuple[dict[str, int], dict[str, int | None]]:
+    """Drawn node -> the step box it is in, and loop body -> its step box (None: a loop across steps, drawn
+    outside them)."""
     rep_step = {nid: i for i, roll in enumerate(core.steps) for nid in roll.nodes}
     step_of: dict[str, int] = {}
     for cid, cnode in core.nodes.items():
@@ -107,71 +180,20 @@ def emit(
         roll_step[roll_id] = where_steps.pop() if len(where_steps) == 1 else None
     if roll_step and None in roll_step.values():  # a loop across steps: draw it outside them
         step_of = {c: s for c, s in step_of.items() if not (c in in_cluster and roll_step.get(core.nodes[c].roll or "") is None)}
+    return step_of, roll_step
 
-    def emit_roll(target: graphviz.Digraph, roll: Roll) -> None:
-        members = roll_members.get(roll.id)
-        if not members:
-            return
-        drawn.used.add("roll")
-        lines = sorted({created.line for m in members
-                        if copies.get(m, m) in nodes and (created := nodes[copies.get(m, m)].created) is not None})
-        where = f"  line {lines[0]}" if len(lines) == 1 else (f"  lines {lines[0]}-{lines[-1]}" if lines else "")
-        with target.subgraph(name=f"cluster_{roll.id}") as sub:
-            label = html_label_text(f"\N{CLOCKWISE OPEN CIRCLE ARROW} loop body \N{MULTIPLICATION SIGN}{_loop_count(core, roll, copies)} iterations{where}")
-            sub.attr(label=f"<{label}>", style="dashed,filled", fillcolor=LEGEND["roll"][0], color="blue", fontcolor="blue")
-            for cid in members:
-                emit_node(sub, cid)
 
-    for cid in core.nodes:
-        if cid not in in_cluster and cid not in step_of:
-            emit_node(dot, cid)
-    # a cut edge comes into a step box from above, through its title: that box has its title at the bottom
-    entered = _entered_by_cuts(notes, core, copies, step_of) if notes.cuts and core.steps else set()
-    for i, step_roll in enumerate(core.steps):
-        inside = [c for c, s in step_of.items() if s == i]
-        if not inside:
-            continue
-        drawn.used.add("step")
-        with dot.subgraph(name=f"cluster_{step_roll.id}") as sub:
-            sub.attr(label=f"<{html_label_text(_step_label(step_roll))}>", style="dashed,filled",
-                     fillcolor=LEGEND["step"][0], color="darkgreen", fontcolor="darkgreen",
-                     **({"labelloc": "b"} if i in entered else {}))
-            for cid in inside:
-                if cid not in in_cluster:
-                    emit_node(sub, cid)
-            for roll in core.rolls:
-                if roll_step.get(roll.id) == i:
-                    emit_roll(sub, roll)
-    for roll in core.rolls:
-        if roll.id in roll_step and roll_step[roll.id] is None or (roll.id in roll_step and not core.steps):
-            emit_roll(dot, roll)
-
-    for nid, note in notes.holders.items():  # lifetime findings: a box beside the node they are about
+def _emit_holders(dot: graphviz.Digraph, notes: Annotations, core: Core, drawn: _Drawn) -> None:
+    """Lifetime findings: a box beside the node they are about (kept alive, or freed and built on again)."""
+    for nid, note in notes.holders.items():
         if nid not in core.nodes:
             continue
         drawn.used.add(note.style)
         box = f"{nid}_{note.style}"
         text = "<br/>".join(html_label_text(t) for t in ([f"{note.name}"] if note.name else []) + note.lines)
         dot.node(box, f"<{text}>", fillcolor=LEGEND[note.style][0], shape="box",
-                 style="filled,dashed" if note.style == "freed" else "filled,bold")
-        dot.edge(box, nid, style="dashed" if note.style == "freed" else "bold", color="darkorange3")
-
-    for (src, dst), kind in core.edges.items():
-        if kind == "carried":
-            drawn.used.add("carried")
-            dot.edge(src, dst, style="dashed", color="blue", constraint="false")
-        else:
-            dot.edge(src, dst)
-
-    _emit_cuts(dot, trace, notes, core, copies, drawn, step_of)
-    summary = []
-    if core.hidden:
-        summary.append(f"{core.hidden} node{'s' if core.hidden != 1 else ''} not shown (max_nodes={budget})")
-    summary.extend(core.notes)
-    if big and show_saved and any(n.saved for n in nodes.values()):
-        summary.append("saved tensors shown only where a finding points (large graph)")
-    _emit_title(dot, header, drawn, summary)
-    return dot
+                 style="filled,dashed" if note.style is Mark.FREED else "filled,bold")
+        dot.edge(box, nid, style="dashed" if note.style is Mark.FREED else "bold", color="darkorange3")
 
 
 def _loop_count(core: Core, roll: Roll, copies: dict[str, str]) -> str:
@@ -258,12 +280,35 @@ def _emit_autograd_node(
     show_saved: bool,
     marks: list[int] | None = None,
 ) -> None:
-    drawn.used.add("backward")
+    drawn.used.add(Mark.BACKWARD)
+    rows = _node_rows(record, trace, big=big, marks=marks)
+    attrs: dict[str, str] = {}
+    leaf_note = notes.leaves.get(record.variable) if record.variable else None
+    if leaf_note is not None and leaf_note.style is Mark.DEAD:
+        attrs.update(fillcolor=LEGEND[Mark.DEAD][0], fontcolor="gray45", style="filled,dashed", color="gray55")
+    target.node(cid, f"<{'<BR/>'.join(rows)}>", **attrs)
+
+    if record.variable is not None and record.variable in trace.tensors:
+        tensor = trace.tensors[record.variable]
+        vid = f"{cid}_var"
+        style = leaf_note.style if leaf_note else Mark.LEAF
+        drawn.used.add(style)
+        text = _tensor_label(tensor, name=leaf_note.name if leaf_note else None)
+        if leaf_note:
+            text += "".join(f"<BR/><I>{html_label_text(line)}</I>" for line in leaf_note.lines)
+        extra = {"fontcolor": "gray45", "style": "filled,dashed", "color": "gray55"} if style is Mark.DEAD else {}
+        target.node(vid, f"<{text}>", fillcolor=LEGEND[style][0], **extra)
+        target.edge(vid, cid)
+    _emit_saved(target, cid, record, trace, notes, drawn, big=big, show_saved=show_saved)
+
+
+def _node_rows(record: NodeRecord, trace: Trace, *, big: bool, marks: list[int] | None) -> list[str]:
+    """An autograd node's label lines: its name; module, line and statement; checkpoint; the steps of findings."""
     rows = [f"<B>{html_label_text(record.name)}</B>"]
-    detail = "" if is_leaf_node(record) else _where(record, trace)
-    if record.module and not is_leaf_node(record):
+    detail = "" if is_leaf(record) else _where(record, trace)
+    if record.module and not is_leaf(record):
         detail = f"{record.module}  {detail}".strip()
-    if record.created is not None and record.created.code and not big and not is_leaf_node(record):
+    if record.created is not None and record.created.code and not big and not is_leaf(record):
         code = shorten(statement(record.created.code), 40)  # the statement, not its inline comment
         detail = f"{detail}: {code}" if detail else code
     if detail:
@@ -273,42 +318,32 @@ def _emit_autograd_node(
     if marks:
         which = "step" if len(marks) == 1 else "steps"
         rows.append(f'<FONT POINT-SIZE="8" COLOR="red">{html_label_text(f"finding in {which} {_numbers(marks)}")}</FONT>')
-    attrs: dict[str, str] = {}
-    leaf_note = notes.leaves.get(record.variable) if record.variable else None
-    if leaf_note is not None and leaf_note.style == "dead":
-        attrs.update(fillcolor=LEGEND["dead"][0], fontcolor="gray45", style="filled,dashed", color="gray55")
-    target.node(cid, f"<{'<BR/>'.join(rows)}>", **attrs)
+    return rows
 
-    if record.variable is not None and record.variable in trace.tensors:
-        tensor = trace.tensors[record.variable]
-        vid = f"{cid}_var"
-        style = leaf_note.style if leaf_note else "leaf"
-        drawn.used.add(style)
-        text = _tensor_label(tensor, name=leaf_note.name if leaf_note else None)
-        if leaf_note:
-            text += "".join(f"<BR/><I>{html_label_text(line)}</I>" for line in leaf_note.lines)
-        extra = {"fontcolor": "gray45", "style": "filled,dashed", "color": "gray55"} if style == "dead" else {}
-        target.node(vid, f"<{text}>", fillcolor=LEGEND[style][0], **extra)
-        target.edge(vid, cid)
 
+def _emit_saved(
+    target: graphviz.Digraph, cid: str, record: NodeRecord, trace: Trace, notes: Annotations, drawn: _Drawn, *,
+    big: bool, show_saved: bool,
+) -> None:
+    """The node's saved tensors, each in its mark (a finding's, or plain saved), or folded into one box."""
     for saved in shown_saved(record, notes, show_saved, big):
         assert saved.tensor is not None
         tensor = trace.tensors[saved.tensor]
         sid = f"{cid}_s_{quote_id(saved.name)}"
         note = notes.saved.get((record.id, saved.name))
-        style = note.style if note else "saved"
+        style = note.style if note else Mark.SAVED
         drawn.used.add(style)
         text = f"{html_label_text(saved.name)}: {_tensor_label(tensor)}"
         if note:
             text += "".join(f"<BR/><B>{html_label_text(line)}</B>" for line in note.lines)
-        extra = {"fontcolor": "white"} if style in ("poisoned", "detached_saved") else {}
+        extra = {"fontcolor": "white"} if style in (Mark.POISONED, Mark.DETACHED_SAVED) else {}
         target.node(sid, f"<{text}>", fillcolor=LEGEND[style][0], **extra)
         target.edge(cid, sid, dir="none")
     folded = folded_saved(record, notes, show_saved, big)
     if folded:
-        drawn.used.add("saved")
+        drawn.used.add(Mark.SAVED)
         text = f"{folded} tensors saved for backward"
-        target.node(f"{cid}_saved", f"<{html_label_text(text)}>", fillcolor=LEGEND["saved"][0])
+        target.node(f"{cid}_saved", f"<{html_label_text(text)}>", fillcolor=LEGEND[Mark.SAVED][0])
         target.edge(cid, f"{cid}_saved", dir="none")
 
 
@@ -321,8 +356,8 @@ def _tensor_label(tensor: TensorRecord, *, name: str | None = None) -> str:
 
 
 def _group_label(cnode: CoreNode, nodes: dict[str, NodeRecord]) -> str:
-    names = Counter(nodes[m].name for m in cnode.members if m in nodes and not is_leaf_node(nodes[m]))
-    params = sum(1 for m in cnode.members if m in nodes and is_leaf_node(nodes[m]))
+    names = Counter(nodes[m].name for m in cnode.members if m in nodes and not is_leaf(nodes[m]))
+    params = sum(1 for m in cnode.members if m in nodes and is_leaf(nodes[m]))
     ops = sum(names.values())
     kinds = [f"{n} \N{MULTIPLICATION SIGN}{c}" if c > 1 else n for n, c in names.most_common(3)]
     if len(names) > 3:
@@ -381,13 +416,13 @@ def _emit_cuts(
             dst = f"cut{i}"
             alias = trace.tensors.get(cut.alias) if cut.alias else None
             text = _tensor_label(alias) if alias else html_label_text("detached value")
-            drawn.used.add("unused_alias")
+            drawn.used.add(Mark.UNUSED_ALIAS)
             dot.node(dst, f"<{text}>", fillcolor="white", style="filled,dashed", color="red")
         key = (src, dst, cut.label)
         if key in seen:
             continue
         seen.add(key)
-        drawn.used.add("cut")
+        drawn.used.add(Mark.CUT)
         text = f"<{html_label_text(cut.label)}>"
         # an edge into another step's box enters it under the box's title, where a label at the middle of a short
         # edge would sit on the title: a longer edge puts its label a level above the box, outside it
@@ -410,7 +445,7 @@ def _emit_title(dot: graphviz.Digraph, header: str, drawn: _Drawn, summary: list
     for key, (colour, text) in LEGEND.items():
         if key not in drawn.used:
             continue
-        if key in ("cut", "carried"):
+        if key in (Mark.CUT, Mark.CARRIED):
             swatch = f'<TD><FONT COLOR="{colour}">- - -</FONT></TD>'
         else:
             swatch = f'<TD BGCOLOR="{colour}" WIDTH="24"> </TD>'

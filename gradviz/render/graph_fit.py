@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 
 import graphviz
 
-from .annotate import Annotations
-from .simplify import Core
+from ..picture.annotate import Annotations
+from ..picture.simplify import Core
 from .graph_prepare import Prepared, box_total, finish
 
 if TYPE_CHECKING:
@@ -59,34 +59,9 @@ def fit_page(
     (one layout more than the drawing itself, more only when a picture is too big); without `dot` the size is
     estimated from the box counts, and the message says so. Returns the SVG of the last layout made of the picture
     drawn, if any."""
-    tree = prepared.tree
-    top = tree.max_depth
-    shallowest = "one box per model" if top > 0 else "the only depth"
-    dot_found = True
-    svg: str | None = None
-
-    def size_of(digraph: graphviz.Digraph) -> tuple[int, int, int] | None:
-        """(boxes, width px, height px) of the picture as dot lays it out; None without dot."""
-        nonlocal dot_found, svg
-        laid_out = layout(digraph) if dot_found else None
-        if laid_out is None:
-            dot_found = False
-            svg = None
-            return None
-        (width, height), svg = laid_out
-        return _drawn_boxes(digraph), width, height
-
-    def fits(core: Core, size: tuple[int, int, int] | None) -> bool:
-        if size is not None:
-            return size[0] <= BOX_BUDGET and max(size[1], size[2]) <= PAGE_PX
-        estimate = estimate_size(core, prepared)
-        return estimate[0] <= BOX_BUDGET and estimate[1] <= RANK_BUDGET and estimate[2] <= WIDE_BUDGET
-
-    def said(core: Core, size: tuple[int, int, int] | None) -> str:
-        if size is not None:
-            return f"{size[0]} boxes, {size[1]:,} \N{MULTIPLICATION SIGN} {size[2]:,} px at 96 dpi"
-        return _size(estimate_size(core, prepared)) + " (estimated: Graphviz's dot was not found to lay it out)"
-
+    top = prepared.tree.max_depth
+    measure = _Measure(prepared)
+    size_of, fits, said = measure.size_of, measure.fits, measure.said
     # every op, when that is few enough boxes to lay out
     whole = finish(trace, notes, prepared, "all", budget=budget)
     # every op, counted before the max_nodes cut that the default depth never needs
@@ -95,7 +70,7 @@ def fit_page(
         digraph = draw(whole)
         size = size_of(digraph)
         if fits(whole, size):
-            return whole, digraph, svg
+            return whole, digraph, measure.svg
         whole_said = said(whole, size)
     for d in range(top, -1, -1):
         note = f"modules drawn at depth {d} of 0-{top} to fit a page (--depth)"
@@ -109,11 +84,50 @@ def fit_page(
                 f"graph view: every op would be {whole_said}, so modules are drawn at depth {d} (0-{top}) to fit a "
                 f"page: {said(core, size)}; --depth N draws another depth, --depth all every op"
             )
-            return core, digraph, svg
-    # even one box per model is too big: drawn at depth 0, saying why
+            return core, digraph, measure.svg
+    return _at_depth_0(trace, notes, prepared, budget=budget, draw=draw, measure=measure)
+
+
+class _Measure:
+    """A picture's size as `dot` lays it out, estimated from its boxes without `dot`; the SVG of the last layout."""
+
+    def __init__(self, prepared: Prepared) -> None:
+        self.prepared = prepared
+        self.dot_found = True
+        self.svg: str | None = None
+
+    def size_of(self, digraph: graphviz.Digraph) -> tuple[int, int, int] | None:
+        """(boxes, width px, height px) of the picture as dot lays it out; None without dot."""
+        laid_out = layout(digraph) if self.dot_found else None
+        if laid_out is None:
+            self.dot_found = False
+            self.svg = None
+            return None
+        (width, height), self.svg = laid_out
+        return _drawn_boxes(digraph), width, height
+
+    def fits(self, core: Core, size: tuple[int, int, int] | None) -> bool:
+        if size is not None:
+            return size[0] <= BOX_BUDGET and max(size[1], size[2]) <= PAGE_PX
+        estimate = estimate_size(core, self.prepared)
+        return estimate[0] <= BOX_BUDGET and estimate[1] <= RANK_BUDGET and estimate[2] <= WIDE_BUDGET
+
+    def said(self, core: Core, size: tuple[int, int, int] | None) -> str:
+        if size is not None:
+            return f"{size[0]} boxes, {size[1]:,} \N{MULTIPLICATION SIGN} {size[2]:,} px at 96 dpi"
+        return _size(estimate_size(core, self.prepared)) + " (estimated: Graphviz's dot was not found to lay it out)"
+
+
+def _at_depth_0(
+    trace: Trace, notes: Annotations, prepared: Prepared, *, budget: int, draw: Callable[[Core], graphviz.Digraph],
+    measure: _Measure,
+) -> tuple[Core, graphviz.Digraph, str | None]:
+    """Even one box per model is too big: drawn at depth 0, saying why."""
+    top = prepared.tree.max_depth
+    shallowest = "one box per model" if top > 0 else "the only depth"
     core = finish(trace, notes, prepared, 0, budget=budget, note=f"larger than a page even at depth 0 ({shallowest})")
     digraph = draw(core)
-    svg = None
+    measure.svg = None
     advice = "--step K draws one step, --max-nodes N summarises beyond N boxes"
     if box_total(core, prepared) > BOX_BUDGET:
         core.messages.append(
@@ -121,10 +135,10 @@ def fit_page(
             f"{BOX_BUDGET} a page holds (not laid out to measure it: that would double the drawing time); {advice}"
         )
     else:
-        size = size_of(digraph)
+        size = measure.size_of(digraph)
         verdict = f"larger than a page ({PAGE_PX:,} px either way)" if size is not None else "it may not fit a page"
-        core.messages.append(f"graph view: {said(core, size)} even at depth 0 ({shallowest}), {verdict}; {advice}")
-    return core, digraph, svg
+        core.messages.append(f"graph view: {measure.said(core, size)} even at depth 0 ({shallowest}), {verdict}; {advice}")
+    return core, digraph, measure.svg
 
 
 def say_size(core: Core, digraph: graphviz.Digraph, asked: str) -> str | None:

@@ -4,28 +4,18 @@ from __future__ import annotations
 
 import io
 import textwrap
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..analysis.lifetime import size_text
 from ..analysis.memory_profile import MemoryProfile, memory_profile
+from ..picture.headline import headline
 
 if TYPE_CHECKING:
     from ..analysis.findings import Finding
     from ..model import Trace
-    from .picture import Picture
+    from ..picture.picture import Picture
 
 IMAGE_FORMATS = ("svg", "png", "pdf")
-
-
-def headline(trace: Trace, profile: MemoryProfile | None = None) -> str:
-    """One line a newcomer reads at a glance: the peak, and what grows by how much per step, held by which line."""
-    profile = memory_profile(trace) if profile is None else profile
-    peak = f"peak {size_text(profile.peak[1])}" if profile.peak else "no saved tensors held"
-    if profile.kept:
-        _seq, line, per_step, nodes, unit = profile.kept[0]
-        grows = f"+{nodes} live autograd nodes" + (f" and +{size_text(per_step)} saved" if per_step else "")
-        return f"Graph memory grows by {grows} per {unit}, held by line {line}; saved tensors: {peak}"
-    return f"Graph memory: saved tensors {peak}; no graph outlives its step"
 
 
 def graph_memory_image(trace: Trace, findings: list[Finding], fmt: str, picture: Picture | None = None) -> bytes:
@@ -46,6 +36,26 @@ def graph_memory_image(trace: Trace, findings: list[Finding], fmt: str, picture:
     axes.fill_between(xs, [y / scale for y in ys], step="post", color="#d62728", alpha=0.12)
     for seq, _line in profile.backwards:
         axes.axvline(seq, color="#888888", linewidth=0.6, linestyle=":")
+    _live_nodes(axes, profile)
+    _x_axis(axes, trace, profile)
+    _marks(axes, profile, scale)
+    axes.set_ylim(bottom=0, top=max(max(ys) / scale * 1.7, 1))  # room above the curve for the holders box
+    axes.set_xlim(0, max(profile.end, 1))
+    axes.set_ylabel(f"saved tensors held by live graphs ({unit})", color="#d62728")
+    # the headline wrapped, left-aligned above the legend: one line of it was wider than the figure and clipped
+    axes.set_title(_wrapped(_drawable(headline(trace, profile)), 70), fontsize=10, loc="left", pad=22)
+    axes.grid(axis="y", alpha=0.3)
+    figure.tight_layout()
+    buffer = io.BytesIO()
+    from matplotlib import rc_context
+
+    with rc_context({"svg.fonttype": "none", "svg.hashsalt": "gradviz"}):  # real, searchable text; stable ids
+        figure.savefig(buffer, format=fmt, metadata=_metadata(fmt))
+    return buffer.getvalue()
+
+
+def _live_nodes(axes: Any, profile: MemoryProfile) -> None:
+    """The live autograd nodes on a second axis, and one legend for both curves."""
     nodes_axis = axes.twinx()  # what a kept-alive graph grows by even when backward freed its saved tensors
     node_xs = [0] + [seq for seq, _ in profile.live_nodes] + [profile.end]
     node_ys = [0] + [n for _, n in profile.live_nodes] + [profile.live_nodes[-1][1] if profile.live_nodes else 0]
@@ -56,8 +66,12 @@ def graph_memory_image(trace: Trace, findings: list[Finding], fmt: str, picture:
     handles = axes.get_legend_handles_labels()[0] + nodes_axis.get_legend_handles_labels()[0]
     # above the plot, right: inside it, it covered the holders box and the curves
     axes.legend(handles=handles, loc="lower right", bbox_to_anchor=(1.0, 1.0), ncol=2, fontsize=8, frameon=False)
+
+
+def _x_axis(axes: Any, trace: Trace, profile: MemoryProfile) -> None:
+    """x reads in training steps when backward ran, else in program order."""
     if profile.backwards:
-        # x reads in training steps: a tick at each backward (every k-th when there are many)
+        # a tick at each backward (every k-th when there are many)
         every = max(1, len(profile.backwards) // 12)
         run = trace.run_steps()  # a step traced again after the window is labelled with its number in the run
         ticks = [(seq, str(run.get(seq, n))) for n, (seq, _) in enumerate(profile.backwards, start=1)
@@ -68,6 +82,10 @@ def graph_memory_image(trace: Trace, findings: list[Finding], fmt: str, picture:
         axes.set_xlabel(_wrapped(f"step: backward call number{where} (dotted lines); program order in between"))
     else:
         axes.set_xlabel("program order (no backward ran: nothing freed the saved tensors)")
+
+
+def _marks(axes: Any, profile: MemoryProfile, scale: float) -> None:
+    """The peak, each kept-alive graph's note, and the holders at the peak."""
     if profile.peak is not None:
         seq, size = profile.peak
         axes.plot([seq], [size / scale], marker="v", color="black")
@@ -88,19 +106,6 @@ def graph_memory_image(trace: Trace, findings: list[Finding], fmt: str, picture:
         held = ["held at the peak:"] + [f"{size_text(b):>9}  {_drawable(where)}" for where, b in profile.top_holders]
         axes.text(0.01, 0.98, "\n".join(held), transform=axes.transAxes, va="top", ha="left", fontsize=7,
                   family="monospace", bbox={"boxstyle": "round", "facecolor": "white", "alpha": 0.85, "edgecolor": "#cccccc"})
-    axes.set_ylim(bottom=0, top=max(max(ys) / scale * 1.7, 1))  # room above the curve for the holders box
-    axes.set_xlim(0, max(profile.end, 1))
-    axes.set_ylabel(f"saved tensors held by live graphs ({unit})", color="#d62728")
-    # the headline wrapped, left-aligned above the legend: one line of it was wider than the figure and clipped
-    axes.set_title(_wrapped(_drawable(headline(trace, profile)), 70), fontsize=10, loc="left", pad=22)
-    axes.grid(axis="y", alpha=0.3)
-    figure.tight_layout()
-    buffer = io.BytesIO()
-    from matplotlib import rc_context
-
-    with rc_context({"svg.fonttype": "none", "svg.hashsalt": "gradviz"}):  # real, searchable text; stable ids
-        figure.savefig(buffer, format=fmt, metadata=_metadata(fmt))
-    return buffer.getvalue()
 
 
 def _wrapped(text: str, width: int = 90) -> str:

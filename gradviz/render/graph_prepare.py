@@ -9,10 +9,11 @@ from typing import TYPE_CHECKING, Hashable
 
 
 from ..analysis.hierarchy import Hierarchy
-from .annotate import Annotations
-from .simplify import Core, CoreNode
-from .picture import Picture
-from .steps import StepRoll, after_window, only_step
+from ..analysis.steps import is_leaf
+from ..picture.annotate import Annotations
+from ..picture.simplify import Core, CoreNode
+from ..picture.picture import Picture
+from ..picture.steps import StepRoll, after_window, only_step
 
 if TYPE_CHECKING:
     from ..model import NodeRecord, SavedTensorRecord, Trace
@@ -20,10 +21,6 @@ if TYPE_CHECKING:
 
 BIG = 150  # above this many autograd nodes: compact labels, saved tensors only where a finding points, fast layout
 SPLIT_SHARED_ABOVE = 60  # above this many autograd nodes, a parameter used many times gets a node per use
-
-
-def is_leaf_node(node: NodeRecord) -> bool:
-    return node.variable is not None or node.name == "AccumulateGrad"
 
 
 @dataclass
@@ -75,21 +72,15 @@ def prepare(trace: Trace, notes: Annotations, *, show_saved: bool, step: int | N
     # 1. loops: one body per loop, marked with its count
     order = [
         n.id for n in sorted(nodes.values(), key=lambda n: (n.seq, _num(n.id)))
-        if not is_leaf_node(n) and n.id in core.nodes
+        if not is_leaf(n) and n.id in core.nodes
     ]
-    # "the same op": same kind, module and line, and the same parameters (a loop reuses its weights; a stack of
-    # identical layers, each with its own weights, is not a loop and stays drawn layer by layer)
-    tokens = {
-        n.id: (n.name, n.module, n.created.line if n.created else None, len(n.next), _parameters_used(trace, n))
-        for n in nodes.values()
-    }
-    core.roll_loops(order, tokens, notes.protected)
+    core.roll_loops(order, picture.op_tokens, notes.protected)  # "the same op": the picture's token
     big = core.big = len(core.nodes) > BIG
 
     # 2. a parameter used by many steps: a node per use instead of edges across the picture
     copies: dict[str, str] = {}
     if len(core.nodes) > SPLIT_SHARED_ABOVE:
-        leafish = {nid for nid in core.nodes if is_leaf_node(nodes[nid]) and nid not in notes.protected}
+        leafish = {nid for nid in core.nodes if is_leaf(nodes[nid]) and nid not in notes.protected}
         step_of = {nid: i for i, step_roll in enumerate(core.steps) for nid in step_roll.nodes}
         copies = core.split_shared(leafish, step_of)
 
@@ -98,7 +89,7 @@ def prepare(trace: Trace, notes: Annotations, *, show_saved: bool, step: int | N
         return (1 + (record.variable is not None) + len(shown_saved(record, notes, show_saved, big))
                 + bool(folded_saved(record, notes, show_saved, big)))
 
-    attach = {cid for cid in core.nodes if is_leaf_node(nodes[copies.get(cid, cid)])}
+    attach = {cid for cid in core.nodes if is_leaf(nodes[copies.get(cid, cid)])}
     zone = {nid: i for i, step_roll in enumerate(core.steps) for nid in step_roll.nodes}
     # the loss stays its own box, painted as the output, even inside a module (nn.BCEWithLogitsLoss)
     ran_backward = any(e.kind.value == "backward" for e in trace.events)  # else every sink counts as an output
@@ -127,7 +118,7 @@ def finish(
     losses = output_nodes(trace, core, users, prepared.copies)  # what backward started from, even when something used it later
     keep_first = [cid for cid in core.nodes if origin(cid) in notes.protected] + [c for c in core.nodes if c in losses] + roots
     weights = {c: (prepared.weight(c) if core.nodes[c].kind == "node" else 1) for c in core.nodes}
-    leaves = {c for c, n in core.nodes.items() if n.kind == "node" and is_leaf_node(nodes[origin(c)])}
+    leaves = {c for c, n in core.nodes.items() if n.kind == "node" and is_leaf(nodes[origin(c)])}
     # a hidden stretch stays inside its training step: one summary per step, drawn in the step's box
     zone = prepared.zone
     where: dict[str, Hashable] = {}
@@ -191,18 +182,6 @@ def _roll_steps(
 def _members(rolls: list[StepRoll], steps: list) -> list[list[tuple[int, list[str]]]]:
     by_number = {s.number: s for s in steps}
     return [[(n, by_number[n].nodes) for n in roll.numbers] for roll in rolls]
-
-
-def _parameters_used(trace: Trace, node: NodeRecord) -> tuple[str, ...]:
-    """Parameters this node feeds directly (through their AccumulateGrad)."""
-    used = []
-    for nxt in node.next:
-        record = trace.nodes.get(nxt) if nxt is not None else None
-        if record is not None and record.variable is not None:
-            tensor = trace.tensors.get(record.variable)
-            if tensor is not None and (tensor.parameter is not None or tensor.origin == "parameter"):
-                used.append(tensor.id)
-    return tuple(used)
 
 
 def _copy_core(core: Core) -> Core:

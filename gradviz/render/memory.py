@@ -29,17 +29,14 @@ from .memory_boxes import (
     write_label,
     write_node,
 )
-from .memory_select import (
+from ..picture.memory_select import (
     WRITES,
+    MemorySelection,
     bound_writes,
-    bounded,
     data_pipeline,
     fold_writes,
-    grouped_activations,
-    module_buffers,
+    memory_selection,
     nothing_to_draw,
-    ranked_tensors,
-    summarised_parameters,
     written_storages,
 )
 from .memory_summary import (
@@ -51,11 +48,12 @@ from .memory_summary import (
     saved_by_module,
     tabled_alias_notes,
 )
-from .per_step import fold_repeats, per_step_repeats
-from .picture import Picture
+from ..picture.picture import Picture
 
 if TYPE_CHECKING:
     from ..analysis.findings import Finding
+    from ..analysis.names import Namer
+    from ..model import Event
 
 __all__ = ["memory_digraph"]
 
@@ -78,50 +76,49 @@ def memory_digraph(
     steps); by default one is made here.
     """
     picture = Picture(trace, findings) if picture is None else picture
-    ranked = ranked_tensors(trace, findings, show_all=show_all)
-    grouped, keep = (set(), set()) if show_all else grouped_activations(trace, findings)
-    summarised: list[str] = []
-    # an alias made at one line in every step (and what it aliases): one drawn for all, titled ×N (steps ...)
-    aliases = any(t.origin in ("data", "detach") for t in trace.tensors.values())
-    steps = None
-    if not show_all and (keep or aliases):  # once, for repeats and the table
-        steps = picture.steps
-    repeats = per_step_repeats(trace, findings, steps) if steps and aliases else []
-    folded, marks = fold_repeats(trace, findings, repeats)
-    tabled_aliases: list[str] = []
-    tabled_buffers: list[str] = []
-    if keep:  # a training script: the model, the findings and the aliases; the step's activations as one table
-        summarised = summarised_parameters(trace, findings)
-        in_table = set(summarised)
-        # a parameter updated through `.data` with no finding involved: its aliases (and views) are the table's row
-        table_storages = {trace.tensors[tid].storage for tid in in_table} - {None}
-        named = {tid for f in findings for tid in f.tensors}
-        tabled_aliases = [t.id for t in trace.tensors.values()
-                          if t.storage in table_storages and t.id not in in_table and t.id not in named
-                          and t.origin in ("data", "detach")]
-        buffers = module_buffers(trace, findings)
-        buffer_storages = {trace.tensors[tid].storage for tid in buffers} - {None}
-        tabled_buffers = [t.id for t in trace.tensors.values() if t.storage in buffer_storages and t.id not in named]
-        ranked = [tid for tid in ranked if tid in keep and tid not in in_table
-                  and (trace.tensors[tid].storage not in table_storages or tid in named)
-                  and (trace.tensors[tid].storage not in buffer_storages or tid in named)]
-        repeats = [r for r in repeats if not set(r.members) <= set(tabled_aliases)]
-    unfolded = [tid for tid in ranked if tid not in folded]
-    folded_count, ranked = len(ranked) - len(unfolded), unfolded
-    tensor_ids = bounded(trace, ranked, max_tensors)
-    over_limit = len(ranked) - len(tensor_ids)
-    uninvolved = (len(trace.tensors) - len(ranked) - len(summarised) - folded_count - len(tabled_aliases)
-                  - len(set(tabled_buffers) - set(tabled_aliases)))
-    shown = set(tensor_ids)
+    chosen = memory_selection(trace, findings, picture.steps, show_all=show_all, max_tensors=max_tensors)
     hot_tensor, hot_event = finding_colours(findings)
-    saved_by = saved_lines(trace, shown)
-    namer = picture.namer
+    saved_by = saved_lines(trace, chosen.shown)
 
     dot = graphviz.Digraph("memory")
     dot.attr("graph", rankdir=rankdir, fontname=FONT, fontsize="10", nodesep="0.2", ranksep="0.6")
     dot.attr("node", fontname=FONT, fontsize="10", shape="plaintext")
     dot.attr("edge", fontname=FONT, fontsize="9", color="#444444")
+    storages = _draw_columns(dot, trace, chosen, hot_tensor, saved_by, picture.namer)
+    _draw_links(dot, trace, chosen.tensors, hot_tensor)
+    writes, drawn_writes = _draw_writes(dot, trace, chosen, hot_event, storages, max_writes, picture.namer)
 
+    notes, activations = _notes(trace, chosen, picture, show_all=show_all, max_tensors=max_tensors)
+    if len(writes) > len(drawn_writes):
+        notes.append(f"\N{HORIZONTAL ELLIPSIS} {len(writes) - len(drawn_writes)} other writes not shown")
+    if not chosen.tensors and nothing_to_draw(trace):
+        notes.insert(0, "no tensor shares memory, is written, or is saved for backward")
+    if chosen.tabled_aliases:
+        notes.extend(tabled_alias_notes(trace, chosen.tabled_aliases))
+    if chosen.tabled_buffers:
+        notes.append(buffer_note(trace, chosen.tabled_buffers))
+    notes.extend(repeat_notes(chosen.repeats, picture.namer))
+    if chosen.summarised:
+        dot.node("parameters", parameter_table(trace, chosen.summarised, picture.namer, findings), shape="plaintext")
+    if activations is not None:
+        dot.node("activations", activations, shape="plaintext")
+    with dot.subgraph(name="cluster_legend") as legend:
+        legend.attr(label="legend", style="rounded", color="gray60", fontsize="10")
+        legend.node("legend", legend_table(set(hot_tensor.values()), any(saved_by.values()), bool(drawn_writes)))
+        if notes:
+            text = html_label_text(chr(10).join(notes))  # one cell, its lines left-aligned
+            legend.node("summary", f'<<TABLE BORDER="0" CELLPADDING="0"><TR><TD ALIGN="LEFT" BALIGN="LEFT">{text}'
+                        "</TD></TR></TABLE>>", shape="note", fontcolor="#555555", color="#bbbbbb")
+    return dot
+
+
+def _draw_columns(
+    dot: graphviz.Digraph, trace: Trace, chosen: MemorySelection, hot_tensor: dict[str, str],
+    saved_by: dict[str, list[str]], namer: Namer,
+) -> list[str]:
+    """Columns, left to right: tensors | version counters | storages (the writes come after). Keeping each kind on
+    its own rank makes "same storage, different counter" readable at a glance. Returns the storages drawn."""
+    tensor_ids = chosen.tensors
     storages: list[str] = []
     counters: list[str] = []
     for tid in tensor_ids:
@@ -135,20 +132,16 @@ def memory_digraph(
         storage = trace.tensors[tid].storage
         if tid in hot_tensor and storage is not None:
             hot_storage.setdefault(storage, hot_tensor[tid])
-
     histories = counter_histories(trace, set(counters))
     users: dict[str, list[str]] = {}
     wanted = set(storages)
     for t in trace.tensors.values():
         if t.storage in wanted:
             users.setdefault(t.storage, []).append(t.id)
-
-    # Columns, left to right: tensors | version counters | storages | writes. Keeping each kind on its own
-    # rank makes "same storage, different counter" readable at a glance.
     with dot.subgraph(name="tensors") as column:
         column.attr(rank="same")
         for tid in tensor_ids:
-            label = tensor_label(trace, tid, hot_tensor.get(tid), saved_by.get(tid, []), namer, marks.get(tid))
+            label = tensor_label(trace, tid, hot_tensor.get(tid), saved_by.get(tid, []), namer, chosen.marks.get(tid))
             column.node(tensor_node(tid), label)
     with dot.subgraph(name="counters") as column:
         column.attr(rank="same")
@@ -158,7 +151,11 @@ def memory_digraph(
         column.attr(rank="same")
         for sid in storages:
             column.node(storage_node(sid), storage_label(trace, sid, hot_storage.get(sid), users.get(sid, []), namer))
+    return storages
 
+
+def _draw_links(dot: graphviz.Digraph, trace: Trace, tensor_ids: list[str], hot_tensor: dict[str, str]) -> None:
+    """Each tensor to its version counter (dashed) and to the byte range it uses in its storage."""
     for tid in tensor_ids:
         t = trace.tensors[tid]
         colour = hot_tensor.get(tid, "#444444")
@@ -170,11 +167,18 @@ def memory_digraph(
             dot.edge(tensor_node(tid), storage_node(t.storage), label=plain_label(range_text(t.byte_range)),
                      color=colour, minlen="2", penwidth="1.6" if tid in hot_tensor else "1")
 
+
+def _draw_writes(
+    dot: graphviz.Digraph, trace: Trace, chosen: MemorySelection, hot_event: dict[int, str], storages: list[str],
+    max_writes: int, namer: Namer,
+) -> tuple[list[Event], list[Event]]:
+    """The writes to the drawn tensors, each from the storages it wrote; returns the writes and those drawn."""
+    shown = chosen.shown
     writes = [e for e in trace.events if e.kind in WRITES and any(v.tensor in shown for v in e.written())]
-    if keep:  # initialising the model is setup, not the story: the counters still list those writes
+    if chosen.keep:  # initialising the model is setup, not the story: the counters still list those writes
         initial = initialisation_writes(trace)
         writes = [e for e in writes if e.seq not in initial or e.seq in hot_event]
-    if keep:  # every optimizer step reads alike: the last one, and any a finding points at (counters show the rest)
+    if chosen.keep:  # every optimizer step reads alike: the last one, and any a finding points at (counters: the rest)
         steps_seen = [e for e in writes if e.kind is EventKind.OPTIMIZER_STEP]
         last = {e.seq for e in steps_seen[-1:]}
         writes = [e for e in writes if e.kind is not EventKind.OPTIMIZER_STEP or e.seq in last or e.seq in hot_event]
@@ -189,13 +193,20 @@ def memory_digraph(
                 dot.edge(storage_node(sid), name, dir="back", color=colour, arrowtail="normal",
                          label="written" if event.kind is EventKind.INPLACE_WRITE else "updated",
                          penwidth="1.6" if event.seq in hot_event else "1")
+    return writes, drawn_writes
 
+
+def _notes(
+    trace: Trace, chosen: MemorySelection, picture: Picture, *, show_all: bool, max_tensors: int | None
+) -> tuple[list[str], str | None]:
+    """The notes on what is not drawn one by one, and the activations' table (a training script's)."""
     notes = []
+    over_limit, uninvolved, shown = chosen.over_limit, chosen.uninvolved, chosen.shown
     if over_limit:
         notes.append(f"\N{HORIZONTAL ELLIPSIS} {over_limit} other tensor{'s' if over_limit != 1 else ''} not shown "
                      f"(limit of {max_tensors}: max_tensors)")
     pipeline = data_pipeline(trace) - shown if not show_all else set()
-    activations = activation_table(trace, picture.steps) if grouped else None
+    activations = activation_table(trace, picture.steps) if chosen.grouped else None
     if activations is None:
         notes.extend(saved_by_module(trace, steps=picture.steps))
     if pipeline:
@@ -211,24 +222,4 @@ def memory_digraph(
     if uninvolved > 0:
         notes.append(f"\N{HORIZONTAL ELLIPSIS} {uninvolved} other tensor{'s' if uninvolved != 1 else ''} not shown "
                      "(no alias, event, finding or saved use; --show-all draws them)")
-    if len(writes) > len(drawn_writes):
-        notes.append(f"\N{HORIZONTAL ELLIPSIS} {len(writes) - len(drawn_writes)} other writes not shown")
-    if not tensor_ids and nothing_to_draw(trace):
-        notes.insert(0, "no tensor shares memory, is written, or is saved for backward")
-    if tabled_aliases:
-        notes.extend(tabled_alias_notes(trace, tabled_aliases))
-    if tabled_buffers:
-        notes.append(buffer_note(trace, tabled_buffers))
-    notes.extend(repeat_notes(repeats, namer))
-    if summarised:
-        dot.node("parameters", parameter_table(trace, summarised, namer, findings), shape="plaintext")
-    if activations is not None:
-        dot.node("activations", activations, shape="plaintext")
-    with dot.subgraph(name="cluster_legend") as legend:
-        legend.attr(label="legend", style="rounded", color="gray60", fontsize="10")
-        legend.node("legend", legend_table(set(hot_tensor.values()), any(saved_by.values()), bool(drawn_writes)))
-        if notes:
-            text = html_label_text(chr(10).join(notes))  # one cell, its lines left-aligned
-            legend.node("summary", f'<<TABLE BORDER="0" CELLPADDING="0"><TR><TD ALIGN="LEFT" BALIGN="LEFT">{text}'
-                        "</TD></TR></TABLE>>", shape="note", fontcolor="#555555", color="#bbbbbb")
-    return dot
+    return notes, activations

@@ -8,10 +8,11 @@ from typing import TYPE_CHECKING
 
 from ..analysis.findings import version_text
 from ..analysis.names import Namer, statement
-from ..model import Event, EventKind, Trace, VersionChange
+from ..model import Event, EventKind, Trace
 from .escape import html_label_text, quote_id, shorten
-from .memory_select import WRITES
-from .palette import PALETTE
+from ..picture.memory_select import WRITES
+from ..picture.palette import MARK_OF_KIND, PALETTE, Mark
+from ..picture.timeline_rows import change_text
 
 if TYPE_CHECKING:
     from ..analysis.findings import Finding
@@ -22,7 +23,6 @@ __all__ = [
     "SAVED_TEXT",
     "SILENT",
     "WRITE_COLOUR",
-    "change_text",
     "counter_histories",
     "counter_label",
     "counter_node",
@@ -38,27 +38,18 @@ __all__ = [
     "write_node",
 ]
 
-#: Outline colour of a tensor or storage a finding is about: the graph view's colours for the same findings.
-_FINDING_MARKS = {  # finding kind -> its mark in the palette
-    "poisoned_saved_tensor": "poisoned",  # red: backward raises
-    "detach_inplace_saved": "detached_saved",
-    "silently_corrupted_saved_tensor": "corrupted",  # magenta: backward succeeds with wrong gradients
-    "update_without_gradient": "updated",
-    "dead_parameter": "dead",
-    "cut_edge": "cut",
-    "graph_kept_alive": "kept",  # the value holding many steps' graphs, in the graph view's fill
-    "backward_through_freed_graph": "freed",
-}
+#: Outline colour of a tensor or storage a finding is about (finding kind's value -> colour): the colour of the mark
+#: the graph view gives the same findings (palette.MARK_OF_KIND).
 FINDING_COLOURS: dict[str, str] = {
-    kind: PALETTE[mark].line or PALETTE[mark].colour for kind, mark in _FINDING_MARKS.items()
+    kind.value: PALETTE[mark].line or PALETTE[mark].colour for kind, mark in MARK_OF_KIND.items()
 }
 #: Light fill behind a tensor drawn in one of the colours above.
 _FINDING_FILLS = {PALETTE[mark].line or PALETTE[mark].colour: PALETTE[mark].tint or PALETTE[mark].colour
-                  for mark in _FINDING_MARKS.values()}
+                  for mark in MARK_OF_KIND.values()}
 SAVED_COLOUR = "#f5a623"  # orange, as the graph view draws saved tensors
 WRITE_COLOUR = "#555555"
-SAVED_TEXT = PALETTE["saved"].line or PALETTE["saved"].colour  # "saved by ..." lines
-SILENT = PALETTE["silent"].colour  # a write the version counter did not notice
+SAVED_TEXT = PALETTE[Mark.SAVED].line or PALETTE[Mark.SAVED].colour  # "saved by ..." lines
+SILENT = PALETTE[Mark.SILENT].colour  # a write the version counter did not notice
 _MONO = "Courier"
 
 
@@ -249,18 +240,6 @@ def write_label(
         rows.append(_cell(f"\N{HORIZONTAL ELLIPSIS} {len(changes) - 6} more tensors", size=9))
     return _table(rows, colour, fill="#ffffff", width=2 if colour != WRITE_COLOUR else 1)
 
-
-def change_text(change: VersionChange, *, label: str, write: bool = True) -> str:
-    """ "c: v0 → v1", or "out: v0 → v0 (not noticed)" when a write changed the bytes but not the version.
-
-    `label`: the tensor's name (the picture's `Namer`). `write`: the change is one the event wrote bytes for
-    (`Event.written`), not a tensor it merely looked at."""
-    before = version_text(change.before)
-    after = version_text(change.after)
-    text = f"{label}: {before} \N{RIGHTWARDS ARROW} {after}"
-    if write and change.before == change.after and change.before is not None:
-        text += " (not noticed)"
-    return text
 
 
 _FINDING_WORDS = {

@@ -13,9 +13,9 @@ from ..analysis.names import Namer, statement
 from ..model import EventKind, Trace
 from .escape import html_label_text, shorten
 from .memory_boxes import SAVED_COLOUR
-from .memory_select import WRITES, updates_through_aliases
-from .per_step import Repeat, steps_text
-from .steps import Step
+from ..picture.memory_select import WRITES, updates_through_aliases
+from ..picture.per_step import Repeat, steps_text
+from ..picture.steps import Step
 
 if TYPE_CHECKING:
     from ..analysis.findings import Finding
@@ -209,11 +209,37 @@ def parameter_table(
     trace: Trace, tids: list[str], namer: Namer, findings: Sequence[Finding] = (), limit: int = 40
 ) -> str:
     """One row per module: its parameters, their bytes, and what wrote them (initialisation, optimizer steps)."""
+    wanted = set(tids)
+    writers, through = _writers(trace, wanted, findings)
+    tied = _tied_modules(trace, wanted)
+    modules: dict[str, list[str]] = {}
+    for tid in tids:
+        t = trace.tensors[tid]
+        module, _ = _module_of(t.parameter or namer.tensor(tid))
+        modules.setdefault(module, []).append(tid)
+    total = sum(_nbytes(trace, tid) for tid in tids)
+    head = (f"parameters by module: {len(tids)} in {len(modules)} module{'s' if len(modules) != 1 else ''}, "
+            f"{bytes_text(total)} (no finding, alias or write of the program's own: drawn here, not one by one)")
+    columns = "".join(f'<TD ALIGN="LEFT"><FONT POINT-SIZE="9" COLOR="#555555">{name}</FONT></TD>'
+                      for name in ("module", "parameters", "bytes", "written by"))
+    rows = [f'<TR><TD COLSPAN="4" ALIGN="LEFT"><B>{html_label_text(head)}</B></TD></TR>', f"<TR>{columns}</TR>"]
+    for module, members in list(modules.items())[:limit]:
+        rows.append(_module_row(trace, module, members, namer, writers, through, tied))
+    if len(modules) > limit:
+        rows.append(f'<TR><TD COLSPAN="4" ALIGN="LEFT">{html_label_text(f"… {len(modules) - limit} more modules")}'
+                    "</TD></TR>")
+    return (f'<<TABLE BORDER="1" CELLBORDER="0" CELLSPACING="0" CELLPADDING="3" COLOR="#6b8fb5" '
+            f'BGCOLOR="#eef4fb">{"".join(rows)}</TABLE>>')
+
+
+def _writers(
+    trace: Trace, wanted: set[str], findings: Sequence[Finding]
+) -> tuple[dict[str, dict[str, int]], dict[str, str]]:
+    """Tensor -> what wrote it -> how many times; and writer -> what it did, said after its count."""
     initial = initialisation_writes(trace)
     updates, _ = updates_through_aliases(trace, findings)
     writers: dict[str, dict[str, int]] = {}  # tensor -> writer -> times
     through: dict[str, str] = {}  # writer -> what it did, said after its count
-    wanted = set(tids)
     for e in trace.events:
         if e.kind not in WRITES:
             continue
@@ -235,49 +261,39 @@ def parameter_table(
                 key = f"line {e.location.line}: {e.op}" if e.location else str(e.op)
             times = writers.setdefault(v.tensor, {})
             times[key] = times.get(key, 0) + 1
-    tied = _tied_modules(trace, wanted)
-    modules: dict[str, list[str]] = {}
-    for tid in tids:
-        t = trace.tensors[tid]
-        module, _ = _module_of(t.parameter or namer.tensor(tid))
-        modules.setdefault(module, []).append(tid)
-    total = sum(_nbytes(trace, tid) for tid in tids)
-    head = (f"parameters by module: {len(tids)} in {len(modules)} module{'s' if len(modules) != 1 else ''}, "
-            f"{bytes_text(total)} (no finding, alias or write of the program's own: drawn here, not one by one)")
-    columns = "".join(f'<TD ALIGN="LEFT"><FONT POINT-SIZE="9" COLOR="#555555">{name}</FONT></TD>'
-                      for name in ("module", "parameters", "bytes", "written by"))
-    rows = [f'<TR><TD COLSPAN="4" ALIGN="LEFT"><B>{html_label_text(head)}</B></TD></TR>', f"<TR>{columns}</TR>"]
-    for module, members in list(modules.items())[:limit]:
-        leaves = [_module_of(trace.tensors[tid].parameter or namer.tensor(tid))[1] for tid in members]
-        written: dict[str, list[str]] = {}
-        for tid, leaf in zip(members, leaves):
-            for key, count in writers.get(tid, {}).items():
-                once = count == 1 or key.startswith("initialised")  # an init call writing twice is one setup
-                text = (key if once else f"{key} \N{MULTIPLICATION SIGN}{count}") + through.get(key, "")
-                written.setdefault(text, []).append(leaf)
-        parts = [key if len(who) == len(members) else f"{key}: {', '.join(who)}" for key, who in written.items()]
-        never = [leaf for tid, leaf in zip(members, leaves) if tid not in writers]
-        if never:
-            parts.append(f"never written: {', '.join(never)}")
-        if len(parts) > 4:
-            parts[3:] = [f"\N{HORIZONTAL ELLIPSIS} {len(parts) - 3} more writers"]
-        for tid, leaf in zip(members, leaves):
-            if tied.get(tid):
-                parts.insert(0, f"{leaf}: one tensor, one storage, also {', '.join(tied[tid])}'s (tied weight)")
-        rows.append(
-            "<TR>"
-            f'<TD ALIGN="LEFT">{html_label_text(shorten(module, 48))}</TD>'
-            f'<TD ALIGN="LEFT"><FONT POINT-SIZE="9">{html_label_text(shorten(", ".join(leaves), 36))}</FONT></TD>'
-            f'<TD ALIGN="RIGHT">{html_label_text(bytes_text(sum(_nbytes(trace, tid) for tid in members)))}</TD>'
-            f'<TD ALIGN="LEFT" BALIGN="LEFT"><FONT POINT-SIZE="9">'
-            f'{html_label_text(chr(10).join(shorten(part, 96) for part in parts))}</FONT></TD>'
-            "</TR>"
-        )
-    if len(modules) > limit:
-        rows.append(f'<TR><TD COLSPAN="4" ALIGN="LEFT">{html_label_text(f"… {len(modules) - limit} more modules")}'
-                    "</TD></TR>")
-    return (f'<<TABLE BORDER="1" CELLBORDER="0" CELLSPACING="0" CELLPADDING="3" COLOR="#6b8fb5" '
-            f'BGCOLOR="#eef4fb">{"".join(rows)}</TABLE>>')
+    return writers, through
+
+
+def _module_row(
+    trace: Trace, module: str, members: list[str], namer: Namer, writers: dict[str, dict[str, int]],
+    through: dict[str, str], tied: dict[str, list[str]],
+) -> str:
+    """A module's row: its parameters, their bytes, what wrote them (a writer of some of them names those)."""
+    leaves = [_module_of(trace.tensors[tid].parameter or namer.tensor(tid))[1] for tid in members]
+    written: dict[str, list[str]] = {}
+    for tid, leaf in zip(members, leaves):
+        for key, count in writers.get(tid, {}).items():
+            once = count == 1 or key.startswith("initialised")  # an init call writing twice is one setup
+            text = (key if once else f"{key} \N{MULTIPLICATION SIGN}{count}") + through.get(key, "")
+            written.setdefault(text, []).append(leaf)
+    parts = [key if len(who) == len(members) else f"{key}: {', '.join(who)}" for key, who in written.items()]
+    never = [leaf for tid, leaf in zip(members, leaves) if tid not in writers]
+    if never:
+        parts.append(f"never written: {', '.join(never)}")
+    if len(parts) > 4:
+        parts[3:] = [f"\N{HORIZONTAL ELLIPSIS} {len(parts) - 3} more writers"]
+    for tid, leaf in zip(members, leaves):
+        if tied.get(tid):
+            parts.insert(0, f"{leaf}: one tensor, one storage, also {', '.join(tied[tid])}'s (tied weight)")
+    return (
+        "<TR>"
+        f'<TD ALIGN="LEFT">{html_label_text(shorten(module, 48))}</TD>'
+        f'<TD ALIGN="LEFT"><FONT POINT-SIZE="9">{html_label_text(shorten(", ".join(leaves), 36))}</FONT></TD>'
+        f'<TD ALIGN="RIGHT">{html_label_text(bytes_text(sum(_nbytes(trace, tid) for tid in members)))}</TD>'
+        f'<TD ALIGN="LEFT" BALIGN="LEFT"><FONT POINT-SIZE="9">'
+        f'{html_label_text(chr(10).join(shorten(part, 96) for part in parts))}</FONT></TD>'
+        "</TR>"
+    )
 
 
 def bytes_text(n: int) -> str:

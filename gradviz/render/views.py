@@ -12,7 +12,7 @@ from .escape import html_text
 if TYPE_CHECKING:
     from ..analysis.findings import Finding
     from ..model import Trace
-    from .picture import Picture
+    from ..picture.picture import Picture
 
 __all__ = ["PAGES", "VIEWS", "inline_html", "page_html"]
 

@@ -96,7 +96,7 @@ def test_pytorch_version_numbers_are_quoted_in_a_loop(trace_of) -> None:
 
 
 def test_a_frozen_backbone_is_one_finding_naming_its_parameters_by_module(trace_of) -> None:
-    from gradviz.render.annotate import annotate
+    from gradviz.picture.annotate import annotate
 
     trace = trace_of(
         """

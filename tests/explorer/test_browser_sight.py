@@ -13,7 +13,7 @@ import pytest
 import gradviz
 from gradviz.explorer import explorer_document, explorer_html
 from gradviz.model import Trace
-from gradviz.render.palette import PALETTE
+from gradviz.picture.palette import PALETTE
 
 from .test_browser import browser, console_errors, open_page, pages, view_box  # noqa: F401  (fixtures)
 
@@ -226,7 +226,7 @@ def test_the_legend_names_every_mark_in_use(browser: Any, pages: dict[str, Path]
         seen = browser.execute_script(USED_MARKS)
         assert seen["used"] and seen["used"] == seen["known"], (page.name, seen)
         assert all(name and title for _, name, title in seen["text"])
-        # a mark the static views draw too is explained in their words (render/palette.py), not the page's own
+        # a mark the static views draw too is explained in their words (picture/palette.py), not the page's own
         for mark, _, title in seen["text"]:
             if mark in SHARED_MARKS:
                 assert title == PALETTE[SHARED_MARKS[mark]].legend, (mark, title)

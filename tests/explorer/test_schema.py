@@ -60,3 +60,17 @@ def test_the_schema_rejects_what_the_page_cannot_draw(data_trace: Trace) -> None
     assert any(e.startswith("findings/0:") and "'nodes' is a required property" in e for e in errors)
     assert any(e.startswith("version:") for e in errors)
     assert any(e.startswith(f"edges/{len(document['edges'])}:") for e in errors)
+
+
+def test_the_schema_names_the_marks_of_the_picture_s_one_vocabulary() -> None:
+    """The node kinds and saved-tensor marks the schema allows are the palette's (picture/palette.py's `Mark`): a
+    mark the annotations can give (`corrupted_unread`, when --verify measured identical gradients) is one the
+    schema takes, and the schema names none the picture does not have."""
+    from gradviz.picture.palette import MARK_OF_KIND, NODE_MARKS, SAVED_MARKS, Mark
+
+    schema = json.loads(resources.files("gradviz.explorer").joinpath("document.schema.json").read_text(encoding="utf-8"))
+    defs = schema["$defs"]
+    assert set(defs["mark"]["enum"]) == {m.value for m in SAVED_MARKS}
+    assert set(defs["node"]["properties"]["kind"]["enum"]) == {"op"} | {m.value for m in NODE_MARKS}
+    assert Mark.CORRUPTED_UNREAD.value in defs["mark"]["enum"]
+    assert {MARK_OF_KIND[k] for k in MARK_OF_KIND} <= set(Mark)

@@ -12,7 +12,7 @@ import pytest
 from gradviz.analysis.findings import Finding, FindingKind, SavedTensorEvidence
 from gradviz.model import Location, NodeRecord, SavedTensorRecord, TensorRecord, Trace
 from gradviz.render import render
-from gradviz.render.simplify import Core, CoreNode, find_repeats
+from gradviz.picture.simplify import Core, CoreNode, find_repeats
 
 
 def _tensor(tid: str, *, names: list[str] | None = None, parameter: str | None = None, grad_fn: str | None = None) -> TensorRecord:

@@ -79,11 +79,11 @@ def test_lifetime_findings_from_a_trace_loaded_from_json(total_loss: gradviz.Tra
 
 
 def test_timeline_marks_every_step_of_the_accumulator(total_loss: gradviz.Trace) -> None:
-    from gradviz.render.timeline import timeline_rows
+    from gradviz.picture.timeline_rows import timeline_rows
 
     rows = timeline_rows(total_loss, diagnose(total_loss))
-    marked = [row for row in rows if "graph_kept_alive" in row["findings"]]
+    marked = [row for row in rows if "graph_kept_alive" in row.findings]
     # the in-place `total_loss += loss` of steps 2-6 (step 1 makes the tensor), loop rows folded together
-    assert sum(len(row["seqs"]) for row in marked) == 5
-    assert {row["kind"] for row in marked} == {"inplace_write"}
-    assert {row["severity"] for row in marked} == {"warning"}
+    assert sum(len(row.seqs) for row in marked) == 5
+    assert {row.kind for row in marked} == {"inplace_write"}
+    assert {row.severity for row in marked} == {"warning"}

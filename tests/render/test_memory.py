@@ -185,7 +185,7 @@ def test_memory_view_through_render(data_trace: Trace) -> None:
 
 # ---------------------------------------------------------------------- an alias made in every step, drawn once
 def test_steps_are_written_as_a_person_writes_them() -> None:
-    from gradviz.render.per_step import steps_text
+    from gradviz.picture.per_step import steps_text
 
     assert steps_text([1, 2, 3, 4]) == "1-4"
     assert steps_text([1, 3, 5, 7, 9]) == "1, 3, …, 9"
@@ -309,10 +309,15 @@ def test_buffers_and_state_dict_aliases_are_summed_up(trace_of) -> None:  # type
 # ---------------------------------------------------------------------- names derived once per drawing
 def test_one_namer_per_memory_view(gallery: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every label of the memory view (tensors, counters, storages, writes, the parameter table, the notes) reads one
-    `Namer`: the one diagnose() built for its passes, which its findings carry. Findings made otherwise (a plain
-    list): render() and memory_digraph() build one per call."""
+    `Namer`: the one the diagnosis built for its passes, handed to the picture. Without a picture:
+    render() and memory_digraph() build one per call."""
+    from gradviz.analysis import diagnosis
+    from gradviz.picture.picture import Picture
+
     trace = gradviz.trace_script(gallery / "plot_14_ema_data_between.py")
-    findings = gradviz.diagnose(trace)  # the analysis names its evidence with the run's Namer, built here
+    diagnosed = diagnosis(trace)  # the analysis names its evidence with the run's Namer, built here
+    findings = diagnosed.findings
+    picture = Picture(trace, findings, life=diagnosed.lifetimes, namer=diagnosed.namer)
     built: list[Trace] = []
     real_init = names.Namer.__init__
 
@@ -321,7 +326,7 @@ def test_one_namer_per_memory_view(gallery: Path, monkeypatch: pytest.MonkeyPatc
         real_init(self, trace)
 
     monkeypatch.setattr(names.Namer, "__init__", init)
-    first = render(trace, "memory", findings=findings).source
+    first = render(trace, "memory", findings=findings, picture=picture).source
     assert built == []  # the diagnosis' own
     second = render(trace, "memory", findings=list(findings)).source
     assert built == [trace] and second == first

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 import gradviz
-from gradviz.analysis import names
-from gradviz.render.picture import Picture
+from gradviz.analysis import diagnosis, names
+from gradviz.picture.picture import Picture
 
 pytest.importorskip("torch")
 
@@ -23,7 +23,7 @@ def gan_trace(gallery: Path) -> gradviz.Trace:
 
 def _count(monkeypatch: pytest.MonkeyPatch) -> collections.Counter[str]:
     calls: collections.Counter[str] = collections.Counter()
-    picture = sys.modules["gradviz.render.picture"]
+    picture = sys.modules["gradviz.picture.picture"]
     analysis = sys.modules["gradviz.analysis"]
     for module, name in ((picture, "split_steps"), (picture, "roll_steps"), (picture, "module_hierarchy"),
                          (picture, "annotate"), (picture, "lifetimes"), (analysis, "lifetimes")):
@@ -46,15 +46,24 @@ def _count(monkeypatch: pytest.MonkeyPatch) -> collections.Counter[str]:
 
 def test_every_view_reads_one_picture(gan_trace: gradviz.Trace, monkeypatch: pytest.MonkeyPatch) -> None:
     calls = _count(monkeypatch)
-    findings = gradviz.diagnose(gan_trace)
-    picture = Picture(gan_trace, findings)
+    diagnosed = diagnosis(gan_trace)
+    findings = diagnosed.findings
+    picture = Picture(gan_trace, findings, life=diagnosed.lifetimes, namer=diagnosed.namer)
     for view in ("graph", "memory", "timeline", "report", "graph-memory"):
         diagram = gradviz.render(gan_trace, view, findings=findings, picture=picture)
         assert diagram.picture is picture
     # three steps of one shape: split once, rolled once, one module tree; one lifetimes and one Namer, diagnose's
     assert len(picture.steps) == 3
     assert calls == {"split_steps": 1, "roll_steps": 1, "module_hierarchy": 1, "annotate": 1, "lifetimes": 1, "Namer": 1}
-    assert picture.namer is findings.namer
+    assert picture.namer is diagnosed.namer and picture.lifetimes is diagnosed.lifetimes
+
+
+def test_the_diagnosis_holds_lifetimes_and_names_and_the_findings_list_nothing_else(gan_trace: gradviz.Trace) -> None:
+    """Nothing is hung on the findings list: `diagnose()` is a plain list, `diagnosis()` names what it computed."""
+    diagnosed = diagnosis(gan_trace)
+    assert diagnosed.findings == gradviz.diagnose(gan_trace) and diagnosed.findings
+    assert diagnosed.namer.trace is gan_trace and diagnosed.lifetimes.intervals
+    assert not hasattr(diagnosed.findings, "lifetimes") and not hasattr(diagnosed.findings, "namer")
 
 
 def test_render_without_findings_diagnoses_once_and_reuses_its_lifetimes(

@@ -265,7 +265,7 @@ def test_live_nodes_rise_step_by_step_when_total_loss_keeps_the_graphs(gallery: 
     assert len(counts) == 6
     growth = [b - a for a, b in zip(counts, counts[1:])]
     assert len(set(growth)) == 1 and growth[0] > 0, counts
-    from gradviz.render.graph_memory import headline
+    from gradviz.picture.headline import headline
 
     assert f"grows by +{growth[0]} live autograd nodes per step" in headline(
         gradviz.trace_script(gallery / "plot_22_total_loss_kept_alive.py"))
@@ -320,20 +320,20 @@ def test_manual_sgd_through_data_is_a_row_of_the_parameter_table(manual_sgd: Tra
 
 @pytest.mark.dot
 def test_manual_sgd_timeline_folds_each_call_site_over_the_parameters(manual_sgd: Trace) -> None:
-    from gradviz.render.timeline import timeline_rows
+    from gradviz.picture.timeline_rows import timeline_rows
 
     rows = timeline_rows(manual_sgd, gradviz.diagnose(manual_sgd))
-    updates = [r for r in rows if r["line"] == 34]
-    assert updates and all(r["alias"].startswith("11 tensors: model.encoder.weight") for r in updates)
-    assert sum(r["count"] for r in updates) == 12  # one row per step (folded ×N), not 22 per step
+    updates = [r for r in rows if r.line == 34]
+    assert updates and all(r.alias.startswith("11 tensors: model.encoder.weight") for r in updates)
+    assert sum(r.count for r in updates) == 12  # one row per step (folded ×N), not 22 per step
     assert "11 tensors: bytes changed, version unchanged (written through an alias with its own counter: .data)" \
-        in updates[0]["versions_lines"]
-    clips = [r for r in rows if r["line"] == 32]
-    assert sum(r["count"] for r in clips) == 12 and clips[0]["versions_lines"] == ["11 tensors written, v0 → v1 each"]
+        in updates[0].versions_lines
+    clips = [r for r in rows if r.line == 32]
+    assert sum(r.count for r in clips) == 12 and clips[0].versions_lines == ["11 tensors written, v0 → v1 each"]
     # `model = RNNModel().to("cpu")` (Module._apply sets each parameter's .data): part of the set-up row
-    assert not [r for r in rows if r["line"] == 22]
-    setup = [r for r in rows if r["alias"] == "model set up"]
-    assert setup[0]["versions_lines"] == ["11 parameters initialised in place (11 writes at lines 13-15)",
+    assert not [r for r in rows if r.line == 22]
+    setup = [r for r in rows if r.alias == "model set up"]
+    assert setup[0].versions_lines == ["11 parameters initialised in place (11 writes at lines 13-15)",
                                           "11 parameters moved: .data set at line 22 (Module.to / _apply)"]
     assert _dot_height(render(manual_sgd, "timeline", findings=gradviz.diagnose(manual_sgd)).source) <= 3000
 

@@ -22,7 +22,8 @@ from gradviz.model import (
     VersionCounterRecord,
 )
 from gradviz.render import render
-from gradviz.render.timeline import SEVERITY_COLOURS, SEVERITY_FILL, timeline_digraph, timeline_rows
+from gradviz.picture.timeline_rows import timeline_rows
+from gradviz.render.timeline import SEVERITY_COLOURS, SEVERITY_FILL, timeline_digraph
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -48,36 +49,36 @@ def row_of(source: str, index: int) -> str:
 
 def test_data_example_rows(data_trace: Trace) -> None:
     rows = timeline_rows(data_trace, gradviz.diagnose(data_trace))
-    assert [r["kind"] for r in rows] == ["data_get", "inplace_write", "backward"]
+    assert [r.kind for r in rows] == ["data_get", "inplace_write", "backward"]
     alias, write, backward = rows
-    assert alias["line"] == line_of(data_trace, "c = out.data") and alias["alias"] == "c = out.data"
-    assert alias["severity"] is None
+    assert alias.line == line_of(data_trace, "c = out.data") and alias.alias == "c = out.data"
+    assert alias.severity is None
 
-    assert write["line"] == line_of(data_trace, "c.zero_()") == 24
-    assert write["code"].startswith("c.zero_()")
-    assert write["alias"] == "via c = out.data"
-    assert [(v["label"], v["before"], v["after"], v["noticed"]) for v in write["versions"]] == [
+    assert write.line == line_of(data_trace, "c.zero_()") == 24
+    assert write.code.startswith("c.zero_()")
+    assert write.alias == "via c = out.data"
+    assert [(v.label, v.before, v.after, v.noticed) for v in write.versions] == [
         ("c", 0, 1, True), ("out", 0, 0, False)]
-    assert write["versions_text"] == "c: v0 → v1, out: v0 → v0 (not noticed)"
-    assert write["findings"] == ["silently_corrupted_saved_tensor"] and write["severity"] == "error"
+    assert write.versions_text == "c: v0 → v1, out: v0 → v0 (not noticed)"
+    assert write.findings == ["silently_corrupted_saved_tensor"] and write.severity == "error"
 
-    assert backward["alias"] == "out.sum().backward()"
-    assert backward["outcome"] == "ok" and backward["error"] is None
-    assert backward["severity"] is None  # it did not cause the finding ...
-    assert backward["affected_by"] == ["silently_corrupted_saved_tensor"]  # ... it suffered from it
+    assert backward.alias == "out.sum().backward()"
+    assert backward.outcome == "ok" and backward.error is None
+    assert backward.severity is None  # it did not cause the finding ...
+    assert backward.affected_by == ["silently_corrupted_saved_tensor"]  # ... it suffered from it
 
 
 def test_detach_example_rows(detach_trace: Trace) -> None:
     rows = timeline_rows(detach_trace, gradviz.diagnose(detach_trace))
-    write = next(r for r in rows if r["kind"] == "inplace_write")
-    assert write["versions_text"] == "c: v0 → v1, out: v0 → v1"
-    assert write["findings"] == ["poisoned_saved_tensor"]
-    backward = next(r for r in rows if r["kind"] == "backward")
-    assert backward["outcome"] == "error"
-    assert backward["error"].startswith("RuntimeError: one of the variables needed for gradient computation")
-    assert re.search(r"is at version 1; expected version 0", backward["error"])
-    assert "\n" not in backward["error"]
-    assert rows[-1]["kind"] == "exception" and rows[-1]["outcome"] == "error"
+    write = next(r for r in rows if r.kind == "inplace_write")
+    assert write.versions_text == "c: v0 → v1, out: v0 → v1"
+    assert write.findings == ["poisoned_saved_tensor"]
+    backward = next(r for r in rows if r.kind == "backward")
+    assert backward.outcome == "error"
+    assert backward.error.startswith("RuntimeError: one of the variables needed for gradient computation")
+    assert re.search(r"is at version 1; expected version 0", backward.error)
+    assert "\n" not in backward.error
+    assert rows[-1].kind == "exception" and rows[-1].outcome == "error"
 
 
 def test_finding_rows_are_highlighted_in_the_diagram(data_trace: Trace) -> None:
@@ -115,9 +116,9 @@ def test_loops_fold_into_one_row_per_body_line(trace_of: Callable[..., Trace]) -
         """
     )
     rows = timeline_rows(trace, [])
-    assert [(r["kind"], r["line"], r["count"]) for r in rows] == [("detach", 4, 50), ("inplace_write", 5, 50)]
-    assert len(rows[1]["seqs"]) == 50
-    assert rows[1]["versions_text"].startswith("x: v0 → v1 … v49 → v50")
+    assert [(r.kind, r.line, r.count) for r in rows] == [("detach", 4, 50), ("inplace_write", 5, 50)]
+    assert len(rows[1].seqs) == 50
+    assert rows[1].versions_text.startswith("x: v0 → v1 … v49 → v50")
     source = timeline_digraph(trace, []).source
     assert ">2 × 50<" in row_of(source, 1)
     assert "x: v0 → v1 … v49 → v50" in row_of(source, 1)
@@ -137,8 +138,8 @@ def test_a_step_that_raised_shows_as_an_error_row(trace_of: Callable[..., Trace]
         optimizer.step()
         """
     )
-    steps = [r for r in timeline_rows(trace, []) if r["kind"] == "optimizer_step"]
-    assert [(r["line"], r["outcome"], r["error"]) for r in steps] == [
+    steps = [r for r in timeline_rows(trace, []) if r.kind == "optimizer_step"]
+    assert [(r.line, r.outcome, r.error) for r in steps] == [
         (5, "error", "raised inside step()"),
         (9, None, None),
     ]
@@ -163,11 +164,11 @@ def test_long_timelines_are_bounded_keeping_finding_rows() -> None:
     finding = Finding(FindingKind.POISONED_SAVED_TENSOR, "long.py", 700, "m", "f", tensors=["t0"], events=[700])
     rows = timeline_rows(trace, [finding], max_rows=50)
     assert len(rows) <= 53
-    assert any(r["line"] == 700 and r["severity"] == "error" for r in rows)
-    omitted = [r for r in rows if r["kind"] == "omitted"]
-    assert sum(r["count"] for r in omitted) + sum(1 for r in rows if r["kind"] != "omitted") == 1000
-    assert omitted[0]["code"].endswith("more events not shown")
-    assert [r["index"] for r in rows] == list(range(len(rows)))
+    assert any(r.line == 700 and r.severity == "error" for r in rows)
+    omitted = [r for r in rows if r.kind == "omitted"]
+    assert sum(r.count for r in omitted) + sum(1 for r in rows if r.kind != "omitted") == 1000
+    assert omitted[0].code.endswith("more events not shown")
+    assert [r.index for r in rows] == list(range(len(rows)))
 
 
 def test_hostile_code_is_escaped() -> None:
@@ -215,17 +216,17 @@ def test_hostile_code_lays_out() -> None:
 def test_model_construction_writes_are_one_row(gallery) -> None:  # type: ignore[no-untyped-def]
     trace = gradviz.trace_script(gallery / "plot_01_testdetach.py")
     rows = timeline_rows(trace, gradviz.diagnose(trace))
-    setup = [r for r in rows if r["alias"] == "model set up"]
+    setup = [r for r in rows if r.alias == "model set up"]
     assert len(setup) == 1 and rows[0] is setup[0]
-    assert setup[0]["versions_text"] == "2 parameters initialised in place (2 writes at lines 24-25)"
-    assert not [r for r in rows if r["kind"] == "inplace_write" and r is not setup[0]]  # nn.Linear's writes folded
+    assert setup[0].versions_text == "2 parameters initialised in place (2 writes at lines 24-25)"
+    assert not [r for r in rows if r.kind == "inplace_write" and r is not setup[0]]  # nn.Linear's writes folded
 
 
 def test_the_error_that_ended_the_program_is_said_once(detach_trace: Trace) -> None:
     rows = timeline_rows(detach_trace, gradviz.diagnose(detach_trace))
-    errors = [r["error"] for r in rows if r["error"] and "modified by an inplace operation" in r["error"]]
+    errors = [r.error for r in rows if r.error and "modified by an inplace operation" in r.error]
     assert len(errors) == 1
-    assert rows[-1]["kind"] == "exception" and rows[-1]["error"] == "the error of the backward above ended the program"
+    assert rows[-1].kind == "exception" and rows[-1].error == "the error of the backward above ended the program"
 
 
 def _svg_texts(svg: str) -> list[tuple[float, float, float, str]]:
@@ -266,7 +267,7 @@ def test_columns_line_up_in_the_drawing_and_no_text_leaves_the_table(program: st
         assert x + len(text.rstrip()) * 0.602 * size <= end - 2, (text, x, end)
     assert starts[header[0]] == len(rows) + 1  # every row numbered, in the first column
     assert starts[header[2]] >= len(rows) + 1  # every row's source line, in the third
-    multi = [r for r in rows if len(r["versions"]) > 1 or r["count"] > 1]
+    multi = [r for r in rows if len(r.versions) > 1 or r.count > 1]
     assert multi, "the program has rows of several tensors or folded loops: wrapped cells are tested"
 
 
@@ -286,8 +287,8 @@ def test_long_texts_wrap_within_their_column_and_are_whole_in_the_tooltip() -> N
 def test_a_huge_trace_is_a_bounded_table_with_a_summary_row() -> None:
     trace = long_trace(20000)
     rows = timeline_rows(trace, [])
-    assert len(rows) == 301 and rows[-1]["kind"] == "omitted"
-    assert rows[-1]["code"] == "… 19700 more events not shown"
+    assert len(rows) == 301 and rows[-1].kind == "omitted"
+    assert rows[-1].code == "… 19700 more events not shown"
     table = table_rows(timeline_digraph(trace, []).source)
     assert len(table) == 302  # the header, 300 events, the summary
     assert 'COLSPAN="7"' in table[-1] and "… 19700 more events not shown" in table[-1]
@@ -338,11 +339,11 @@ BATCHNORM_NET = (
 def test_model_set_up_is_one_row_with_buffers_and_to(trace_of: Callable[..., Trace]) -> None:
     trace = trace_of(BATCHNORM_NET)
     rows = timeline_rows(trace, gradviz.diagnose(trace))
-    setup = [r for r in rows if r["alias"] == "model set up"]
+    setup = [r for r in rows if r.alias == "model set up"]
     assert len(setup) == 1
-    assert setup[0]["versions_lines"] == [
+    assert setup[0].versions_lines == [
         "6 parameters initialised in place (6 writes at line 3)",
         "3 buffers (running statistics, counters) filled as the modules were built",
         "6 parameters moved: .data set at line 4 (Module.to / _apply)",
     ]
-    assert not [r for r in rows if r["line"] in (3, 4) and r is not setup[0]]  # nothing else of the set-up
+    assert not [r for r in rows if r.line in (3, 4) and r is not setup[0]]  # nothing else of the set-up

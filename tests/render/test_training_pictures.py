@@ -194,7 +194,7 @@ def test_cli_step_and_show_all(tmp_path: Path) -> None:
 def test_report_of_a_training_script_rolls_its_steps(traces: dict[str, Trace]) -> None:
     """The report (the explorer page) draws each group of same-graph steps once, as a box naming its steps."""
     from gradviz.explorer import explorer_document
-    from gradviz.render.steps import split_steps
+    from gradviz.picture.steps import split_steps
 
     trace = traces["cnn"]
     document = explorer_document(trace, gradviz.diagnose(trace))

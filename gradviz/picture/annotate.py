@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from ..analysis.evidence import alias_expression, consumer_node
 from ..analysis.findings import CutEvidence, FindingKind, LifetimeEvidence, SavedTensorEvidence, version_text
 from ..analysis.names import Namer
+from .palette import MARK_OF_KIND, Mark
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -22,9 +23,9 @@ __all__ = ["Annotations", "Cut", "Note", "alias_expression", "annotate", "consum
 
 @dataclass
 class Note:
-    """How to draw one tensor: a legend style, an optional better name, and lines of explanation."""
+    """How to draw one tensor: its mark, an optional better name, and lines of explanation."""
 
-    style: str
+    style: Mark
     lines: list[str] = field(default_factory=list)
     name: str | None = None
 
@@ -68,7 +69,7 @@ def annotate(
     for finding in findings:
         kind = finding.kind
         notes.protected.update(n for n in finding.nodes if n in trace.nodes)
-        if kind in _SAVED_STYLE:
+        if kind in _SAVED_KINDS:
             # every occurrence the analysis kept: a loop repeating the write in each step is marked in each step
             kept = [saved for saved in finding.evidence if isinstance(saved, SavedTensorEvidence)]
             for saved in kept:
@@ -84,10 +85,10 @@ def annotate(
                 if tid not in trace.tensors:
                     continue
                 if dead:
-                    note = Note("dead", ["no gradient"], trace.tensors[tid].parameter or finding.parameter)
+                    note = Note(Mark.DEAD, ["no gradient"], trace.tensors[tid].parameter or finding.parameter)
                 else:
                     where = f" at line {finding.line}" if finding.line else ""
-                    note = Note("updated", [f"updated{where} without a gradient"], finding.parameter)
+                    note = Note(Mark.UPDATED, [f"updated{where} without a gradient"], finding.parameter)
                 if tid not in notes.leaves or dead:
                     notes.leaves[tid] = note
                 notes.protected.update(acc_of.get(tid, []))
@@ -115,9 +116,9 @@ def _mark_lifetime(trace: Trace, finding: Finding, namer: Namer, notes: Annotati
         unit = evidence.unit if evidence is not None else "step"  # the message's word: "graphs of 3 iterations"
         for tid, nid in zip(finding.tensors, finding.nodes):
             name = namer.tensor(tid) if tid in trace.tensors else None
-            notes.holders[nid] = Note("kept", [f"keeps {steps} {unit}s' graphs alive", f"stored at {where}"], name)
+            notes.holders[nid] = Note(Mark.KEPT, [f"keeps {steps} {unit}s' graphs alive", f"stored at {where}"], name)
     elif evidence is not None and evidence.node is not None:  # the freed node the new graph builds on
-        notes.holders[evidence.node] = Note("freed", ["graph freed by an earlier backward", f"reused at {where}"], None)
+        notes.holders[evidence.node] = Note(Mark.FREED, ["graph freed by an earlier backward", f"reused at {where}"], None)
 
 
 def _by_parameter(trace: Trace, name: str) -> list[str]:
@@ -156,18 +157,16 @@ def _mark_saved(trace: Trace, finding: Finding, evidence: SavedTensorEvidence, n
     targets = {evidence.tensor} | ({evidence.writer} if evidence.writer else set())
     for saved in node.saved:
         if saved.name == evidence.saved_name or (saved.tensor is not None and saved.tensor in targets):
-            style = _SAVED_STYLE[finding.kind]
+            style = MARK_OF_KIND[finding.kind]
             if finding.measured is not None and finding.measured.identical:  # --verify: the write did no harm
-                style = "corrupted_unread"
+                style = Mark.CORRUPTED_UNREAD
             notes.saved.setdefault((node.id, saved.name), Note(style, saved_lines(finding, evidence, namer, step=step, gradient=own)))
     notes.protected.add(node.id)
 
 
-_SAVED_STYLE = {
-    FindingKind.POISONED_SAVED_TENSOR: "poisoned",
-    FindingKind.SILENTLY_CORRUPTED_SAVED_TENSOR: "corrupted",
-    FindingKind.DETACH_INPLACE_SAVED: "detached_saved",
-}
+#: The kinds that mark a saved tensor (their marks: palette.MARK_OF_KIND).
+_SAVED_KINDS = (FindingKind.POISONED_SAVED_TENSOR, FindingKind.SILENTLY_CORRUPTED_SAVED_TENSOR,
+                FindingKind.DETACH_INPLACE_SAVED)
 
 
 def saved_lines(finding: Finding, evidence: SavedTensorEvidence, namer: Namer, *, step: int | None = None,

@@ -4,21 +4,26 @@ notes instead (parameters, saved activations, buffers, aliases of parameters), a
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..analysis.initialisation import initialisation_writes, setup_events
 from ..model import Event, EventKind, Trace
+from .per_step import Repeat, fold_repeats, per_step_repeats
 
 if TYPE_CHECKING:
     from ..analysis.findings import Finding
+    from .steps import Step
 
 __all__ = [
     "WRITES",
+    "MemorySelection",
     "bound_writes",
     "bounded",
     "data_pipeline",
     "fold_writes",
     "grouped_activations",
+    "memory_selection",
     "module_buffers",
     "nothing_to_draw",
     "ranked_tensors",
@@ -27,6 +32,75 @@ __all__ = [
     "updates_through_aliases",
     "written_storages",
 ]
+
+@dataclass
+class MemorySelection:
+    """The tensors the memory view draws one by one (`tensors`, in order) and what it sums up instead: the
+    parameters' and buffers' tables, aliases of parameters, one alias drawn for every step (`repeats`, with the ×N
+    `marks` of the tensors drawn for several), how many were left over the limit and how many are in no story."""
+
+    tensors: list[str]
+    over_limit: int
+    uninvolved: int
+    grouped: set[str]  # a training script's activations, summed up as one table
+    keep: set[str]
+    summarised: list[str] = field(default_factory=list)  # parameters in the table
+    tabled_aliases: list[str] = field(default_factory=list)
+    tabled_buffers: list[str] = field(default_factory=list)
+    repeats: list[Repeat] = field(default_factory=list)
+    marks: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def shown(self) -> set[str]:
+        return set(self.tensors)
+
+
+def memory_selection(
+    trace: Trace, findings: Sequence[Finding], steps: Sequence[Step], *, show_all: bool, max_tensors: int | None
+) -> MemorySelection:
+    """By default only tensors that share a storage with another tensor, or that events, findings or saved tensors
+    mention, are drawn; `show_all=True` draws every tensor. `max_tensors` bounds the drawing (findings first)."""
+    ranked = ranked_tensors(trace, findings, show_all=show_all)
+    grouped, keep = (set(), set()) if show_all else grouped_activations(trace, findings)
+    # an alias made at one line in every step (and what it aliases): one drawn for all, titled ×N (steps ...)
+    aliases = any(t.origin in ("data", "detach") for t in trace.tensors.values())
+    repeats = per_step_repeats(trace, findings, steps) if not show_all and aliases and steps else []
+    folded, marks = fold_repeats(trace, findings, repeats)
+    summarised: list[str] = []
+    tabled_aliases: list[str] = []
+    tabled_buffers: list[str] = []
+    if keep:  # a training script: the model, the findings and the aliases; the step's activations as one table
+        summarised, tabled_aliases, tabled_buffers, ranked = _training_tables(trace, findings, ranked, keep)
+        repeats = [r for r in repeats if not set(r.members) <= set(tabled_aliases)]
+    unfolded = [tid for tid in ranked if tid not in folded]
+    folded_count, ranked = len(ranked) - len(unfolded), unfolded
+    tensor_ids = bounded(trace, ranked, max_tensors)
+    uninvolved = (len(trace.tensors) - len(ranked) - len(summarised) - folded_count - len(tabled_aliases)
+                  - len(set(tabled_buffers) - set(tabled_aliases)))
+    return MemorySelection(tensor_ids, len(ranked) - len(tensor_ids), uninvolved, grouped, keep, summarised,
+                           tabled_aliases, tabled_buffers, repeats, marks)
+
+
+def _training_tables(
+    trace: Trace, findings: Sequence[Finding], ranked: list[str], keep: set[str]
+) -> tuple[list[str], list[str], list[str], list[str]]:
+    """A training script's tables: the parameters, the aliases of a parameter updated through `.data` with no finding
+    involved (and its views: the table's row), the modules' buffers; and the ranked tensors left to draw."""
+    summarised = summarised_parameters(trace, findings)
+    in_table = set(summarised)
+    table_storages = {trace.tensors[tid].storage for tid in in_table} - {None}
+    named = {tid for f in findings for tid in f.tensors}
+    tabled_aliases = [t.id for t in trace.tensors.values()
+                      if t.storage in table_storages and t.id not in in_table and t.id not in named
+                      and t.origin in ("data", "detach")]
+    buffers = module_buffers(trace, findings)
+    buffer_storages = {trace.tensors[tid].storage for tid in buffers} - {None}
+    tabled_buffers = [t.id for t in trace.tensors.values() if t.storage in buffer_storages and t.id not in named]
+    ranked = [tid for tid in ranked if tid in keep and tid not in in_table
+              and (trace.tensors[tid].storage not in table_storages or tid in named)
+              and (trace.tensors[tid].storage not in buffer_storages or tid in named)]
+    return summarised, tabled_aliases, tabled_buffers, ranked
+
 
 # Events whose `versions` list tensors whose bytes were written.
 WRITES = (EventKind.INPLACE_WRITE, EventKind.OPTIMIZER_STEP)

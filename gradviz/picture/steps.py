@@ -204,66 +204,86 @@ def roll_steps(trace: Trace, steps: list[Step], notes: Annotations) -> tuple[lis
     grouped = _merge_loop_counts(trace, labelling, sorted(groups.values(), key=lambda g: g[0].number), labels)
     rolls: list[StepRoll] = []
     mapping: dict[str, str] = {}
-    flagged = {nid for nid, _ in notes.saved}
     for members in grouped:
-        paired = {s.number: _pairs(labels[s.number], s) for s in members}
-        counts = {label: [len(paired[s.number].get(label, [])) for s in members] for label in paired[members[0].number]}
-        varying = {label for label, seen in counts.items() if len(set(seen)) > 1}
-        # shapes compared on what every member has once per loop-free part: a longer episode's cat is longer
-        order = sorted((label for label in paired[members[0].number] if label not in varying), key=repr)
-        later = _downstream(trace, members, paired, varying)
-        shapes = {
-            s.number: tuple(_shape(trace, nid) for label in order for nid in paired[s.number][label] if nid not in later)
-            for s in members
-        }
-        common = Counter(shapes.values()).most_common(1)[0][0]
-        # a saved tensor's finding belongs to one step; cut edges repeat at one line and are drawn once anyway
-        marked = [s for s in members if flagged.intersection(s.nodes)]
-        protected = [s for s in members if notes.protected.intersection(s.nodes)]
-        if marked and len(marked) < len(members):
-            rep = marked[0]
-        elif protected and len(protected) < len(members):
-            rep = protected[0]
-        elif varying:  # the longest run of the loop: every member's nodes have a node to be drawn as
-            rep = max(reversed(members), key=lambda s: len(s.nodes))
-        else:
-            rep = [s for s in members if shapes[s.number] == common][-1]
-        roll = StepRoll(f"step{len(rolls)}", [s.number for s in members], list(rep.nodes), rep.line)
-        for label in varying:
-            for target in paired[rep.number].get(label, []):
-                roll.spread[target] = (min(counts[label]), max(counts[label]))
-        unknown: set[str] = set()  # drawn nodes of findings whose every step is not known (annotate's `partial`)
-        for step in members:
-            for label, ids in paired[step.number].items():
-                targets = paired[rep.number].get(label, [])
-                for i, nid in enumerate(ids):
-                    if not targets:
-                        break
-                    target = targets[min(i, len(targets) - 1)]
-                    if nid in notes.partial:
-                        unknown.add(target)
-                    elif nid in flagged:
-                        roll.marks.setdefault(target, []).append(step.number)
-                    if nid != target:
-                        mapping[nid] = target
-        if len(marked) == len(members):
-            roll.marks = {}  # in every step: nothing to single out
-        for target in unknown:  # "finding in steps 1-10" of a finding seen in more steps than kept would be false
-            roll.marks.pop(target, None)
-        data = {s.number: _data_rows(trace, s) for s in members}
-        roll.notes = _shape_notes(shapes, shapes[rep.number], [s.number for s in members], data)
-        roll.kind = rep.kind
-        if roll.kind is not None:  # (the pictures' step titles end with the notes)
-            roll.notes.insert(0, roll.kind)
-        if rep.thread is not None:  # (steps of different threads are never rolled together)
-            roll.notes.insert(0, f"in thread {rep.thread!r}")
-        rolls.append(roll)
+        rolls.append(_roll(trace, members, labels, notes, f"step{len(rolls)}", mapping))
     _name_differences(trace, rolls, notes)
     accumulated = optimizer_steps(trace, steps)
     if accumulated is not None:
         for roll in rolls:
             roll.optimizer_steps = [accumulated[n] for n in roll.numbers]
     return rolls, mapping
+
+
+def _roll(
+    trace: Trace, members: list[Step], labels: dict[int, dict[str, Hashable]], notes: Annotations, roll_id: str,
+    mapping: dict[str, str],
+) -> StepRoll:
+    """One group of steps as one roll, drawn as its representative; `mapping` learns node -> its representative's."""
+    flagged = {nid for nid, _ in notes.saved}
+    paired = {s.number: _pairs(labels[s.number], s) for s in members}
+    counts = {label: [len(paired[s.number].get(label, [])) for s in members] for label in paired[members[0].number]}
+    varying = {label for label, seen in counts.items() if len(set(seen)) > 1}
+    # shapes compared on what every member has once per loop-free part: a longer episode's cat is longer
+    order = sorted((label for label in paired[members[0].number] if label not in varying), key=repr)
+    later = _downstream(trace, members, paired, varying)
+    shapes = {
+        s.number: tuple(_shape(trace, nid) for label in order for nid in paired[s.number][label] if nid not in later)
+        for s in members
+    }
+    common = Counter(shapes.values()).most_common(1)[0][0]
+    # a saved tensor's finding belongs to one step; cut edges repeat at one line and are drawn once anyway
+    marked = [s for s in members if flagged.intersection(s.nodes)]
+    protected = [s for s in members if notes.protected.intersection(s.nodes)]
+    if marked and len(marked) < len(members):
+        rep = marked[0]
+    elif protected and len(protected) < len(members):
+        rep = protected[0]
+    elif varying:  # the longest run of the loop: every member's nodes have a node to be drawn as
+        rep = max(reversed(members), key=lambda s: len(s.nodes))
+    else:
+        rep = [s for s in members if shapes[s.number] == common][-1]
+    roll = StepRoll(roll_id, [s.number for s in members], list(rep.nodes), rep.line)
+    for label in varying:
+        for target in paired[rep.number].get(label, []):
+            roll.spread[target] = (min(counts[label]), max(counts[label]))
+    unknown = _map_members(roll, members, paired, rep, notes, mapping)
+    if len(marked) == len(members):
+        roll.marks = {}  # in every step: nothing to single out
+    for target in unknown:  # "finding in steps 1-10" of a finding seen in more steps than kept would be false
+        roll.marks.pop(target, None)
+    data = {s.number: _data_rows(trace, s) for s in members}
+    roll.notes = _shape_notes(shapes, shapes[rep.number], [s.number for s in members], data)
+    roll.kind = rep.kind
+    if roll.kind is not None:  # (the pictures' step titles end with the notes)
+        roll.notes.insert(0, roll.kind)
+    if rep.thread is not None:  # (steps of different threads are never rolled together)
+        roll.notes.insert(0, f"in thread {rep.thread!r}")
+    return roll
+
+
+def _map_members(
+    roll: StepRoll, members: list[Step], paired: dict[int, dict[Hashable, list[str]]], rep: Step, notes: Annotations,
+    mapping: dict[str, str],
+) -> set[str]:
+    """Each member step's node -> the representative's node of the same label (`mapping`), the steps each marked
+    node's finding is in (`roll.marks`); returns the drawn nodes of findings whose every step is not known
+    (annotate's `partial`)."""
+    flagged = {nid for nid, _ in notes.saved}
+    unknown: set[str] = set()
+    for step in members:
+        for label, ids in paired[step.number].items():
+            targets = paired[rep.number].get(label, [])
+            for i, nid in enumerate(ids):
+                if not targets:
+                    break
+                target = targets[min(i, len(targets) - 1)]
+                if nid in notes.partial:
+                    unknown.add(target)
+                elif nid in flagged:
+                    roll.marks.setdefault(target, []).append(step.number)
+                if nid != target:
+                    mapping[nid] = target
+    return unknown
 
 
 def optimizer_steps(trace: Trace, steps: list[Step]) -> dict[int, int] | None:

@@ -206,10 +206,43 @@ class Core:
         their only user. The protected nodes of a call (findings) stay drawn as themselves, between a group of the
         call's ops that feed them and a group of the rest.
         """
+        groups, roll_of = self._calls(keys, protected, attach, zone or {})
+        if not groups:
+            return []
+        member_of, shared = self._attach_leaves(groups, protected, attach)
+        by_group: dict[str, list[str]] = defaultdict(list)
+        for nid in self.nodes:
+            if nid in member_of:
+                by_group[member_of[nid]].append(nid)
+            for owner in sorted(shared.get(nid, ())):
+                by_group[owner].append(nid)
+        new_nodes: dict[str, CoreNode] = {}
+        for nid, node in self.nodes.items():  # keep drawing order: a group sits where its first member was
+            gid = member_of.get(nid)
+            if nid in shared:
+                continue
+            if gid is None:
+                new_nodes[nid] = node
+            elif gid not in new_nodes:
+                group = next(g for g in groups if g.id == gid)
+                group.members = by_group[gid]
+                new_nodes[gid] = CoreNode(
+                    gid, group.module, kind="group", module=group.module, members=group.members, roll=roll_of[gid]
+                )
+        mapping = dict(member_of)
+        self.remap(mapping)
+        self.edges = {edge: kind for edge, kind in self.edges.items() if edge[0] not in shared and edge[1] not in shared}
+        self.nodes = new_nodes
+        return groups
+
+    def _calls(
+        self, keys: dict[str, str | None], protected: set[str], attach: set[str], zone: Mapping[str, Hashable]
+    ) -> tuple[list[Group], dict[str, str | None]]:
+        """The module calls as groups (a call's protected nodes left out, the ops feeding them a group of their
+        own), and each group's rolled loop."""
         groups: list[Group] = []
         current: list[str] = []
         current_key: tuple[str, str | None, Hashable] | None = None
-        zone = zone or {}
         roll_of: dict[str, str | None] = {}
 
         inputs: dict[str, list[str]] = defaultdict(list)
@@ -239,8 +272,13 @@ class Core:
                 current, current_key = [], key
             current.append(nid)
         close()
-        if not groups:
-            return []
+        return groups, roll_of
+
+    def _attach_leaves(
+        self, groups: list[Group], protected: set[str], attach: set[str]
+    ) -> tuple[dict[str, str], dict[str, set[str]]]:
+        """Node -> its group, a leaf in `attach` joining its only user's; and the leaves counted in each of the
+        several boxes that use them."""
         member_of = {m: g.id for g in groups for m in g.members}
         users = self.parents()
         shared: dict[str, set[str]] = {}  # leaf -> the groups, all of its users, that share it
@@ -262,30 +300,7 @@ class Core:
                     # that uses it rather than drawn as a node whose edges cross the picture, which at a shallow
                     # depth lines every weight up side by side, wider than the deeper picture
                     shared[nid] = owners
-        by_group: dict[str, list[str]] = defaultdict(list)
-        for nid in self.nodes:
-            if nid in member_of:
-                by_group[member_of[nid]].append(nid)
-            for owner in sorted(shared.get(nid, ())):
-                by_group[owner].append(nid)
-        new_nodes: dict[str, CoreNode] = {}
-        for nid, node in self.nodes.items():  # keep drawing order: a group sits where its first member was
-            gid = member_of.get(nid)
-            if nid in shared:
-                continue
-            if gid is None:
-                new_nodes[nid] = node
-            elif gid not in new_nodes:
-                group = next(g for g in groups if g.id == gid)
-                group.members = by_group[gid]
-                new_nodes[gid] = CoreNode(
-                    gid, group.module, kind="group", module=group.module, members=group.members, roll=roll_of[gid]
-                )
-        mapping = dict(member_of)
-        self.remap(mapping)
-        self.edges = {edge: kind for edge, kind in self.edges.items() if edge[0] not in shared and edge[1] not in shared}
-        self.nodes = new_nodes
-        return groups
+        return member_of, shared
 
     # ------------------------------------------------------------------ budget
     def cut_to(
@@ -302,6 +317,28 @@ class Core:
         zone = zone or {}
         if sum(weight.get(n, 1) for n in self.nodes) <= budget:
             return
+        kept = self._kept(budget, keep_first, weight, attached)
+        hidden = [n for n in self.nodes if n not in kept]
+        if not hidden:
+            return
+        mapping: dict[str, str] = {}
+        new_nodes = {nid: n for nid, n in self.nodes.items() if nid in kept}
+        for i, stretch in enumerate(self._stretches(hidden, zone)):
+            sid = f"hidden{i}"
+            for n in stretch:
+                mapping[n] = sid
+            count = sum(weight.get(n, 1) for n in stretch)
+            origins = [m for n in stretch for m in (self.nodes[n].members if self.nodes[n].kind != "node"
+                                                    else [self.nodes[n].origin or n])]
+            new_nodes[sid] = CoreNode(sid, f"{count}", kind="summary", members=origins)
+            self.hidden += count
+        self.remap(mapping)
+        self.nodes = new_nodes
+
+    def _kept(
+        self, budget: int, keep_first: list[str], weight: dict[str, int], attached: set[str] | frozenset[str]
+    ) -> dict[str, None]:
+        """The nodes kept within `budget`: `keep_first` and their neighbours, then breadth-first towards the leaves."""
         inputs: dict[str, list[str]] = defaultdict(list)  # node -> its inputs (towards the leaves)
         neighbours: dict[str, list[str]] = defaultdict(list)
         for src, dst in self.edges:
@@ -346,10 +383,11 @@ class Core:
                     break
                 queued.add(src)
                 queue.append(src)
-        hidden = [n for n in self.nodes if n not in kept]
-        if not hidden:
-            return
-        # connected stretches of hidden nodes (union-find, iterative)
+        return kept
+
+    def _stretches(self, hidden: list[str], zone: Mapping[str, Hashable]) -> list[list[str]]:
+        """The connected stretches of hidden nodes (union-find, iterative), none across two zones; many small
+        islands of one zone as one stretch."""
         parent = {n: n for n in hidden}
 
         def find(x: str) -> str:
@@ -378,19 +416,7 @@ class Core:
             if len(in_zone) > 12:  # many small islands: one summary for all the small ones
                 in_zone = in_zone[:11] + [[n for s in in_zone[11:] for n in s]]
             stretches.extend(in_zone)
-        mapping: dict[str, str] = {}
-        new_nodes = {nid: n for nid, n in self.nodes.items() if nid in kept}
-        for i, stretch in enumerate(stretches):
-            sid = f"hidden{i}"
-            for n in stretch:
-                mapping[n] = sid
-            count = sum(weight.get(n, 1) for n in stretch)
-            origins = [m for n in stretch for m in (self.nodes[n].members if self.nodes[n].kind != "node"
-                                                    else [self.nodes[n].origin or n])]
-            new_nodes[sid] = CoreNode(sid, f"{count}", kind="summary", members=origins)
-            self.hidden += count
-        self.remap(mapping)
-        self.nodes = new_nodes
+        return stretches
 
     def _order_key(self):
         index = {nid: i for i, nid in enumerate(self.nodes)}
