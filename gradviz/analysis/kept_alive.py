@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..model import EventKind, NodeRecord, Trace
+from ..model import Event, EventKind, NodeRecord, Trace
 from .context import line_at, source_line
 from .findings import Finding, FindingKind, LifetimeEvidence
 from .lifetime import END, Lifetimes, freed_with_saved, program_holders, size_text
@@ -30,17 +30,30 @@ class KeptAlive:
 
 
 def kept_alive(trace: Trace, life: Lifetimes) -> list[KeptAlive]:
-    nodes = trace.nodes
     reached: set[str] = set()
     # (a gradient taken with create_graph=True runs through a graph without ending a step: not a backward here)
     step_backwards = [e for e in trace.events_of(EventKind.BACKWARD) if not e.data.get("create_graph")]
     for event in step_backwards:
         reached.update(event.data.get("reached_nodes", []))
-    seen: set[str] = set()
     groups: dict[tuple[str | None, int | None], KeptAlive] = {}
-    by_creation: dict[tuple[str | None, int | None, str | None], list[tuple[str, str, list[str]]]] = {}
-    holders = program_holders(trace, life)
-    for tid, root in sorted(holders, key=lambda h: trace.tensors[h[0]].seq):
+    by_creation = _add_chains(trace, life, reached, groups)
+    for (file, line, _module), members in by_creation.items():
+        _add_repeated_stores(trace, life, file, line, members, reached, step_backwards, groups)
+    return list(groups.values())
+
+
+_Members = list[tuple[str, str, list[str]]]  # (holder tensor, its grad_fn, the nodes it holds)
+
+
+def _add_chains(
+    trace: Trace, life: Lifetimes, reached: set[str], groups: dict[tuple[str | None, int | None], KeptAlive]
+) -> dict[tuple[str | None, int | None, str | None], _Members]:
+    """Holders whose graph is an accumulation chain across steps (`total += loss`) join `groups`; the others are
+    returned by the line and module that made their graph, to be judged together."""
+    nodes = trace.nodes
+    seen: set[str] = set()
+    by_creation: dict[tuple[str | None, int | None, str | None], _Members] = {}
+    for tid, root in sorted(program_holders(trace, life), key=lambda h: trace.tensors[h[0]].seq):
         held = [n for n in life.reachable(root, seen) if nodes[n].variable is None]
         # a chain matters only across backward calls or where no backward ran: skip the search otherwise
         spans = bool(held) and (
@@ -62,34 +75,48 @@ def kept_alive(trace: Trace, life: Lifetimes) -> list[KeptAlive]:
         # modules, not twelve steps
         key = (created.file, created.line, nodes[root].module) if created else (None, None, nodes[root].module)
         by_creation.setdefault(key, []).append((tid, root, held))
-    for (file, line, _module), members in by_creation.items():
-        if len(members) < 2:
-            continue  # the loop variable holding the last step's graph
-        episodes = {life.episode(nodes[root].seq) for _, root, _ in members}
-        # a value no backward ever ran through, stored again each iteration (validation, a skipped step)
-        never_backwarded = any(root not in reached for _, root, _ in members)
-        executions = len({life.execution(nodes[root].seq) for _, root, _ in members})
-        # a backward in the loop that made them ran through them: the next cycle stores more after it (gradient
-        # accumulation whose losses are also stored), however few cycles this run had
-        roots = {root for _, root, _ in members}
-        if len(episodes) < 2 and not (never_backwarded and executions >= 2) and not (
-            executions >= 2 and any(
-                roots.intersection(event.data.get("reached_nodes", [])) and in_loop_of(trace, file, line, event)
-                for event in step_backwards
-            )
-        ):
-            continue  # kept for one later backward (losses summed before one backward)
-        names = {name for tid, _, _ in members for name in trace.tensors[tid].names}
-        found = storing_lines(trace, file, line, names)
-        if not found and all(trace.held_at_end.get(tid) == "names" for tid, _, _ in members):
-            continue  # a few variables (`previous, last = last, loss`): as many however long the loop runs
-        stores: list[tuple[int | None, str]] = [s for s in found if (file, s[0]) not in groups] or [(line, "")]
-        steps = len(episodes) if len(episodes) >= 2 else executions
-        for store_line, store_code in stores[:1]:
-            for tid, root, held in members:
-                _add(groups, file, store_line, tid, root, held, steps, life, store_code)
-            groups[(file, store_line)].across_backwards = len(episodes) >= 2
-    return list(groups.values())
+    return by_creation
+
+
+def _add_repeated_stores(
+    trace: Trace,
+    life: Lifetimes,
+    file: str | None,
+    line: int | None,
+    members: _Members,
+    reached: set[str],
+    step_backwards: list[Event],
+    groups: dict[tuple[str | None, int | None], KeptAlive],
+) -> None:
+    """Graphs made at one line, one per step or loop iteration, and still held: a group at the line that stores them
+    (`losses.append(loss)`), unless so few are held however long the loop runs."""
+    nodes = trace.nodes
+    if len(members) < 2:
+        return  # the loop variable holding the last step's graph
+    episodes = {life.episode(nodes[root].seq) for _, root, _ in members}
+    # a value no backward ever ran through, stored again each iteration (validation, a skipped step)
+    never_backwarded = any(root not in reached for _, root, _ in members)
+    executions = len({life.execution(nodes[root].seq) for _, root, _ in members})
+    # a backward in the loop that made them ran through them: the next cycle stores more after it (gradient
+    # accumulation whose losses are also stored), however few cycles this run had
+    roots = {root for _, root, _ in members}
+    if len(episodes) < 2 and not (never_backwarded and executions >= 2) and not (
+        executions >= 2 and any(
+            roots.intersection(event.data.get("reached_nodes", [])) and in_loop_of(trace, file, line, event)
+            for event in step_backwards
+        )
+    ):
+        return  # kept for one later backward (losses summed before one backward)
+    names = {name for tid, _, _ in members for name in trace.tensors[tid].names}
+    found = storing_lines(trace, file, line, names)
+    if not found and all(trace.held_at_end.get(tid) == "names" for tid, _, _ in members):
+        return  # a few variables (`previous, last = last, loss`): as many however long the loop runs
+    stores: list[tuple[int | None, str]] = [s for s in found if (file, s[0]) not in groups] or [(line, "")]
+    steps = len(episodes) if len(episodes) >= 2 else executions
+    for store_line, store_code in stores[:1]:
+        for tid, root, held in members:
+            _add(groups, file, store_line, tid, root, held, steps, life, store_code)
+        groups[(file, store_line)].across_backwards = len(episodes) >= 2
 
 
 def _add(
