@@ -179,58 +179,56 @@ def _place(node: NodeRecord) -> tuple[str | None, int | None] | None:
 
 
 def graph_kept_alive_findings(trace: Trace, life: Lifetimes, kept: list[KeptAlive]) -> list[Finding]:
-    findings = []
     timeline = life.held_bytes()
     peak = max((size for _, size in timeline), default=0)
-    untraced = trace.window is not None and trace.window.untraced_steps()
-    for group in kept:
-        code = group.store_code or source_line(trace, group.file, group.line)
-        names = sorted({n for tid in group.holders for n in trace.tensors[tid].names if n in code})
-        what = f"`{names[0]}`" if names else "a value"
-        held = (
-            f"{size_text(group.saved_bytes)} of saved tensors"
-            if group.saved_bytes
-            else "0 B of saved tensors (backward freed them, but the nodes and the tensors they point at remain)"
-        )
-        unit = "step" if group.across_backwards else "iteration"
-        per_step = group.saved_bytes // group.steps if group.saved_bytes else 0
-        nodes_per_step = max(len(group.nodes) // group.steps, 1)
-        growth = (
-            f"it grows by about {size_text(per_step)} and {nodes_per_step} nodes per {unit}"
-            if per_step >= 64  # a few bytes (a scalar's saved sizes) say nothing about growth
-            else f"it grows by about {nodes_per_step} autograd nodes per {unit}"
-        )
-        peak_text = f"; the graphs alive at the peak held {size_text(peak)}" if peak else ""
-        # after the window the line runs untraced: the run may keep more graphs than were counted
-        lower = " (counted in the steps traced: the run went on untraced and may keep more)" if untraced else ""
-        findings.append(
-            Finding(
-                FindingKind.GRAPH_KEPT_ALIVE,
-                group.file,
-                group.line,
-                f"`{statement(code)}` at {line_at(trace, group.file, group.line)} stores {what} with its autograd history, so the graphs of "
-                f"{group.steps} {unit}s{lower} stay alive at the end: "
-                f"{len(group.nodes)} autograd nodes holding {held}{peak_text}; {growth}, for as long as the "
-                f"{'run' if group.across_backwards else 'loop'} goes on.",
-                "Store a number for statistics (`loss.item()` or `float(loss)`), `.detach()` to keep the tensor "
-                "without its graph, and evaluate under `torch.no_grad()` / `torch.inference_mode()`.",
-                code=code,
-                tensors=list(group.holders),
-                # the holders' own nodes: the graph view draws the holders and rolls what they keep
-                nodes=list(group.roots),
-                # no event of its own: the timeline marks the events at its line (the in-place `+=`), one per step
-                events=[],
-                count=group.steps,
-                evidence=[
-                    LifetimeEvidence(
-                        holder=group.holders[0] if group.holders else None,
-                        holder_name=names[0] if names else None,
-                        node=group.roots[0] if group.roots else None,
-                        growth_per_step=per_step,
-                        steps=group.steps,
-                        unit=unit,
-                    )
-                ],
-            )
-        )
-    return findings
+    untraced = bool(trace.window is not None and trace.window.untraced_steps())
+    return [_kept_alive_finding(trace, group, peak, untraced) for group in kept]
+
+
+def _kept_alive_finding(trace: Trace, group: KeptAlive, peak: int, untraced: bool) -> Finding:
+    """The finding for one storing line: its evidence first, the message worded from the same values."""
+    code = group.store_code or source_line(trace, group.file, group.line)
+    names = sorted({n for tid in group.holders for n in trace.tensors[tid].names if n in code})
+    per_step = group.saved_bytes // group.steps if group.saved_bytes else 0
+    evidence = LifetimeEvidence(
+        holder=group.holders[0] if group.holders else None,
+        holder_name=names[0] if names else None,
+        node=group.roots[0] if group.roots else None,
+        growth_per_step=per_step,
+        steps=group.steps,
+        unit="step" if group.across_backwards else "iteration",
+    )
+    what = f"`{evidence.holder_name}`" if evidence.holder_name else "a value"
+    held = (
+        f"{size_text(group.saved_bytes)} of saved tensors"
+        if group.saved_bytes
+        else "0 B of saved tensors (backward freed them, but the nodes and the tensors they point at remain)"
+    )
+    nodes_per_step = max(len(group.nodes) // group.steps, 1)
+    growth = (
+        f"it grows by about {size_text(per_step)} and {nodes_per_step} nodes per {evidence.unit}"
+        if per_step >= 64  # a few bytes (a scalar's saved sizes) say nothing about growth
+        else f"it grows by about {nodes_per_step} autograd nodes per {evidence.unit}"
+    )
+    peak_text = f"; the graphs alive at the peak held {size_text(peak)}" if peak else ""
+    # after the window the line runs untraced: the run may keep more graphs than were counted
+    lower = " (counted in the steps traced: the run went on untraced and may keep more)" if untraced else ""
+    return Finding(
+        FindingKind.GRAPH_KEPT_ALIVE,
+        group.file,
+        group.line,
+        f"`{statement(code)}` at {line_at(trace, group.file, group.line)} stores {what} with its autograd history, so the graphs of "
+        f"{evidence.steps} {evidence.unit}s{lower} stay alive at the end: "
+        f"{len(group.nodes)} autograd nodes holding {held}{peak_text}; {growth}, for as long as the "
+        f"{'run' if group.across_backwards else 'loop'} goes on.",
+        "Store a number for statistics (`loss.item()` or `float(loss)`), `.detach()` to keep the tensor "
+        "without its graph, and evaluate under `torch.no_grad()` / `torch.inference_mode()`.",
+        code=code,
+        tensors=list(group.holders),
+        # the holders' own nodes: the graph view draws the holders and rolls what they keep
+        nodes=list(group.roots),
+        # no event of its own: the timeline marks the events at its line (the in-place `+=`), one per step
+        events=[],
+        count=group.steps,
+        evidence=[evidence],
+    )
