@@ -111,7 +111,7 @@ class TensorTracking:
             self._locations.get((file, line)) or self._location(file, line), inference,
         )
         trace.tensors[tid] = record
-        self._watch(t, record, skey, byte_range, layout)
+        self._keep_live(t, record, skey, byte_range, layout)
         try:
             fn = t.grad_fn
         except RuntimeError:  # a no_grad view whose base was later written in place
@@ -155,7 +155,7 @@ class TensorTracking:
             byte_range = (start, start + (1 + sum((n - 1) * s for n, s in zip(shape, stride))) * item)
         return skey, sid, byte_range, (sid, offset, shape, stride)
 
-    def _watch(
+    def _keep_live(
         self, t: torch.Tensor, record: TensorRecord, skey: int | None, byte_range: Any, layout: tuple[Any, ...] | None
     ) -> None:
         """Keep a live entry for a newly tracked tensor (a weak reference: forgotten when it is freed), and note it
