@@ -5,11 +5,14 @@ Switch with one import: ``from gradviz import make_dot`` instead of ``from torch
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import graphviz
 
 from .render import Diagram, render
+
+if TYPE_CHECKING:
+    from .tracer.walk import Walk
 
 __all__ = ["draw", "make_dot", "resize_graph"]
 
@@ -46,72 +49,93 @@ def make_dot(
     result = walk(var, params=params, show_attrs=show_attrs)
     trace = result.trace
     dot = graphviz.Digraph(node_attr=dict(_NODE_ATTR), graph_attr=dict(size="12,12"))
-
-    def var_label(tid: str, name: str | None = None) -> str:
-        tensor = trace.tensors[tid]
-        if not name:
-            name = result.params.get(tid, "")
-        return "%s\n %s" % (name, "(" + ", ".join("%d" % v for v in tensor.shape) + ")")
-
-    def fn_label(nid: str) -> str:
-        name = trace.nodes[nid].name
-        attrs = result.attrs.get(nid) if show_attrs else None
-        if not attrs:
-            return name
-        limit = max(max_attr_chars, 3)
-        col1 = max(len(k) for k in attrs)
-        col2 = min(max(len(v) for v in attrs.values()), limit)
-        sep = "-" * max(col1 + col2 + 2, len(name))
-        fmt = "%-" + str(col1) + "s: %" + str(col2) + "s"
-        lines = "\n".join(fmt % (k, v[: col2 - 3] + "..." if len(v) > col2 else v) for k, v in attrs.items())
-        return name + "\n" + sep + "\n" + lines
-
-    emitted_nodes: set[str] = set()
     for kind, ident in result.order:
         if kind == "tensor":
             continue
         node = trace.nodes[ident]
         if show_saved and ident not in result.custom_saved:
-            for saved in node.saved:
-                status = result.status.get((ident, saved.name), "ok")
-                if saved.tensor is None:
-                    if status == "poisoned":  # before torch 2.11 a poisoned saved tensor cannot be read, only named
-                        sid = f"{ident}_{saved.name}_poisoned"
-                        dot.edge(ident, sid, dir="none")
-                        dot.node(sid, f"{saved.name}\n poisoned: expected v{saved.saved_version}", fillcolor="red", fontcolor="white")
-                    elif status == "freed":
-                        sid = f"{ident}_{saved.name}_freed"
-                        dot.edge(ident, sid, dir="none")
-                        dot.node(sid, f"{saved.name}\n freed by backward", fillcolor="white", style="filled,dashed")
-                    continue
-                label = var_label(saved.tensor, saved.name)
-                if status == "poisoned":
-                    now = trace.tensors[saved.tensor].version
-                    label += f"\n poisoned: v{now}, expected v{saved.saved_version}"
-                    dot.edge(ident, saved.tensor, dir="none")
-                    dot.node(saved.tensor, label, fillcolor="red", fontcolor="white")
-                else:
-                    dot.edge(ident, saved.tensor, dir="none")
-                    dot.node(saved.tensor, label, fillcolor="orange")
+            _draw_saved(dot, result, ident)
         if node.variable is not None:
-            dot.node(node.variable, var_label(node.variable), fillcolor="lightblue")
+            dot.node(node.variable, _var_label(result, node.variable), fillcolor="lightblue")
             dot.edge(node.variable, ident)
-        dot.node(ident, fn_label(ident))
-        emitted_nodes.add(ident)
+        dot.node(ident, _fn_label(result, ident, max_attr_chars) if show_attrs else node.name)
         for nxt in node.next:
             if nxt is not None:
                 dot.edge(nxt, ident)
-        for i, tid in enumerate(result.custom_saved.get(ident, [])):
-            if tid is None:
-                states = {v for (n, _), v in result.status.items() if n == ident} - {"ok"}
-                state = "poisoned" if "poisoned" in states else "freed by backward"
-                sid = f"{ident}_ctx_{i}"
-                dot.edge(sid, ident, dir="none")
-                dot.node(sid, f"saved_tensors\n {state}", fillcolor="white", style="filled,dashed")
-                continue
-            dot.edge(tid, ident, dir="none")
-            dot.node(tid, var_label(tid), fillcolor="orange")
+        _draw_custom_saved(dot, result, ident)
+    _draw_roots(dot, result)
+    resize_graph(dot)
+    if len(trace.nodes) > FAST_LAYOUT_ABOVE:
+        # same nodes and edges; only dot's effort changes (torchviz's 50-step RNN: no layout in 120 s -> seconds)
+        dot.graph_attr.update(FAST_LAYOUT)
+    return dot
 
+
+def _var_label(result: Walk, tid: str, name: str | None = None) -> str:
+    """torchviz's tensor label: its name (a parameter's, or the saved tensor's) over its shape."""
+    tensor = result.trace.tensors[tid]
+    if not name:
+        name = result.params.get(tid, "")
+    return "%s\n %s" % (name, "(" + ", ".join("%d" % v for v in tensor.shape) + ")")
+
+
+def _fn_label(result: Walk, nid: str, max_attr_chars: int) -> str:
+    """torchviz's show_attrs label: the node's name over a table of its saved attributes, cut at `max_attr_chars`."""
+    name = result.trace.nodes[nid].name
+    attrs = result.attrs.get(nid)
+    if not attrs:
+        return name
+    limit = max(max_attr_chars, 3)
+    col1 = max(len(k) for k in attrs)
+    col2 = min(max(len(v) for v in attrs.values()), limit)
+    sep = "-" * max(col1 + col2 + 2, len(name))
+    fmt = "%-" + str(col1) + "s: %" + str(col2) + "s"
+    lines = "\n".join(fmt % (k, v[: col2 - 3] + "..." if len(v) > col2 else v) for k, v in attrs.items())
+    return name + "\n" + sep + "\n" + lines
+
+
+def _draw_saved(dot: graphviz.Digraph, result: Walk, ident: str) -> None:
+    """show_saved: node `ident`'s saved tensors (orange), marked where torchviz would raise (poisoned, freed)."""
+    trace = result.trace
+    for saved in trace.nodes[ident].saved:
+        status = result.status.get((ident, saved.name), "ok")
+        if saved.tensor is None:
+            if status == "poisoned":  # before torch 2.11 a poisoned saved tensor cannot be read, only named
+                sid = f"{ident}_{saved.name}_poisoned"
+                dot.edge(ident, sid, dir="none")
+                dot.node(sid, f"{saved.name}\n poisoned: expected v{saved.saved_version}", fillcolor="red", fontcolor="white")
+            elif status == "freed":
+                sid = f"{ident}_{saved.name}_freed"
+                dot.edge(ident, sid, dir="none")
+                dot.node(sid, f"{saved.name}\n freed by backward", fillcolor="white", style="filled,dashed")
+            continue
+        label = _var_label(result, saved.tensor, saved.name)
+        if status == "poisoned":
+            now = trace.tensors[saved.tensor].version
+            label += f"\n poisoned: v{now}, expected v{saved.saved_version}"
+            dot.edge(ident, saved.tensor, dir="none")
+            dot.node(saved.tensor, label, fillcolor="red", fontcolor="white")
+        else:
+            dot.edge(ident, saved.tensor, dir="none")
+            dot.node(saved.tensor, label, fillcolor="orange")
+
+
+def _draw_custom_saved(dot: graphviz.Digraph, result: Walk, ident: str) -> None:
+    """A custom Function's ctx.saved_tensors, or the one mark saying they are poisoned or freed."""
+    for i, tid in enumerate(result.custom_saved.get(ident, [])):
+        if tid is None:
+            states = {v for (n, _), v in result.status.items() if n == ident} - {"ok"}
+            state = "poisoned" if "poisoned" in states else "freed by backward"
+            sid = f"{ident}_ctx_{i}"
+            dot.edge(sid, ident, dir="none")
+            dot.node(sid, f"saved_tensors\n {state}", fillcolor="white", style="filled,dashed")
+            continue
+        dot.edge(tid, ident, dir="none")
+        dot.node(tid, _var_label(result, tid), fillcolor="orange")
+
+
+def _draw_roots(dot: graphviz.Digraph, result: Walk) -> None:
+    """The tensors asked for (green) and the view bases behind them (dark green, dotted edge)."""
     drawn_roots: set[str] = set()
     for root in result.roots:
         pending = [(root, "darkolivegreen1")]
@@ -120,8 +144,8 @@ def make_dot(
             if tid in drawn_roots:
                 continue
             drawn_roots.add(tid)
-            dot.node(tid, var_label(tid), fillcolor=colour)
-            tensor = trace.tensors[tid]
+            dot.node(tid, _var_label(result, tid), fillcolor=colour)
+            tensor = result.trace.tensors[tid]
             if tensor.grad_fn is not None:
                 dot.edge(tensor.grad_fn, tid)
             base = result.bases.get(tid)
@@ -129,11 +153,6 @@ def make_dot(
                 if base not in drawn_roots and not _seen_elsewhere(result, base):
                     pending.append((base, "darkolivegreen3"))
                 dot.edge(base, tid, style="dotted")
-    resize_graph(dot)
-    if len(trace.nodes) > FAST_LAYOUT_ABOVE:
-        # same nodes and edges; only dot's effort changes (torchviz's 50-step RNN: no layout in 120 s -> seconds)
-        dot.graph_attr.update(FAST_LAYOUT)
-    return dot
 
 
 def _seen_elsewhere(result: Any, tid: str) -> bool:

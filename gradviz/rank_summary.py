@@ -125,29 +125,49 @@ def _print_merged(
                   "prints its own findings when it ends")
         error(absent)
     if json_document is not None:
-        document = dict(json_document)
-        document["world_size"] = rank.world_size
-        document["ranks"] = [
-            {"rank": r["rank"], "exception": r.get("exception"), "exit_status": r.get("exit_status")} for r in results
-        ] + [{"rank": r, "missing": True} for r in missing]
-        document["findings"] = [
-            {**finding_dict(FindingRecord.from_dict(data)), "ranks": ranks} for data, ranks in merged.values()
-        ]
-        suppressed = _merged_findings(results, key="suppressed")
-        if suppressed:
-            document["suppressed"] = [
-                {**finding_dict(FindingRecord.from_dict(data)), "suppressed_by": data.get("suppressed_by"), "ranks": ranks}
-                for data, ranks in suppressed.values()
-            ]
-        else:
-            document.pop("suppressed", None)
-        print_json(document)
+        print_json(_merged_document(rank, results, missing, merged, json_document))
         return failing
     if machine:  # the SARIF log or the workflow commands are printed by the caller, once the status is known
         return failing
     if quiet and not merged and not missing:
         return failing
     console = stdout_console(color=color)
+    console.print(for_terminal(_ranks_head(rank, results, missing)), highlight=False, markup=False)
+    merged_findings = [FindingRecord.from_dict(data) for data, _ in merged.values()]
+    labels = {i: ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(map(str, ranks)) for i, (_, ranks) in enumerate(merged.values())}
+    print_report(merged_findings, Program("script", trace.script or "?"), trace, quiet=True, ranks=labels, color=color)
+    return failing
+
+
+def _merged_document(
+    rank: Rank,
+    results: list[dict[str, Any]],
+    missing: list[int],
+    merged: dict[tuple[Any, ...], tuple[dict[str, Any], list[int]]],
+    json_document: dict[str, Any],
+) -> dict[str, Any]:
+    """`--format json` for the whole job: every rank's status, each finding once with the ranks that have it."""
+    document = dict(json_document)
+    document["world_size"] = rank.world_size
+    document["ranks"] = [
+        {"rank": r["rank"], "exception": r.get("exception"), "exit_status": r.get("exit_status")} for r in results
+    ] + [{"rank": r, "missing": True} for r in missing]
+    document["findings"] = [
+        {**finding_dict(FindingRecord.from_dict(data)), "ranks": ranks} for data, ranks in merged.values()
+    ]
+    suppressed = _merged_findings(results, key="suppressed")
+    if suppressed:
+        document["suppressed"] = [
+            {**finding_dict(FindingRecord.from_dict(data)), "suppressed_by": data.get("suppressed_by"), "ranks": ranks}
+            for data, ranks in suppressed.values()
+        ]
+    else:
+        document.pop("suppressed", None)
+    return document
+
+
+def _ranks_head(rank: Rank, results: list[dict[str, Any]], missing: list[int]) -> str:
+    """The summary's first line: what each rank found (or that it sent nothing)."""
     per_rank = "; ".join(
         f"rank {r['rank']}: " + ", ".join(
             plural(sum(f.get("severity") == level for f in r.get("findings", [])), level) for level in ("error", "warning", "info")
@@ -156,15 +176,9 @@ def _print_merged(
         for r in results
     )
     if missing:
-        head = f"gradviz: {len(results)} of {rank.world_size} ranks reported: {per_rank}; " + "; ".join(
+        return f"gradviz: {len(results)} of {rank.world_size} ranks reported: {per_rank}; " + "; ".join(
             f"rank {r}: no result" for r in missing)
-    else:
-        head = f"gradviz: all {rank.world_size} ranks: {per_rank}"
-    console.print(for_terminal(head), highlight=False, markup=False)
-    merged_findings = [FindingRecord.from_dict(data) for data, _ in merged.values()]
-    labels = {i: ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(map(str, ranks)) for i, (_, ranks) in enumerate(merged.values())}
-    print_report(merged_findings, Program("script", trace.script or "?"), trace, quiet=True, ranks=labels, color=color)
-    return failing
+    return f"gradviz: all {rank.world_size} ranks: {per_rank}"
 
 
 def _merged_findings(results: list[dict[str, Any]], *, key: str = "findings") -> dict[tuple[Any, ...], tuple[dict[str, Any], list[int]]]:

@@ -55,20 +55,9 @@ def add_render_options(parser: argparse.ArgumentParser, *, output: bool = True, 
     """Add the options that shape a diagram: -o, --view, --max-nodes, --collapse-modules, --show-saved.
     With `many_outputs`, -o may be given several times (options.output is then a list)."""
     from .render import VIEWS
-    from .render.diagram import SAVE_FORMATS
 
     if output:
-        parser.add_argument(
-            "-o",
-            "--output",
-            metavar="OUT",
-            action="append" if many_outputs else "store",
-            help="file to write; the format follows its suffix (" + " ".join(SAVE_FORMATS) + ")"
-            + ("; repeat -o to write several from one run (.json: the trace, for `gradviz render|check FILE.json`)"
-               if many_outputs else "")
-            + ". Default: <script stem>.gradviz.svg in the current folder (.html for --view report)"
-            + ("; under torchrun {rank} is replaced by the rank, else .rank<N> goes before the suffix" if many_outputs else ""),
-        )
+        _add_output_option(parser, many_outputs=many_outputs)
     parser.add_argument(
         "--view",
         choices=list(VIEWS),
@@ -111,6 +100,23 @@ def add_render_options(parser: argparse.ArgumentParser, *, output: bool = True, 
         action=argparse.BooleanOptionalAction,
         default=True,
         help="draw the tensors each autograd node saved for backward, with their versions (default: on)",
+    )
+
+
+def _add_output_option(parser: argparse.ArgumentParser, *, many_outputs: bool) -> None:
+    """-o: the file to write (with `many_outputs`, one of several)."""
+    from .render.diagram import SAVE_FORMATS
+
+    parser.add_argument(
+        "-o",
+        "--output",
+        metavar="OUT",
+        action="append" if many_outputs else "store",
+        help="file to write; the format follows its suffix (" + " ".join(SAVE_FORMATS) + ")"
+        + ("; repeat -o to write several from one run (.json: the trace, for `gradviz render|check FILE.json`)"
+           if many_outputs else "")
+        + ". Default: <script stem>.gradviz.svg in the current folder (.html for --view report)"
+        + ("; under torchrun {rank} is replaced by the rank, else .rank<N> goes before the suffix" if many_outputs else ""),
     )
 
 

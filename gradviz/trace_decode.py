@@ -55,40 +55,8 @@ def from_document(data: Any) -> Trace:
     _check(isinstance(data, dict), "top level must be a JSON object")
     if "format" not in data and isinstance(data.get("trace"), dict) and set(data) <= {"view", "trace", "findings"}:
         data = data["trace"]  # `gradviz render -o x.json` before format 2 wrapped the trace: {view, trace, findings}
-    _check(data.get("format") == FORMAT_NAME, f"'format' must be {FORMAT_NAME!r}, got {_short(data.get('format'))}")
-    _check("format_version" in data, "'format_version' is missing")
-    version = data["format_version"]
-    readable = ", ".join(map(str, READABLE_VERSIONS))
-    newer = type(version) is int and version > max(READABLE_VERSIONS)
-    _check(
-        type(version) is int and version in READABLE_VERSIONS,
-        f"unsupported format_version {_short(version)} (this gradviz reads versions {readable}"
-        f"{'; a newer gradviz wrote this file' if newer else ''})",
-    )
-    missing = [name for name in REQUIRED_FIELDS[version] if name not in data]
-    _check(not missing, f"{quoted(missing)} {'is' if len(missing) == 1 else 'are'} missing "
-                        f"(required in format version {version}; docs/trace-format.md lists the optional fields)")
-    plain = plain_fields()
-    unknown = set(data) - TOP_LEVEL - {name for name, _ in plain}
-    _check(not unknown, f"unknown field(s) {sorted(unknown)} at the top level")
-    for key in ("torch_version", "script"):
-        _check(data.get(key) is None or isinstance(data[key], str), f"'{key}' must be a string or null")
-    check_extras(data)
-    if version == 1:
-        locations: list[Location] = []
-        tables = {name: _v1_columns(cls, data.get(name, []), name, locations) for name, cls in TABLES}
-        raw_exception = data.get("exception")
-        if isinstance(raw_exception, dict) and isinstance(raw_exception.get("location"), dict):
-            where = _v1_location(raw_exception["location"], "exception.location", locations)
-            raw_exception = dict(raw_exception, location=where)
-    else:
-        locations = _locations(data["locations"])
-        tables = {}
-        for name, _ in TABLES:
-            raw = data.get(name, {})
-            _check(isinstance(raw, dict), f"'{name}' must be an object of columns, got {_describe(raw)}")
-            tables[name] = raw
-        raw_exception = data.get("exception")
+    version = _check_top_level(data)
+    locations, tables, raw_exception = _tables(data, version)
     built = {}
     for name, cls in TABLES:
         built[name] = _build(cls, tables.pop(name), name, locations)
@@ -109,11 +77,54 @@ def from_document(data: Any) -> Trace:
         file_labels=_str_dict(data.get("file_labels", {}), "file_labels"),
         torch_version=data.get("torch_version"),
         internal_errors=_str_list(data.get("internal_errors", []), "internal_errors"),
-        **{name: _plain_value(data[name], hint, name) for name, hint in plain if name in data},
+        **{name: _plain_value(data[name], hint, name) for name, hint in plain_fields() if name in data},
     )
     check_references(trace)
     check_event_data(trace)
     return trace
+
+
+def _check_top_level(data: dict[str, Any]) -> int:
+    """The document's format version, once its name, version and top-level fields are known good."""
+    _check(data.get("format") == FORMAT_NAME, f"'format' must be {FORMAT_NAME!r}, got {_short(data.get('format'))}")
+    _check("format_version" in data, "'format_version' is missing")
+    version = data["format_version"]
+    readable = ", ".join(map(str, READABLE_VERSIONS))
+    newer = type(version) is int and version > max(READABLE_VERSIONS)
+    _check(
+        type(version) is int and version in READABLE_VERSIONS,
+        f"unsupported format_version {_short(version)} (this gradviz reads versions {readable}"
+        f"{'; a newer gradviz wrote this file' if newer else ''})",
+    )
+    missing = [name for name in REQUIRED_FIELDS[version] if name not in data]
+    _check(not missing, f"{quoted(missing)} {'is' if len(missing) == 1 else 'are'} missing "
+                        f"(required in format version {version}; docs/trace-format.md lists the optional fields)")
+    unknown = set(data) - TOP_LEVEL - {name for name, _ in plain_fields()}
+    _check(not unknown, f"unknown field(s) {sorted(unknown)} at the top level")
+    for key in ("torch_version", "script"):
+        _check(data.get(key) is None or isinstance(data[key], str), f"'{key}' must be a string or null")
+    check_extras(data)
+    return int(version)
+
+
+def _tables(data: dict[str, Any], version: int) -> tuple[list[Location], dict[str, Any], Any]:
+    """The document's locations, its tables as columns (format 1's lists of records turned into columns) and its
+    exception record, still raw."""
+    raw_exception = data.get("exception")
+    if version == 1:
+        locations: list[Location] = []
+        tables = {name: _v1_columns(cls, data.get(name, []), name, locations) for name, cls in TABLES}
+        if isinstance(raw_exception, dict) and isinstance(raw_exception.get("location"), dict):
+            where = _v1_location(raw_exception["location"], "exception.location", locations)
+            raw_exception = dict(raw_exception, location=where)
+        return locations, tables, raw_exception
+    locations = _locations(data["locations"])
+    tables = {}
+    for name, _ in TABLES:
+        raw = data.get(name, {})
+        _check(isinstance(raw, dict), f"'{name}' must be an object of columns, got {_describe(raw)}")
+        tables[name] = raw
+    return locations, tables, raw_exception
 
 
 # ---------------------------------------------------------------------------------------------- building records
@@ -157,73 +168,96 @@ def _build_one(cls: type, raw: Any, where: str, locations: list[Location]) -> An
 _NONE = type(None)
 
 
+class _Column:
+    """One column being decoded: its values, whether they may be null, and how to name a bad one."""
+
+    def __init__(self, values: list[Any], optional: bool, table: str, name: str) -> None:
+        self.values = values
+        self.optional = optional
+        self.where = f"{table}[{{}}].{name}"
+        self.allowed_none = {_NONE} if optional else set()
+
+    def each(self, ok: Callable[[Any], bool], what: str) -> None:
+        """ValueError naming the first value neither null (where allowed) nor `ok`."""
+        for i, v in enumerate(self.values):
+            if not ((self.optional and v is None) or ok(v)):
+                raise ValueError(f"{self.where.format(i)} {what}, got {_describe(v)}")
+
+    def types_are(self, *kinds: type) -> bool:
+        return set(map(type, self.values)) <= {*kinds, *self.allowed_none}
+
+
 def _decode_column(values: list[Any], hint: Any, table: str, name: str, locations: list[Location]) -> list[Any]:
     """Check one column against its field's type and build the typed values; ValueError naming the first bad one.
 
     Each check first looks at the set of value types (one pass in C), and walks the values one by one only to
     name the bad one: loading a long trace is dominated by these checks."""
-    optional = is_optional(hint)
     base = strip_optional(hint)
-    where = f"{table}[{{}}].{name}"
-    allowed_none = {_NONE} if optional else set()
-
-    def each(ok: Callable[[Any], bool], what: str) -> None:
-        for i, v in enumerate(values):
-            if not ((optional and v is None) or ok(v)):
-                raise ValueError(f"{where.format(i)} {what}, got {_describe(v)}")
-
-    def types_are(*kinds: type) -> bool:
-        return set(map(type, values)) <= {*kinds, *allowed_none}
-
+    column = _Column(values, is_optional(hint), table, name)
     if base is str:
-        if not types_are(str):
-            each(_is_str, "must be a string")
+        if not column.types_are(str):
+            column.each(_is_str, "must be a string")
         if name in INTERNED:  # a few distinct values repeated in every record: one string object each
-            return [v if v is None else sys.intern(v) for v in values] if optional else list(map(sys.intern, values))
+            return [v if v is None else sys.intern(v) for v in values] if column.optional else list(map(sys.intern, values))
         return values
     if base is int:
-        if not types_are(int):
-            each(_is_int, "must be an integer")
+        if not column.types_are(int):
+            column.each(_is_int, "must be an integer")
         return values
     if base is bool:
-        if not types_are(bool):
-            each(_is_bool, "must be true or false")
+        if not column.types_are(bool):
+            column.each(_is_bool, "must be true or false")
         return values
     if base is Location:
-        count = len(locations)
-        present = [v for v in values if v is not None] if optional else values
-        if not (types_are(int) and (not present or (min(present) >= 0 and max(present) < count))):
-            each(lambda v: _is_int(v) and 0 <= v < count, f"must be an index into 'locations' (0 to {count - 1})")
-        return [None if v is None else locations[v] for v in values] if optional else [locations[v] for v in values]
+        return _location_column(column, locations)
     if isinstance(base, type) and issubclass(base, enum.Enum):
-        choices = {m.value: m for m in base}
-        for i, v in enumerate(values):
-            if not (optional and v is None) and (not isinstance(v, str) or v not in choices):
-                raise ValueError(f"{where.format(i)} must be one of {', '.join(map(repr, choices))}, got {_short(v)}")
-        return [None if v is None else choices[v] for v in values]
+        return _enum_column(column, base)
     origin = typing.get_origin(base)
     if origin is tuple:  # byte ranges: [start, stop)
-        each(lambda v: isinstance(v, list) and len(v) == 2 and _is_int(v[0]) and _is_int(v[1]) and 0 <= v[0] <= v[1],
-             "must be a list of 2 values [start, stop) with 0 <= start <= stop")  # fmt: skip
+        column.each(lambda v: isinstance(v, list) and len(v) == 2 and _is_int(v[0]) and _is_int(v[1]) and 0 <= v[0] <= v[1],
+                    "must be a list of 2 values [start, stop) with 0 <= start <= stop")  # fmt: skip
         return [None if v is None else (v[0], v[1]) for v in values]
     if origin is list:
         (item,) = typing.get_args(base)
         if is_record(item):
             return _nested_column(item, values, table, name, locations)
-        if not types_are(list):
-            each(lambda v: isinstance(v, list), "must be a list")
-        item_types = {strip_optional(item)} | ({_NONE} if is_optional(item) else set())
-        if not set(map(type, itertools.chain.from_iterable(values))) <= item_types:
-            for i, v in enumerate(values):
-                for j, x in enumerate(v):
-                    if type(x) not in item_types:
-                        raise ValueError(f"{where.format(i)}[{j}] has the wrong type ({_describe(x)})")
-        return values
+        return _list_column(column, item)
     if origin is dict:  # Event.data: kind-specific, checked once the whole trace is built
-        if not types_are(dict):
-            each(lambda v: isinstance(v, dict), "must be an object")
+        if not column.types_are(dict):
+            column.each(lambda v: isinstance(v, dict), "must be an object")
         return values
     raise ValueError(f"{table}.{name}: cannot read a value of type {hint!r}")  # a field added without a reader
+
+
+def _location_column(column: _Column, locations: list[Location]) -> list[Location | None]:
+    """Indexes into the document's table of locations, as the Location records they name."""
+    values, count = column.values, len(locations)
+    present = [v for v in values if v is not None] if column.optional else values
+    if not (column.types_are(int) and (not present or (min(present) >= 0 and max(present) < count))):
+        column.each(lambda v: _is_int(v) and 0 <= v < count, f"must be an index into 'locations' (0 to {count - 1})")
+    return [None if v is None else locations[v] for v in values] if column.optional else [locations[v] for v in values]
+
+
+def _enum_column(column: _Column, kind: type[enum.Enum]) -> list[Any]:
+    choices = {m.value: m for m in kind}
+    for i, v in enumerate(column.values):
+        if not (column.optional and v is None) and (not isinstance(v, str) or v not in choices):
+            raise ValueError(f"{column.where.format(i)} must be one of {', '.join(map(repr, choices))}, got {_short(v)}")
+    return [None if v is None else choices[v] for v in column.values]
+
+
+def _list_column(column: _Column, item: Any) -> list[Any]:
+    """Lists of plain values (ids, sizes), each item of the item's type."""
+    values = column.values
+    if not column.types_are(list):
+        column.each(lambda v: isinstance(v, list), "must be a list")
+    item_types = {strip_optional(item)} | ({_NONE} if is_optional(item) else set())
+    if not set(map(type, itertools.chain.from_iterable(values))) <= item_types:
+        for i, v in enumerate(values):
+            for j, x in enumerate(v):
+                if type(x) not in item_types:
+                    raise ValueError(f"{column.where.format(i)}[{j}] has the wrong type ({_describe(x)})")
+    return values
 
 
 def _nested_column(cls: type, values: list[Any], table: str, name: str, locations: list[Location]) -> list[Any]:

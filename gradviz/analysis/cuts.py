@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from ..model import Event, EventKind, Location, OpRecord
+from ..model import Event, EventKind, Location, OpRecord, TensorRecord
 from .context import Context, source_line
 from .graphs import rewrapped
 from .findings import CutEvidence, Finding, FindingKind
@@ -189,65 +189,78 @@ def cut_edge_findings(ctx: Context, found: list[Cut]) -> list[Finding]:
         event = cut.event
         if event.data.get("source_grad_fn") is None and not event.data.get("rewrap") and not _leaf_cut(ctx, event, moves):
             continue  # a leaf's `.detach()` (a state_dict copy, a frozen input): its dead parameters say it
-        file, line, code = ctx.where(event)
-        source = ctx.trace.tensors[event.tensor]  # type: ignore[index]  # (a cut's event names its tensor)
-        node = event.data.get("source_grad_fn")
-        expression = event.data.get("expression", source.label)
-        how = {
-            EventKind.DETACH: f"`{expression}.detach()`",
-            EventKind.DATA_GET: f"`{expression}.data`",
-            EventKind.DETACH_: f"`{source.label}.detach_()`",
-        }[event.kind]
-        rewrap = event.data.get("rewrap")
-        if rewrap is not None:
-            how = f"`{rewrap}(...)`, which copies the values without their history,"
-        produced = f" (output of {ctx.node_name(node)})" if node else ""
-        roots = ctx.names(cut.roots)
-        message = (
-            f"{how} at {ctx.at(file, line)} cuts the gradient path: {ctx.name(source.id)}{produced} flows on into "
-            f"{roots}, but backward ({ctx.line_of(cut.backward)}) stops here, so nothing computed before it gets a "
-            f"gradient through this path."
-        )
-        if node is None and rewrap is None:  # a leaf's own `.data`: the leaf is what loses its gradient
-            how = f"`.data` of {ctx.name(source.id)}"
-            message = (
-                f"{how} at {ctx.at(file, line)} uses its values without its gradient path: they flow on into {roots}, but "
-                f"backward ({ctx.line_of(cut.backward)}) gives {ctx.name(source.id)} no gradient through this use."
-            )
-        if rewrap is not None:
-            fix = (
-                f"To keep the gradient flowing use the tensor itself (or `{source.label}.clone()`); if cutting is "
-                f"intended, say so with `{source.label}.detach().clone()`, as PyTorch's own warning recommends."
-            )
-        elif event.kind is EventKind.DATA_GET and node is None:
-            fix = f"Use {ctx.name(source.id)} itself so it trains; `.detach()` if it must stay fixed here."
-        elif event.kind is EventKind.DATA_GET:
-            fix = (
-                f"If cutting the graph is intended, write `{event.data.get('expression', source.label)}.detach()`: "
-                "it cuts the same way but shares the version counter, so PyTorch catches in-place writes. "
-                "Otherwise drop `.data`."
-            )
-        else:
-            fix = (
-                "If the layers before this point should train, remove the detach; keep it only where cutting is "
-                "intended (a GAN discriminator step, truncated BPTT, a target network)."
-            )
-        findings.append(
-            Finding(
-                FindingKind.CUT_EDGE,
-                file,
-                line,
-                message,
-                fix,
-                code=code,
-                tensors=[t for t in (source.id, event.result) if t],
-                nodes=[node] if node else [],
-                events=[event.seq, cut.backward.seq],
-                affected_backward=cut.backward.seq,
-                evidence=[_cut_evidence(ctx, event, node)],
-            )
-        )
+        findings.append(_cut_finding(ctx, cut))
     return findings
+
+
+def _cut_finding(ctx: Context, cut: Cut) -> Finding:
+    event = cut.event
+    file, line, code = ctx.where(event)
+    source = ctx.trace.tensors[event.tensor]  # type: ignore[index]  # (a cut's event names its tensor)
+    node = event.data.get("source_grad_fn")
+    return Finding(
+        FindingKind.CUT_EDGE,
+        file,
+        line,
+        _cut_message(ctx, cut, source, node),
+        _cut_fix(ctx, event, source, node),
+        code=code,
+        tensors=[t for t in (source.id, event.result) if t],
+        nodes=[node] if node else [],
+        events=[event.seq, cut.backward.seq],
+        affected_backward=cut.backward.seq,
+        evidence=[_cut_evidence(ctx, event, node)],
+    )
+
+
+def _cut_message(ctx: Context, cut: Cut, source: TensorRecord, node: str | None) -> str:
+    """How the value was cut off, where, what it flowed into and which backward stops there."""
+    event = cut.event
+    file, line, _ = ctx.where(event)
+    where = ctx.at(file, line)
+    rewrap = event.data.get("rewrap")
+    roots = ctx.names(cut.roots)
+    if node is None and rewrap is None:  # a leaf's own `.data`: the leaf is what loses its gradient
+        return (
+            f"`.data` of {ctx.name(source.id)} at {where} uses its values without its gradient path: they flow on "
+            f"into {roots}, but backward ({ctx.line_of(cut.backward)}) gives {ctx.name(source.id)} no gradient "
+            "through this use."
+        )
+    expression = event.data.get("expression", source.label)
+    how = {
+        EventKind.DETACH: f"`{expression}.detach()`",
+        EventKind.DATA_GET: f"`{expression}.data`",
+        EventKind.DETACH_: f"`{source.label}.detach_()`",
+    }[event.kind]
+    if rewrap is not None:
+        how = f"`{rewrap}(...)`, which copies the values without their history,"
+    produced = f" (output of {ctx.node_name(node)})" if node else ""
+    return (
+        f"{how} at {where} cuts the gradient path: {ctx.name(source.id)}{produced} flows on into "
+        f"{roots}, but backward ({ctx.line_of(cut.backward)}) stops here, so nothing computed before it gets a "
+        f"gradient through this path."
+    )
+
+
+def _cut_fix(ctx: Context, event: Event, source: TensorRecord, node: str | None) -> str:
+    rewrap = event.data.get("rewrap")
+    if rewrap is not None:
+        return (
+            f"To keep the gradient flowing use the tensor itself (or `{source.label}.clone()`); if cutting is "
+            f"intended, say so with `{source.label}.detach().clone()`, as PyTorch's own warning recommends."
+        )
+    if event.kind is EventKind.DATA_GET and node is None:
+        return f"Use {ctx.name(source.id)} itself so it trains; `.detach()` if it must stay fixed here."
+    if event.kind is EventKind.DATA_GET:
+        return (
+            f"If cutting the graph is intended, write `{event.data.get('expression', source.label)}.detach()`: "
+            "it cuts the same way but shares the version counter, so PyTorch catches in-place writes. "
+            "Otherwise drop `.data`."
+        )
+    return (
+        "If the layers before this point should train, remove the detach; keep it only where cutting is "
+        "intended (a GAN discriminator step, truncated BPTT, a target network)."
+    )
 
 
 def _cut_evidence(ctx: Context, event: Event, node: str | None) -> CutEvidence:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..model import EventKind, NodeRecord, Trace
+from ..model import Event, EventKind, NodeRecord, Trace
 from .context import line_at, source_line
 from .findings import Finding, FindingKind, LifetimeEvidence
 from .lifetime import END, Lifetimes, freed_with_saved, program_holders, size_text
@@ -30,17 +30,30 @@ class KeptAlive:
 
 
 def kept_alive(trace: Trace, life: Lifetimes) -> list[KeptAlive]:
-    nodes = trace.nodes
     reached: set[str] = set()
     # (a gradient taken with create_graph=True runs through a graph without ending a step: not a backward here)
     step_backwards = [e for e in trace.events_of(EventKind.BACKWARD) if not e.data.get("create_graph")]
     for event in step_backwards:
         reached.update(event.data.get("reached_nodes", []))
-    seen: set[str] = set()
     groups: dict[tuple[str | None, int | None], KeptAlive] = {}
-    by_creation: dict[tuple[str | None, int | None, str | None], list[tuple[str, str, list[str]]]] = {}
-    holders = program_holders(trace, life)
-    for tid, root in sorted(holders, key=lambda h: trace.tensors[h[0]].seq):
+    by_creation = _add_chains(trace, life, reached, groups)
+    for (file, line, _module), members in by_creation.items():
+        _add_repeated_stores(trace, life, file, line, members, reached, step_backwards, groups)
+    return list(groups.values())
+
+
+_Members = list[tuple[str, str, list[str]]]  # (holder tensor, its grad_fn, the nodes it holds)
+
+
+def _add_chains(
+    trace: Trace, life: Lifetimes, reached: set[str], groups: dict[tuple[str | None, int | None], KeptAlive]
+) -> dict[tuple[str | None, int | None, str | None], _Members]:
+    """Holders whose graph is an accumulation chain across steps (`total += loss`) join `groups`; the others are
+    returned by the line and module that made their graph, to be judged together."""
+    nodes = trace.nodes
+    seen: set[str] = set()
+    by_creation: dict[tuple[str | None, int | None, str | None], _Members] = {}
+    for tid, root in sorted(program_holders(trace, life), key=lambda h: trace.tensors[h[0]].seq):
         held = [n for n in life.reachable(root, seen) if nodes[n].variable is None]
         # a chain matters only across backward calls or where no backward ran: skip the search otherwise
         spans = bool(held) and (
@@ -62,34 +75,48 @@ def kept_alive(trace: Trace, life: Lifetimes) -> list[KeptAlive]:
         # modules, not twelve steps
         key = (created.file, created.line, nodes[root].module) if created else (None, None, nodes[root].module)
         by_creation.setdefault(key, []).append((tid, root, held))
-    for (file, line, _module), members in by_creation.items():
-        if len(members) < 2:
-            continue  # the loop variable holding the last step's graph
-        episodes = {life.episode(nodes[root].seq) for _, root, _ in members}
-        # a value no backward ever ran through, stored again each iteration (validation, a skipped step)
-        never_backwarded = any(root not in reached for _, root, _ in members)
-        executions = len({life.execution(nodes[root].seq) for _, root, _ in members})
-        # a backward in the loop that made them ran through them: the next cycle stores more after it (gradient
-        # accumulation whose losses are also stored), however few cycles this run had
-        roots = {root for _, root, _ in members}
-        if len(episodes) < 2 and not (never_backwarded and executions >= 2) and not (
-            executions >= 2 and any(
-                roots.intersection(event.data.get("reached_nodes", [])) and in_loop_of(trace, file, line, event)
-                for event in step_backwards
-            )
-        ):
-            continue  # kept for one later backward (losses summed before one backward)
-        names = {name for tid, _, _ in members for name in trace.tensors[tid].names}
-        found = storing_lines(trace, file, line, names)
-        if not found and all(trace.held_at_end.get(tid) == "names" for tid, _, _ in members):
-            continue  # a few variables (`previous, last = last, loss`): as many however long the loop runs
-        stores: list[tuple[int | None, str]] = [s for s in found if (file, s[0]) not in groups] or [(line, "")]
-        steps = len(episodes) if len(episodes) >= 2 else executions
-        for store_line, store_code in stores[:1]:
-            for tid, root, held in members:
-                _add(groups, file, store_line, tid, root, held, steps, life, store_code)
-            groups[(file, store_line)].across_backwards = len(episodes) >= 2
-    return list(groups.values())
+    return by_creation
+
+
+def _add_repeated_stores(
+    trace: Trace,
+    life: Lifetimes,
+    file: str | None,
+    line: int | None,
+    members: _Members,
+    reached: set[str],
+    step_backwards: list[Event],
+    groups: dict[tuple[str | None, int | None], KeptAlive],
+) -> None:
+    """Graphs made at one line, one per step or loop iteration, and still held: a group at the line that stores them
+    (`losses.append(loss)`), unless so few are held however long the loop runs."""
+    nodes = trace.nodes
+    if len(members) < 2:
+        return  # the loop variable holding the last step's graph
+    episodes = {life.episode(nodes[root].seq) for _, root, _ in members}
+    # a value no backward ever ran through, stored again each iteration (validation, a skipped step)
+    never_backwarded = any(root not in reached for _, root, _ in members)
+    executions = len({life.execution(nodes[root].seq) for _, root, _ in members})
+    # a backward in the loop that made them ran through them: the next cycle stores more after it (gradient
+    # accumulation whose losses are also stored), however few cycles this run had
+    roots = {root for _, root, _ in members}
+    if len(episodes) < 2 and not (never_backwarded and executions >= 2) and not (
+        executions >= 2 and any(
+            roots.intersection(event.data.get("reached_nodes", [])) and in_loop_of(trace, file, line, event)
+            for event in step_backwards
+        )
+    ):
+        return  # kept for one later backward (losses summed before one backward)
+    names = {name for tid, _, _ in members for name in trace.tensors[tid].names}
+    found = storing_lines(trace, file, line, names)
+    if not found and all(trace.held_at_end.get(tid) == "names" for tid, _, _ in members):
+        return  # a few variables (`previous, last = last, loss`): as many however long the loop runs
+    stores: list[tuple[int | None, str]] = [s for s in found if (file, s[0]) not in groups] or [(line, "")]
+    steps = len(episodes) if len(episodes) >= 2 else executions
+    for store_line, store_code in stores[:1]:
+        for tid, root, held in members:
+            _add(groups, file, store_line, tid, root, held, steps, life, store_code)
+        groups[(file, store_line)].across_backwards = len(episodes) >= 2
 
 
 def _add(
@@ -152,58 +179,56 @@ def _place(node: NodeRecord) -> tuple[str | None, int | None] | None:
 
 
 def graph_kept_alive_findings(trace: Trace, life: Lifetimes, kept: list[KeptAlive]) -> list[Finding]:
-    findings = []
     timeline = life.held_bytes()
     peak = max((size for _, size in timeline), default=0)
-    untraced = trace.window is not None and trace.window.untraced_steps()
-    for group in kept:
-        code = group.store_code or source_line(trace, group.file, group.line)
-        names = sorted({n for tid in group.holders for n in trace.tensors[tid].names if n in code})
-        what = f"`{names[0]}`" if names else "a value"
-        held = (
-            f"{size_text(group.saved_bytes)} of saved tensors"
-            if group.saved_bytes
-            else "0 B of saved tensors (backward freed them, but the nodes and the tensors they point at remain)"
-        )
-        unit = "step" if group.across_backwards else "iteration"
-        per_step = group.saved_bytes // group.steps if group.saved_bytes else 0
-        nodes_per_step = max(len(group.nodes) // group.steps, 1)
-        growth = (
-            f"it grows by about {size_text(per_step)} and {nodes_per_step} nodes per {unit}"
-            if per_step >= 64  # a few bytes (a scalar's saved sizes) say nothing about growth
-            else f"it grows by about {nodes_per_step} autograd nodes per {unit}"
-        )
-        peak_text = f"; the graphs alive at the peak held {size_text(peak)}" if peak else ""
-        # after the window the line runs untraced: the run may keep more graphs than were counted
-        lower = " (counted in the steps traced: the run went on untraced and may keep more)" if untraced else ""
-        findings.append(
-            Finding(
-                FindingKind.GRAPH_KEPT_ALIVE,
-                group.file,
-                group.line,
-                f"`{statement(code)}` at {line_at(trace, group.file, group.line)} stores {what} with its autograd history, so the graphs of "
-                f"{group.steps} {unit}s{lower} stay alive at the end: "
-                f"{len(group.nodes)} autograd nodes holding {held}{peak_text}; {growth}, for as long as the "
-                f"{'run' if group.across_backwards else 'loop'} goes on.",
-                "Store a number for statistics (`loss.item()` or `float(loss)`), `.detach()` to keep the tensor "
-                "without its graph, and evaluate under `torch.no_grad()` / `torch.inference_mode()`.",
-                code=code,
-                tensors=list(group.holders),
-                # the holders' own nodes: the graph view draws the holders and rolls what they keep
-                nodes=list(group.roots),
-                # no event of its own: the timeline marks the events at its line (the in-place `+=`), one per step
-                events=[],
-                count=group.steps,
-                evidence=[
-                    LifetimeEvidence(
-                        holder=group.holders[0] if group.holders else None,
-                        holder_name=names[0] if names else None,
-                        node=group.roots[0] if group.roots else None,
-                        growth_per_step=per_step,
-                        steps=group.steps,
-                        unit=unit,
-                    )
-                ],
-            )
-        )
-    return findings
+    untraced = bool(trace.window is not None and trace.window.untraced_steps())
+    return [_kept_alive_finding(trace, group, peak, untraced) for group in kept]
+
+
+def _kept_alive_finding(trace: Trace, group: KeptAlive, peak: int, untraced: bool) -> Finding:
+    """The finding for one storing line: its evidence first, the message worded from the same values."""
+    code = group.store_code or source_line(trace, group.file, group.line)
+    names = sorted({n for tid in group.holders for n in trace.tensors[tid].names if n in code})
+    per_step = group.saved_bytes // group.steps if group.saved_bytes else 0
+    evidence = LifetimeEvidence(
+        holder=group.holders[0] if group.holders else None,
+        holder_name=names[0] if names else None,
+        node=group.roots[0] if group.roots else None,
+        growth_per_step=per_step,
+        steps=group.steps,
+        unit="step" if group.across_backwards else "iteration",
+    )
+    what = f"`{evidence.holder_name}`" if evidence.holder_name else "a value"
+    held = (
+        f"{size_text(group.saved_bytes)} of saved tensors"
+        if group.saved_bytes
+        else "0 B of saved tensors (backward freed them, but the nodes and the tensors they point at remain)"
+    )
+    nodes_per_step = max(len(group.nodes) // group.steps, 1)
+    growth = (
+        f"it grows by about {size_text(per_step)} and {nodes_per_step} nodes per {evidence.unit}"
+        if per_step >= 64  # a few bytes (a scalar's saved sizes) say nothing about growth
+        else f"it grows by about {nodes_per_step} autograd nodes per {evidence.unit}"
+    )
+    peak_text = f"; the graphs alive at the peak held {size_text(peak)}" if peak else ""
+    # after the window the line runs untraced: the run may keep more graphs than were counted
+    lower = " (counted in the steps traced: the run went on untraced and may keep more)" if untraced else ""
+    return Finding(
+        FindingKind.GRAPH_KEPT_ALIVE,
+        group.file,
+        group.line,
+        f"`{statement(code)}` at {line_at(trace, group.file, group.line)} stores {what} with its autograd history, so the graphs of "
+        f"{evidence.steps} {evidence.unit}s{lower} stay alive at the end: "
+        f"{len(group.nodes)} autograd nodes holding {held}{peak_text}; {growth}, for as long as the "
+        f"{'run' if group.across_backwards else 'loop'} goes on.",
+        "Store a number for statistics (`loss.item()` or `float(loss)`), `.detach()` to keep the tensor "
+        "without its graph, and evaluate under `torch.no_grad()` / `torch.inference_mode()`.",
+        code=code,
+        tensors=list(group.holders),
+        # the holders' own nodes: the graph view draws the holders and rolls what they keep
+        nodes=list(group.roots),
+        # no event of its own: the timeline marks the events at its line (the in-place `+=`), one per step
+        events=[],
+        count=group.steps,
+        evidence=[evidence],
+    )

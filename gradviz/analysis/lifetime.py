@@ -80,6 +80,24 @@ def lifetimes(trace: Trace) -> Lifetimes:
     nodes = trace.nodes
     backwards = trace.events_of(EventKind.BACKWARD)
     freed_by_backward = freed_at(backwards)
+    death, holders_at_end = _node_deaths(trace)
+    saved_bytes = _saved_bytes(trace)
+    intervals = [
+        (nodes[nid].seq, min(death[nid], freed_by_backward.get(nid, END)), nid)
+        for nid in saved_bytes
+    ]
+    op_seqs, op_runs = _line_executions(trace)
+    # steps are told apart by the backward calls that end them; a gradient taken with create_graph=True (MAML's
+    # inner step, a gradient penalty, a Hessian-vector product) is part of computing a loss, not one of them
+    steps = [e.seq for e in backwards if not e.data.get("create_graph")]
+    return Lifetimes(
+        trace, steps, death, freed_by_backward, saved_bytes, holders_at_end, intervals, op_seqs, op_runs
+    )
+
+
+def _node_deaths(trace: Trace) -> tuple[dict[str, int], list[tuple[str, str]]]:
+    """node -> seq until which something holds it (END: alive at the program's end), and (tensor, grad_fn) of the
+    tensors holding a graph at the end."""
     # what holds a node: a tensor whose grad_fn it is, from when the tensor got it until the tensor died, an in-place
     # op gave it a new grad_fn or `detach_()` took it away
     death: dict[str, int] = {}
@@ -110,16 +128,21 @@ def lifetimes(trace: Trace) -> Lifetimes:
             holders_at_end.append((tid, nid))
         release(tid, END if freed is None else freed)
     # a node lives as long as the latest of its holders and of the nodes pointing at it: parents first
-    order = sorted(nodes.values(), key=lambda n: (-n.seq, int(n.id[1:])))
+    order = sorted(trace.nodes.values(), key=lambda n: (-n.seq, int(n.id[1:])))
     for node in order:
         alive_until = max(death.get(node.id, node.seq), node.seq)
         death[node.id] = alive_until
         for nxt in node.next:
             if nxt is not None and death.get(nxt, -1) < alive_until:
                 death[nxt] = alive_until
+    return death, holders_at_end
+
+
+def _saved_bytes(trace: Trace) -> dict[str, int]:
+    """node -> bytes of the tensors it saved that would be freed with it (each tensor counted at its first saver)."""
     saved_bytes: dict[str, int] = {}
     owner: dict[str, str] = {}
-    for node in sorted(nodes.values(), key=lambda n: n.seq):
+    for node in sorted(trace.nodes.values(), key=lambda n: n.seq):
         for saved in node.saved:
             saved_id = saved.tensor
             if saved_id is None or saved_id in owner:
@@ -129,10 +152,11 @@ def lifetimes(trace: Trace) -> Lifetimes:
                 continue  # parameters live anyway: a graph holding them costs nothing extra
             owner[saved_id] = node.id
             saved_bytes[node.id] = saved_bytes.get(node.id, 0) + tensor_bytes(trace, saved_id)
-    intervals = [
-        (nodes[nid].seq, min(death[nid], freed_by_backward.get(nid, END)), nid)
-        for nid in saved_bytes
-    ]
+    return saved_bytes
+
+
+def _line_executions(trace: Trace) -> tuple[list[int], list[int]]:
+    """Each op's seq, and the number of the execution of its line it belongs to (in program order)."""
     # executions of a line: calls in a row at one line are one, unless a call uses a parameter again the way an
     # earlier call of the run did (`outs.append(model(x))` looping on one line runs the model's layers again), or
     # writes in place a value of the graph an earlier call of the run made (`val_loss += crit(model(x), y)`: the sum
@@ -151,12 +175,7 @@ def lifetimes(trace: Trace) -> Lifetimes:
         made.update(op.outputs)
         op_seqs.append(op.seq)
         op_runs.append(run)
-    # steps are told apart by the backward calls that end them; a gradient taken with create_graph=True (MAML's
-    # inner step, a gradient penalty, a Hessian-vector product) is part of computing a loss, not one of them
-    steps = [e.seq for e in backwards if not e.data.get("create_graph")]
-    return Lifetimes(
-        trace, steps, death, freed_by_backward, saved_bytes, holders_at_end, intervals, op_seqs, op_runs
-    )
+    return op_seqs, op_runs
 
 
 def program_holders(trace: Trace, life: Lifetimes) -> list[tuple[str, str]]:

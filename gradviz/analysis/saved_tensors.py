@@ -174,63 +174,127 @@ def _saved_write_finding(
     backward, relevant = (during, True) if during is not None else _consequence(ctx, write.event.seq, node)
     if not relevant:
         return None
-    file, line, code = ctx.where(write.event)
     now = next((c.after for c in write.changes if c.tensor == tensor.id), None)
     if now is None and shares:
         now = next((c.after for c in write.changes if c.tensor == write.tensor), None)
-    by_step = write.event.kind is EventKind.OPTIMIZER_STEP
-    via = f"the optimizer step `{statement(code)}`" if by_step else f"{ctx.alias(write.tensor)}"
-    if write.tensor == tensor.id and not by_step:
-        via = f"{ctx.name(tensor.id)} itself"
-    unversioned = bool(write.event.data.get("unversioned"))
-    if unversioned:
-        via = "the running-statistics update of a batch norm in train mode"
-    call = write.event.data.get("module_call")
-    by = _inside_module(write.event.data.get("module"), call) if call and not by_step else ""
+    evidence = _write_evidence(ctx, write, node, saved, tensor, now, shares)
+    if shares:
+        return _poisoned_finding(ctx, write, node, saved, evidence, backward, touched=touched, during=during)
+    return _corrupted_finding(ctx, write, node, saved, evidence, backward, during=during)
+
+
+def _writer_text(ctx: Context, write: _Write, tensor: str, code: str) -> str:
+    """What the write went through: "`c`", "`x` itself", "the optimizer step `opt.step()`", a batch norm's update."""
+    if write.event.data.get("unversioned"):
+        return "the running-statistics update of a batch norm in train mode"
+    if write.event.kind is EventKind.OPTIMIZER_STEP:
+        return f"the optimizer step `{statement(code)}`"
+    return f"{ctx.name(tensor)} itself" if write.tensor == tensor else f"{ctx.alias(write.tensor)}"
+
+
+def _writer_place(ctx: Context, write: _Write, during: Event | None) -> str:
+    """Where in the program the write ran, when not at the user's line itself: a module's forward, or a backward."""
     running = ctx.trace.nodes.get(write.event.data.get("backward_node", ""))
     if during is not None and running is not None:
-        by = f" (in {running.name}'s backward, run by the backward at {ctx.line_of(during)})"
-    what = f"{ctx.name(tensor.id)}, saved by {node.name} for backward"
-    if shares:
-        if backward is not None and backward.data.get("outcome") == "error":
-            quoted = _pytorch_versions(ctx.trace, backward) or (str(now), _v(saved))
-            then = f"The backward at {ctx.line_of(backward)} raised: \"is at version {quoted[0]}; expected version {quoted[1]}\"."
-        elif backward is not None:
-            then = f"The backward at {ctx.line_of(backward)} runs through it."
-        else:
-            then = "No backward has run through it yet: calling backward will raise."
-        return Finding(
-            FindingKind.POISONED_SAVED_TENSOR,
-            file,
-            line,
-            (
-                f"{what} at v{_v(saved)}, was written in place at {ctx.at(file, line)}{by} through {via}, which shares "
-                f"its version counter: now {version_text(now)}. {then}"
-                if touched
-                else f"{what} at v{_v(saved)}, shares its version counter with {via}, written in place at line "
-                f"{line}{by}: other bytes than its own, but autograd counts versions, not bytes: now "
-                f"{version_text(now)}. {then}"
-            ),
-            "Do not modify a tensor autograd saved: clone first (`x = x.clone()` or `c = out.detach().clone()`), "
-            "use the out-of-place op, or do the update after backward (for optimizers: build the next loss after "
-            "`step()`).",
-            code=code,
-            tensors=[tensor.id, write.tensor],
-            nodes=[node.id],
-            events=[write.event.seq] + ([backward.seq] if backward else []),
-            affected_backward=backward.seq if backward else None,
-            evidence=[_write_evidence(ctx, write, node, saved, tensor, now, shares)],
-        )
+        return f" (in {running.name}'s backward, run by the backward at {ctx.line_of(during)})"
+    call = write.event.data.get("module_call")
+    if call and write.event.kind is not EventKind.OPTIMIZER_STEP:
+        return _inside_module(write.event.data.get("module"), call)
+    return ""
+
+
+def _poisoned_finding(
+    ctx: Context,
+    write: _Write,
+    node: NodeRecord,
+    saved: SavedTensorRecord,
+    evidence: SavedTensorEvidence,
+    backward: Event | None,
+    *,
+    touched: bool,
+    during: Event | None,
+) -> Finding:
+    """A write through a tensor sharing the saved tensor's version counter: backward raises (or will)."""
+    file, line, code = ctx.where(write.event)
+    via, by = _writer_text(ctx, write, evidence.tensor, code), _writer_place(ctx, write, during)
+    what = f"{ctx.name(evidence.tensor)}, saved by {node.name} for backward at {version_text(evidence.saved_version)}"
+    now = version_text(evidence.version_now)
+    if backward is not None and backward.data.get("outcome") == "error":
+        quoted = _pytorch_versions(ctx.trace, backward) or (str(evidence.version_now), _v(saved))
+        then = f"The backward at {ctx.line_of(backward)} raised: \"is at version {quoted[0]}; expected version {quoted[1]}\"."
+    elif backward is not None:
+        then = f"The backward at {ctx.line_of(backward)} runs through it."
+    else:
+        then = "No backward has run through it yet: calling backward will raise."
+    return Finding(
+        FindingKind.POISONED_SAVED_TENSOR,
+        file,
+        line,
+        (
+            f"{what}, was written in place at {ctx.at(file, line)}{by} through {via}, which shares its version "
+            f"counter: now {now}. {then}"
+            if touched
+            else f"{what}, shares its version counter with {via}, written in place at line {line}{by}: other bytes "
+            f"than its own, but autograd counts versions, not bytes: now {now}. {then}"
+        ),
+        "Do not modify a tensor autograd saved: clone first (`x = x.clone()` or `c = out.detach().clone()`), "
+        "use the out-of-place op, or do the update after backward (for optimizers: build the next loss after "
+        "`step()`).",
+        code=code,
+        tensors=[evidence.tensor, write.tensor],
+        nodes=[node.id],
+        events=[write.event.seq] + ([backward.seq] if backward else []),
+        affected_backward=backward.seq if backward else None,
+        evidence=[evidence],
+    )
+
+
+def _corrupted_finding(
+    ctx: Context,
+    write: _Write,
+    node: NodeRecord,
+    saved: SavedTensorRecord,
+    evidence: SavedTensorEvidence,
+    backward: Event | None,
+    *,
+    during: Event | None,
+) -> Finding:
+    """A write that changed the saved tensor's bytes where no version moves: gradients silently wrong."""
+    file, line, code = ctx.where(write.event)
+    via, by = _writer_text(ctx, write, evidence.tensor, code), _writer_place(ctx, write, during)
     if backward is not None:
         then = f"The backward at {ctx.line_of(backward)} used the changed values: its gradients are silently wrong."
     else:
         then = "No backward has run through it yet: when it does, its gradients will be silently wrong."
     measured = measurement_of(
-        ctx.trace, write.event, backward, ctx.name, step=ctx.step_of(backward), written=[tensor.id, write.tensor]
+        ctx.trace, write.event, backward, ctx.name, step=ctx.step_of(backward), written=[evidence.tensor, write.tensor]
     )
     then = then_sentence(measured, ctx.line_of(backward), then)
-    if unversioned:
-        why = f", which moves no version (a known PyTorch issue), so autograd did not notice (still v{_v(saved)})"
+    why, fix = _unnoticed_because(write, saved, evidence, during)
+    return Finding(
+        FindingKind.SILENTLY_CORRUPTED_SAVED_TENSOR,
+        file,
+        line,
+        f"{ctx.name(evidence.tensor)}, saved by {node.name} for backward at {version_text(evidence.saved_version)}, "
+        f"had its bytes changed at {ctx.at(file, line)}{by} through {via}{why}. {then}",
+        fix,
+        code=code,
+        tensors=[evidence.tensor, write.tensor],
+        nodes=[node.id],
+        events=[write.event.seq] + ([backward.seq] if backward else []),
+        affected_backward=backward.seq if backward else None,
+        measured=measured,
+        evidence=[evidence],
+    )
+
+
+def _unnoticed_because(
+    write: _Write, saved: SavedTensorRecord, evidence: SavedTensorEvidence, during: Event | None
+) -> tuple[str, str]:
+    """Why autograd did not notice a write to a saved tensor's bytes (the message's clause), and the fix for it."""
+    still = version_text(evidence.version_now)  # (a write it did not notice left the version as saved)
+    if write.event.data.get("unversioned"):
+        why = f", which moves no version (a known PyTorch issue), so autograd did not notice (still {still})"
         fix = (
             "Run backward through the eval-mode graph before the next train-mode forward of this module (or make that "
             "forward in eval mode too), so that the running statistics it saved are still the ones it used."
@@ -242,31 +306,18 @@ def _saved_write_finding(
         )
         fix = "`.clone()` before modifying, or make the write after backward."
     elif during is not None:
-        why = f", which has its own version counter, so autograd did not notice (still v{_v(saved)})"
+        why = f", which has its own version counter, so autograd did not notice (still {still})"
         fix = (
             "Write the backward's result into a buffer of its own (`torch.empty_like(...)`), not over a tensor the "
             "graph saved; or make the reader after this Function (autograd runs the later-made node first)."
         )
     else:
-        why = f", which has its own version counter, so autograd did not notice (still v{_v(saved)})"
+        why = f", which has its own version counter, so autograd did not notice (still {still})"
         fix = (
             "Use `.detach()` instead of `.data` so PyTorch raises on this write, and `.clone()` before modifying; "
             "or make the update under `torch.no_grad()` after backward."
         )
-    return Finding(
-        FindingKind.SILENTLY_CORRUPTED_SAVED_TENSOR,
-        file,
-        line,
-        f"{what} at v{_v(saved)}, had its bytes changed at {ctx.at(file, line)}{by} through {via}{why}. {then}",
-        fix,
-        code=code,
-        tensors=[tensor.id, write.tensor],
-        nodes=[node.id],
-        events=[write.event.seq] + ([backward.seq] if backward else []),
-        affected_backward=backward.seq if backward else None,
-        measured=measured,
-        evidence=[_write_evidence(ctx, write, node, saved, tensor, now, shares)],
-    )
+    return why, fix
 
 
 def _write_evidence(

@@ -58,43 +58,10 @@ def manual_update_findings(trace: Trace, dead: AbstractSet[str] = frozenset()) -
         param = _parameter_of(trace, event.tensor, trained)
         if param is None:
             continue
-        last = bisect.bisect_left(backward_seqs, event.seq)
-        # a parameter's life starts when it is made: backwards before it (an earlier model of a sweep) are not its
-        born = bisect.bisect_right(backward_seqs, trace.tensors[param].seq)
-        done = updates.setdefault(param, [])
-        if last <= born:
-            done.append(event.seq)
-            continue  # initialisation: no backward since the parameter was made
-        # the gradients this update could use: every backward since the parameter's last update before the
-        # latest backward (several writes after one backward are one update: `p.mul_(..)`, then `p.sub_(..)`)
-        since = done[bisect.bisect_left(done, backward_seqs[last - 1]) - 1] if done and done[0] < backward_seqs[last - 1] else -1
-        done.append(event.seq)
-        window = backwards[max(born, bisect.bisect_right(backward_seqs, since)) : last]
-        if any(param in e.data.get("reached_leaves", []) for e in window):
-            continue  # it has a gradient: weight decay or clipping alongside a gradient step
-        loc = event.location
-        record = trace.tensors[param]
-        written = trace.tensors[event.tensor]
-        via = f"`{record.label}.data`" if written.origin == "data" else f"`{record.label}`"
-        latest = window[-1]
-        findings.append(
-            Finding(
-                FindingKind.UPDATE_WITHOUT_GRADIENT,
-                loc.file if loc else None,
-                loc.line if loc else None,
-                f"`{(statement(loc.code) if loc else event.op) or event.op}` at {line_at(trace, loc.file, loc.line) if loc else 'an unknown line'} changed "
-                f"{via} in place (`{event.op}`) although no gradient reached `{record.label}` in any backward since "
-                f"its previous update (the latest: {line_at(trace, latest.location.file, latest.location.line) if latest.location else 'an unknown line'}): an "
-                "update outside the optimizer (weight decay, a custom step) moves a parameter that is not training.",
-                f"Apply the update only to parameters that have a gradient (`if p.grad is not None:`), or leave "
-                f"`{record.label}` out of the update / `requires_grad_(False)` if it is frozen.",
-                parameter=record.label,
-                code=loc.code.strip() if loc else "",
-                tensors=[param, event.tensor],
-                events=[event.seq, latest.seq],
-                affected_backward=latest.seq,
-            )
-        )
+        window = _backwards_since_update(trace, param, event.seq, backwards, backward_seqs, updates.setdefault(param, []))
+        if window is None or any(param in e.data.get("reached_leaves", []) for e in window):
+            continue  # initialisation, or it has a gradient: weight decay or clipping alongside a gradient step
+        findings.append(_update_finding(trace, event, param, window[-1]))
     return findings
 
 
@@ -178,3 +145,44 @@ def update_without_gradient_findings(ctx: Context) -> list[Finding]:
                 )
             )
     return findings
+
+
+def _backwards_since_update(
+    trace: Trace, param: str, seq: int, backwards: list[Event], backward_seqs: list[int], done: list[int]
+) -> list[Event] | None:
+    """The backwards whose gradients the update of `param` at `seq` could use (`done`: its updates so far, to which
+    this one is added); None for its initialisation (no backward since the parameter was made)."""
+    last = bisect.bisect_left(backward_seqs, seq)
+    # a parameter's life starts when it is made: backwards before it (an earlier model of a sweep) are not its
+    born = bisect.bisect_right(backward_seqs, trace.tensors[param].seq)
+    if last <= born:
+        done.append(seq)
+        return None
+    # the gradients this update could use: every backward since the parameter's last update before the
+    # latest backward (several writes after one backward are one update: `p.mul_(..)`, then `p.sub_(..)`)
+    since = done[bisect.bisect_left(done, backward_seqs[last - 1]) - 1] if done and done[0] < backward_seqs[last - 1] else -1
+    done.append(seq)
+    return backwards[max(born, bisect.bisect_right(backward_seqs, since)) : last]
+
+
+def _update_finding(trace: Trace, event: Event, param: str, latest: Event) -> Finding:
+    loc = event.location
+    record = trace.tensors[param]
+    written = trace.tensors[event.tensor]  # type: ignore[index]  # (an in-place write names its tensor)
+    via = f"`{record.label}.data`" if written.origin == "data" else f"`{record.label}`"
+    return Finding(
+        FindingKind.UPDATE_WITHOUT_GRADIENT,
+        loc.file if loc else None,
+        loc.line if loc else None,
+        f"`{(statement(loc.code) if loc else event.op) or event.op}` at {line_at(trace, loc.file, loc.line) if loc else 'an unknown line'} changed "
+        f"{via} in place (`{event.op}`) although no gradient reached `{record.label}` in any backward since "
+        f"its previous update (the latest: {line_at(trace, latest.location.file, latest.location.line) if latest.location else 'an unknown line'}): an "
+        "update outside the optimizer (weight decay, a custom step) moves a parameter that is not training.",
+        f"Apply the update only to parameters that have a gradient (`if p.grad is not None:`), or leave "
+        f"`{record.label}` out of the update / `requires_grad_(False)` if it is frozen.",
+        parameter=record.label,
+        code=loc.code.strip() if loc else "",
+        tensors=[param, written.id],
+        events=[event.seq, latest.seq],
+        affected_backward=latest.seq,
+    )

@@ -207,12 +207,12 @@ class GraphRecording:
         ids = self._node_ids
         key = number = fn._sequence_nr()
         threads = self._numbers if self._numbers.on else None
-        if threads is not None:  # the program's other threads record too: their numbers repeat the tracing thread's
-            numbers, mark, now = threads.here()
+        # the program's other threads record too: their numbers repeat the tracing thread's
+        here = threads.here() if threads is not None else None
         if key == _ACCUMULATE_GRAD:
             key = ("leaf", self._tid(fn.variable))
         elif threads is not None:
-            key = threads.key(fn, number, lambda: self._node_name(fn), numbers, mark, now)
+            key = threads.key(fn, number, lambda: self._node_name(fn), *here)  # type: ignore[misc]  # (set with threads)
         nid = ids.get(key)
         nodes = self.trace.nodes
         if nid is not None:
@@ -221,22 +221,33 @@ class GraphRecording:
                 if record.output is None:
                     record.output = output
             return nid
-        live = self._live
-        names = self._type_names
-        heights = self._heights
         created = self._here_loc
         module = (self._module_now or self._running_module())[0]
-        seq = -1  # numbered after the walk, which may track leaves first
         nid = ids[key] = f"n{len(ids)}"
         if threads is not None and number != _ACCUMULATE_GRAD:
             threads.added(key, number, fn)
         kind = type(fn)
-        first = nodes[nid] = NodeRecord(nid, names.get(kind) or self._node_name(fn), [], seq, None, [], output, module, created)
+        # (seq -1: numbered after the walk, which may track leaves first)
+        first = nodes[nid] = NodeRecord(nid, self._type_names.get(kind) or self._node_name(fn), [], -1, None, [], output, module, created)
         if self._checkpoint_calls and number in self._checkpoint_calls:  # a reentrant checkpoint's output, met first here
             first.module, first.created = self._function_module(fn), self._checkpoint_calls.pop(number)
+        new, top = self._walk_new(fn, first, key, number, threads, here, module, created)
+        self._register_new(new, top, first, output if fresh else None, threads)
+        return nid
+
+    def _walk_new(
+        self, fn: Any, first: NodeRecord, key: Any, number: int, threads: Any, here: Any, module: str | None, created: Any
+    ) -> tuple[list[tuple[Any, NodeRecord, Any, int]], int]:
+        """Records for the nodes below new node `fn` not seen yet, depth first (node, record, key, number each, `fn`
+        first), and the greatest height among the known nodes they lead to."""
+        ids = self._node_ids
+        nodes = self.trace.nodes
+        live = self._live
+        names = self._type_names
+        heights = self._heights
         new = [(fn, first, key, number)]
         stack = [(fn, first)]
-        top = -1  # the greatest height among the known nodes the new ones lead to
+        top = -1
         while stack:
             node, record = stack.pop()
             next_ids = record.next
@@ -250,7 +261,7 @@ class GraphRecording:
                     entry = live.get(id(variable))
                     key = ("leaf", entry.tid if entry is not None else self._tid(variable))
                 elif threads is not None:
-                    key = threads.key(nxt, number, lambda: self._node_name(nxt), numbers, mark, now)  # noqa: B023 - called at once
+                    key = threads.key(nxt, number, lambda: self._node_name(nxt), *here)  # noqa: B023 - called at once
                 nxt_id = ids.get(key)
                 if nxt_id is None:
                     nxt_id = ids[key] = f"n{len(ids)}"
@@ -263,7 +274,7 @@ class GraphRecording:
                     # (the checkpoint's own call line was noted when it ran: _on_grad_mode)
                     made_here = not issubclass(kind, _PYTHON_FUNCTION)
                     nxt_record = nodes[nxt_id] = NodeRecord(
-                        nxt_id, names.get(kind) or self._node_name(nxt), [], seq, None, [],
+                        nxt_id, names.get(kind) or self._node_name(nxt), [], -1, None, [],
                         None, module if made_here else self._function_module(nxt),
                         created if made_here else self._checkpoint_calls.pop(number, None),
                     )
@@ -274,6 +285,14 @@ class GraphRecording:
                     if below > top:
                         top = below
                 next_ids.append(nxt_id)
+        return new, top
+
+    def _register_new(
+        self, new: list[tuple[Any, NodeRecord, Any, int]], top: int, first: NodeRecord, output: str | None, threads: Any
+    ) -> None:
+        """Number the new nodes, hold the deep chains among them and read what each saved. `output`: the tensor
+        the first of them just made (for its saved result)."""
+        heights = self._heights
         seq = next(self._seq)
         # Heights above the last held node (see chains.py). No path through the new nodes is longer than all of them
         # and a known node below: that bound stands for each of them, until it reaches a segment's length, and only
@@ -298,12 +317,11 @@ class GraphRecording:
                 # a node made before the trace began: what it saved may have been written since; version unknown
                 before = number < (first_number if threads is None else threads.first(key, first_number))
                 try:
-                    record.saved = self._saved(node, output if fresh and record is first else None, before)
+                    record.saved = self._saved(node, output if record is first else None, before)
                     if check is not None and record.saved:  # --verify: watch them while the node lives
                         check.saved(self, node, record)
                 except Exception as exc:  # one unreadable node must not leave the rest of its graph half-recorded
                     self._internal(exc)
-        return nid
 
     def _node_name(self, node: Any) -> str:
         kind = type(node)

@@ -91,6 +91,12 @@ _QUERIES = frozenset(
 )
 
 
+def _user_site(caller: types.FrameType | None) -> Any:
+    """The site of the user's line a call from library code comes from (the frame outside `caller`), or None."""
+    frame = _user_frame_from(caller.f_back if caller is not None else None)
+    return _site(frame) if frame is not None else None
+
+
 class Recorder(
     TensorTracking,
     GraphRecording,
@@ -117,21 +123,7 @@ class Recorder(
         self._watched = self._check.watched if self._check is not None else {}
         self._window = window
         self._mode_on = False
-        # the sentinel (sentinel.py): after the window, calls from sites seen while recording pass straight through
-        self._sentinel = False
-        self._seen_sites: set[tuple[int, int]] = set()
-        self._seen_flips: set[tuple[int, int]] = set()
-        self._seen_codes: dict[int, types.CodeType] = {}
-        self._seen_roots: set[tuple[int, int, str]] = set()
-        self._optimizer_groups: dict[int, int] = {}
-        self._module_flags: list[tuple[Any, bool]] = []
-        self._root_flags: dict[int, tuple[Any, set[bool]]] = {}
-        self._flag_hook: Any = None
-        self._queries = _QUERIES
-        self._rearm_left = 0
-        self._survivors = False
-        self._off_for: int | None = None
-        self._sentinel_hook: Any = None
+        self._init_sentinel()
         self._step_counter: Any = None  # the optimizer post-hook, which outlives the window (window.py)
         self._node_ids: dict[Any, str] = {}  # node key (its number; see threads.NodeNumbers) -> node id
         self._numbers = threads.NodeNumbers(self._node_ids, self.trace.nodes)
@@ -150,15 +142,7 @@ class Recorder(
         self._optimizer_ids: dict[int, str] = {}  # id(optimizer) -> o0, o1, ... in order of first step
         self._fresh_grads: dict[str, tuple[int, int | None]] = {}  # leaf -> its .grad right after the last backward
         self._stepped_grads: dict[str, Any] = {}  # parameter -> its .grad as the latest step left it (hooks.py)
-        self._by_tid: dict[str, _Live] = {}
-        self._seq = itertools.count()
-        self._live: dict[int, _Live] = {}  # id(tensor) -> live entry
-        self._by_storage: dict[int, set[int]] = {}  # storage key -> ids of live tensors in it
-        self._storage_ids: dict[int, str] = {}
-        self._layout: dict[tuple[Any, ...], str] = {}
-        self._layouts_of: dict[int, list[tuple[Any, ...]]] = {}  # storage key -> its layouts in _layout
-        self._counter_versions: dict[str, int] = {}  # counter -> its version after the latest write (writes.py)
-        self._stat_readers: dict[str, list[str]] = {}  # batch norm's running statistics -> their readers (writes.py)
+        self._init_tensors()
         self._node_count = 0
         self._saved_names = _SAVED_NAMES
         self._type_names = _TYPE_NAMES
@@ -186,7 +170,11 @@ class Recorder(
         self._param_roots: dict[str, str] = {}  # parameter's tensor id -> variable name of the model it was found in
         self._handles: list[Any] = []
         self.internal_errors = self.trace.internal_errors
-        self._special: dict[Any, Callable[..., Any]] = {
+        self._special = self._special_calls()
+
+    def _special_calls(self) -> dict[Any, Callable[..., Any]]:
+        """The calls handled apart (special.py, hooks.py, nodes.py), by the function the mode sees."""
+        special: dict[Any, Callable[..., Any]] = {
             # (the stubs type these descriptors as their values: Tensor, bool)
             _Tensor.data.__get__: self._on_data_get,  # type: ignore[attr-defined]
             _Tensor.data.__set__: self._on_data_set,  # type: ignore[attr-defined]
@@ -203,7 +191,38 @@ class Recorder(
         if self._check is not None:  # hooks that would run twice in the measurement's backward: where they came from
             check, recorder = self._check, self
             for method in (_Tensor.register_hook, _Tensor.retain_grad):
-                self._special[method] = lambda func, args, kwargs: check.hook_registered(recorder, func, args, kwargs)
+                special[method] = lambda func, args, kwargs: check.hook_registered(recorder, func, args, kwargs)
+        return special
+
+    def _init_sentinel(self) -> None:
+        """The sentinel's state (sentinel.py): after the window, calls from sites seen while recording pass straight
+        through."""
+        self._sentinel = False
+        self._seen_sites: set[tuple[int, int]] = set()
+        self._seen_flips: set[tuple[int, int]] = set()
+        self._seen_codes: dict[int, types.CodeType] = {}
+        self._seen_roots: set[tuple[int, int, str]] = set()
+        self._optimizer_groups: dict[int, int] = {}
+        self._module_flags: list[tuple[Any, bool]] = []
+        self._root_flags: dict[int, tuple[Any, set[bool]]] = {}
+        self._flag_hook: Any = None
+        self._queries = _QUERIES
+        self._rearm_left = 0
+        self._survivors = False
+        self._off_for: int | None = None
+        self._sentinel_hook: Any = None
+
+    def _init_tensors(self) -> None:
+        """The tensor bookkeeping's state (tracking.py, writes.py): live tensors, storages, layouts, counters."""
+        self._by_tid: dict[str, _Live] = {}
+        self._seq = itertools.count()
+        self._live: dict[int, _Live] = {}  # id(tensor) -> live entry
+        self._by_storage: dict[int, set[int]] = {}  # storage key -> ids of live tensors in it
+        self._storage_ids: dict[int, str] = {}
+        self._layout: dict[tuple[Any, ...], str] = {}
+        self._layouts_of: dict[int, list[tuple[Any, ...]]] = {}  # storage key -> its layouts in _layout
+        self._counter_versions: dict[str, int] = {}  # counter -> its version after the latest write (writes.py)
+        self._stat_readers: dict[str, list[str]] = {}  # batch norm's running statistics -> their readers (writes.py)
 
     # ------------------------------------------------------------------ lifecycle
     def start(self, *, outside: types.FrameType | None = None) -> None:
@@ -380,7 +399,12 @@ class Recorder(
                     return func(*args, **kwargs)
                 self._see(_caller(2, func), func)
                 return special(func, args, kwargs)
-        caller = _caller(2, func)
+        return self._record_call(func, args, kwargs)
+
+    def _record_call(self, func: Any, args: Any, kwargs: Any) -> Any:
+        """Make a call the recorder writes down: find its site, read its inputs' versions, call it (through the
+        site's stand-in), then record what it made and wrote."""
+        caller = _caller(3, func)  # (3: the caller of __torch_function__, which called this)
         site = None
         if caller is not None:
             code = caller.f_code
@@ -459,9 +483,7 @@ class Recorder(
         if not _grad_enabled() and caller is not None:  # (a custom Function's forward runs with grad mode off)
             self._see_forward(caller)
         if site is None or not site[4]:  # called from library code (nn.Linear.forward): the user's line further out
-            frame = _user_frame_from(caller.f_back if caller is not None else None)
-            site = _site(frame) if frame is not None else None
-            del frame
+            site = _user_site(caller)
         if site is not None:
             here = (site[0].co_filename, site[1])
             loc = self._locations.get(here) or self._location(*here)
@@ -479,16 +501,7 @@ class Recorder(
             entry = live.get(id(t))
             in_ids.append(entry.tid if entry is not None else track(t, "input", seq, None, file, line))
         if written is not None:
-            entries = [live.get(id(t)) for t, _ in written]
-            known = [entry.version if entry is not None else None for entry in entries]
-            for (t, v), entry, was in zip(written, entries, known):
-                if entry is not None and was != entry.version == t._version:
-                    # brought up to date by an earlier write of this call to a tensor sharing its counter
-                    # (`x[i] *= 0`: setitem reads the view it copies, whose version moved with x's): not a write of its own
-                    continue
-                event = self._record_write(t, v, name, file, line)
-                if self._check is not None:
-                    self._check.written(t, event)
+            self._record_writes(written, name, file, line)
         out_ids = []
         for t in outputs:
             entry = live.get(id(t))
@@ -500,6 +513,19 @@ class Recorder(
         if norm is not None:
             self._running_stats(norm, written, out_ids, name, file, line)
         self._module_now = None  # (read afresh by whatever records next)
+
+    def _record_writes(self, written: list[tuple[torch.Tensor, int]], op: str, file: str | None, line: int | None) -> None:
+        """The call wrote in place to `written` (tensor, its version before): one write event each."""
+        entries = [self._live.get(id(t)) for t, _ in written]
+        known = [entry.version if entry is not None else None for entry in entries]
+        for (t, v), entry, was in zip(written, entries, known):
+            if entry is not None and was != entry.version == t._version:
+                # brought up to date by an earlier write of this call to a tensor sharing its counter
+                # (`x[i] *= 0`: setitem reads the view it copies, whose version moved with x's): not a write of its own
+                continue
+            event = self._record_write(t, v, op, file, line)
+            if self._check is not None:
+                self._check.written(t, event)
 
     # ------------------------------------------------------------------ shared by every half
     def _internal(self, exc: BaseException, op: str | None = None) -> None:

@@ -295,20 +295,7 @@ def _run_pinned(
     except WindowStop:
         pass  # the program was stopped at the end of the step window, as asked: it ends as if it had finished
     except BaseException as exc:  # the program's error belongs to the trace, not to us
-        frames = [f for f, _ in traceback.walk_tb(exc.__traceback__)]
-        for frame in frames:
-            if frame.f_code.co_filename == script_path:
-                recorder.name_locals(frame.f_globals, modules=True)
-        for frame in frames:
-            if source.is_user_file(frame.f_code.co_filename):
-                recorder.name_locals(source.frame_variables(frame))
-        del frames
-        _add_exception(recorder, record_exception(exc, exc.__traceback__, prefer=script_path))
-        if sys.excepthook is not saved_hook and not isinstance(exc, SystemExit):
-            run.excepthook = sys.excepthook  # Python calls the program's own hook for an uncaught exception
-        # the front end may hand the exception to that hook; the frames' locals (the program's tensors) go now
-        traceback.clear_frames(exc.__traceback__)
-        run.error = exc
+        _program_error(recorder, run, exc, script_path, saved_hook)
     finally:
         sys.argv = saved_argv
         sys.path[:] = saved_path
@@ -318,6 +305,24 @@ def _run_pinned(
         namespace = None
     recorder.finish()
     return run
+
+
+def _program_error(recorder: Recorder, run: ProgramRun, exc: BaseException, script_path: str, saved_hook: Any) -> None:
+    """The program raised: name what its frames held, record the exception and keep it for the front end."""
+    frames = [f for f, _ in traceback.walk_tb(exc.__traceback__)]
+    for frame in frames:
+        if frame.f_code.co_filename == script_path:
+            recorder.name_locals(frame.f_globals, modules=True)
+    for frame in frames:
+        if source.is_user_file(frame.f_code.co_filename):
+            recorder.name_locals(source.frame_variables(frame))
+    del frames
+    _add_exception(recorder, record_exception(exc, exc.__traceback__, prefer=script_path))
+    if sys.excepthook is not saved_hook and not isinstance(exc, SystemExit):
+        run.excepthook = sys.excepthook  # Python calls the program's own hook for an uncaught exception
+    # the front end may hand the exception to that hook; the frames' locals (the program's tensors) go now
+    traceback.clear_frames(exc.__traceback__)
+    run.error = exc
 
 
 def _hard_exit(

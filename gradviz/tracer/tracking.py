@@ -82,36 +82,7 @@ class TensorTracking:
         device = t.device
         device_name = _device_names.get(device) or _device_name(device)
         nested = t.is_nested
-        try:
-            storage = t.untyped_storage()
-            # a nested tensor's buffer is not one strided tensor's memory: no byte range to give it
-            skey: int | None = None if nested else storage._cdata
-            # a wrapper subclass (DTensor) has a placeholder storage without memory: its data lives in inner tensors
-            ptr = storage.data_ptr() if skey is not None and skey not in self._storage_ids and device_name != "meta" else 0
-        except (RuntimeError, NotImplementedError, TypeError):  # sparse, nested, functional and subclass wrappers
-            skey = None
-        if skey is not None:
-            sid = self._storage_ids.get(skey)
-            if sid is None:
-                sid = f"s{len(trace.storages)}"
-                self._storage_ids[skey] = sid
-                trace.storages[sid] = StorageRecord(sid, device_name, storage.nbytes(), ptr, dtype)
-            item = t.element_size()
-            # (sizes are `int | SymInt` in the stubs: symbolic only while dynamo traces, when the recorder steps aside)
-            offset: int = t.storage_offset()  # type: ignore[assignment]  # (SymInt: see above)
-            shape = t.shape
-            stride = t.stride()
-            start = offset * item
-            numel = t.numel()
-            if numel == 0:
-                byte_range: tuple[int, int] | None = (start, start)
-            elif t.is_contiguous():
-                byte_range = (start, start + numel * item)
-            else:
-                byte_range = (start, start + (1 + sum((n - 1) * s for n, s in zip(shape, stride))) * item)
-            layout: tuple[Any, ...] | None = (sid, offset, shape, stride)
-        else:
-            sid = byte_range = layout = None
+        skey, sid, byte_range, layout = self._place(t, nested, dtype, device_name)
         try:
             version: int | None = t._version
             inference = False
@@ -133,34 +104,69 @@ class TensorTracking:
             trace.version_counters[counter].tensors.append(tid)
         if file is None:
             file, line = self._here
+        # (positional, in the record's field order: the hot path)
         record = TensorRecord(
-            tid,
-            _nested_shape(t) if nested else list(t.shape),
-            dtype,
-            device_name,
-            t.requires_grad,
-            t.is_leaf,
-            None,
-            sid,
-            byte_range,
-            counter,
-            version,
-            origin,
-            seq,
-            [],
-            None,
-            source_tid,
-            op,
-            self._locations.get((file, line)) or self._location(file, line),
-            inference,
+            tid, _nested_shape(t) if nested else list(t.shape), dtype, device_name, t.requires_grad, t.is_leaf, None,
+            sid, byte_range, counter, version, origin, seq, [], None, source_tid, op,
+            self._locations.get((file, line)) or self._location(file, line), inference,
         )
         trace.tensors[tid] = record
+        self._keep_live(t, record, skey, byte_range, layout)
+        try:
+            fn = t.grad_fn
+        except RuntimeError:  # a no_grad view whose base was later written in place
+            fn = None
+        if fn is not None:
+            record.grad_fn = self._node(fn, None if origin == "saved" else tid, origin == "op")
+        return tid
+
+    def _place(
+        self, t: torch.Tensor, nested: bool, dtype: str, device_name: str
+    ) -> tuple[int | None, str | None, tuple[int, int] | None, tuple[Any, ...] | None]:
+        """Where a newly tracked tensor's bytes lie: its storage's key and id (recorded when new), its byte range in
+        it and its layout; all None for a tensor without one strided storage of its own."""
+        try:
+            storage = t.untyped_storage()
+            # a nested tensor's buffer is not one strided tensor's memory: no byte range to give it
+            skey: int | None = None if nested else storage._cdata
+            # a wrapper subclass (DTensor) has a placeholder storage without memory: its data lives in inner tensors
+            ptr = storage.data_ptr() if skey is not None and skey not in self._storage_ids and device_name != "meta" else 0
+        except (RuntimeError, NotImplementedError, TypeError):  # sparse, nested, functional and subclass wrappers
+            skey = None
+        if skey is None:
+            return None, None, None, None
+        sid = self._storage_ids.get(skey)
+        if sid is None:
+            sid = f"s{len(self.trace.storages)}"
+            self._storage_ids[skey] = sid
+            self.trace.storages[sid] = StorageRecord(sid, device_name, storage.nbytes(), ptr, dtype)
+        item = t.element_size()
+        # (sizes are `int | SymInt` in the stubs: symbolic only while dynamo traces, when the recorder steps aside)
+        offset: int = t.storage_offset()  # type: ignore[assignment]  # (SymInt: see above)
+        shape = t.shape
+        stride = t.stride()
+        start = offset * item
+        numel = t.numel()
+        if numel == 0:
+            byte_range: tuple[int, int] = (start, start)
+        elif t.is_contiguous():
+            byte_range = (start, start + numel * item)
+        else:
+            byte_range = (start, start + (1 + sum((n - 1) * s for n, s in zip(shape, stride))) * item)
+        return skey, sid, byte_range, (sid, offset, shape, stride)
+
+    def _keep_live(
+        self, t: torch.Tensor, record: TensorRecord, skey: int | None, byte_range: Any, layout: tuple[Any, ...] | None
+    ) -> None:
+        """Keep a live entry for a newly tracked tensor (a weak reference: forgotten when it is freed), and note it
+        among its storage's tensors and layouts."""
+        key, tid = id(t), record.id
         live = _Live(t, self._on_dead_callback)
         live.tid = tid
         live.key = key
         live.storage = skey
         live.byte_range = byte_range
-        live.version = version
+        live.version = record.version
         live.layout = layout
         live.record = record
         self._live[key] = live
@@ -174,13 +180,6 @@ class TensorTracking:
             if layout not in self._layout:
                 self._layouts_of.setdefault(skey, []).append(layout)  # type: ignore[arg-type]  # (set with skey)
             self._layout[layout] = tid  # type: ignore[index]  # (as above)
-        try:
-            fn = t.grad_fn
-        except RuntimeError:  # a no_grad view whose base was later written in place
-            fn = None
-        if fn is not None:
-            record.grad_fn = self._node(fn, None if origin == "saved" else tid, origin == "op")
-        return tid
 
     def _on_dead(self, live: _Live) -> None:
         """A tracked tensor was freed: forget it (its record stays) and retire its storage if it was the last."""

@@ -418,14 +418,10 @@ class GradientCheck:
             return pending
         pending.inputs = inputs
         pending.ids = [recorder._tid(t) for t in inputs]
-        grads = []
-        for root, given in zip(call.roots, call.grads):
-            if given is None:
-                if root.numel() != 1:
-                    record["skipped"] = "the backward's root is not a scalar and no gradient was given"
-                    return pending
-                given = torch.ones_like(root, memory_format=torch.preserve_format)
-            grads.append(given)
+        grads = _root_grads(call)
+        if grads is None:
+            record["skipped"] = "the backward's root is not a scalar and no gradient was given"
+            return pending
         # the gradient the program gets: what its backward leaves in .grad where .grad was empty; elsewhere (a
         # gradient accumulated onto, a non-leaf input, a .grad a post-accumulate hook may change or take) the same
         # engine run with the bytes as the program has them
@@ -437,32 +433,32 @@ class GradientCheck:
                 if not t.is_leaf or t.grad is not None or getattr(t, "_post_accumulate_grad_hooks", None)
             ]  # fmt: skip
         try:
-            pending.intact = _engine(call.roots, tuple(grads), inputs, plan)
-            lines = _lines(recorder.trace.events, plan.writes)
-            if len(lines) > 1:  # silent writes at several lines into this graph: what each line's do, the rest left
-                reached = set(event.data.get("reached_nodes", ()))
-                for seqs in lines.values():
-                    alone = self._plan(reached, only=set(seqs))
-                    if alone is None or alone.conflict:
-                        outcome: tuple[Any, ...] | str = (alone.conflict if alone else None) or "its bytes were not kept"
-                    else:
-                        outcome = _engine(call.roots, tuple(grads), inputs, alone)
-                    pending.alone.update(dict.fromkeys(seqs, outcome))
-            if pending.rerun:
-                pending.written = _engine(call.roots, tuple(grads), tuple(inputs[i] for i in pending.rerun), None)
+            self._measure(pending, call.roots, tuple(grads), recorder, event)
         except HookWouldRun as hook:
-            name, file, line = hook.args
-            if isinstance(hook, WriteWouldRepeat):
-                record["skipped"] = f"{name} at {os.path.basename(file)}:{line} would be made a second time"
-            elif os.path.abspath(file).startswith(_TORCH):  # torch's wrapper around a hook of the program's
-                record["skipped"] = f"a backward hook (run through torch's `{name}`) would run a second time"
-            else:
-                record["skipped"] = f"a hook (`{name}` at {os.path.basename(file)}:{line}) would run a second time"
+            record["skipped"] = _repeated_hook(hook)
             pending.intact = None
         except Exception as exc:  # noqa: BLE001 - the program's own backward will say what is wrong
             record["skipped"] = f"the measuring backward raised {type(exc).__name__}"
             pending.intact = None
         return pending
+
+    def _measure(self, pending: _Pending, roots: Any, grads: tuple[Any, ...], recorder: Any, event: Any) -> None:
+        """Run the engine with the saved bytes intact (and, with silent writes at several lines, with each line's
+        alone), and with the bytes as the program has them where the program's own .grad cannot tell."""
+        plan, inputs = pending.plan, pending.inputs
+        pending.intact = _engine(roots, grads, inputs, plan)
+        lines = _lines(recorder.trace.events, plan.writes)
+        if len(lines) > 1:  # silent writes at several lines into this graph: what each line's do, the rest left
+            reached = set(event.data.get("reached_nodes", ()))
+            for seqs in lines.values():
+                alone = self._plan(reached, only=set(seqs))
+                if alone is None or alone.conflict:
+                    outcome: tuple[Any, ...] | str = (alone.conflict if alone else None) or "its bytes were not kept"
+                else:
+                    outcome = _engine(roots, grads, inputs, alone)
+                pending.alone.update(dict.fromkeys(seqs, outcome))
+        if pending.rerun:
+            pending.written = _engine(roots, grads, tuple(inputs[i] for i in pending.rerun), None)
 
     def _why_not(self, recorder: Any, call: _Call, event: Any, plan: Plan) -> str | None:
         if plan.conflict:
@@ -613,6 +609,29 @@ class _Pending:
         self.rerun: list[int] | None = None
         self.written: tuple[Any, ...] = ()
         self.alone: dict[int, tuple[Any, ...] | str] = {}  # write seq -> gradients with it alone undone, or why not
+
+
+def _root_grads(call: _Call) -> list[Any] | None:
+    """The gradients the backward starts from: the ones given, else ones for a scalar root; None where a root is not
+    a scalar and has none (the program's own backward raises)."""
+    grads = []
+    for root, given in zip(call.roots, call.grads):
+        if given is None:
+            if root.numel() != 1:
+                return None
+            given = torch.ones_like(root, memory_format=torch.preserve_format)
+        grads.append(given)
+    return grads
+
+
+def _repeated_hook(hook: HookWouldRun) -> str:
+    """Why a measurement was skipped: the program's Python code (a hook, a write) would run a second time."""
+    name, file, line = hook.args
+    if isinstance(hook, WriteWouldRepeat):
+        return f"{name} at {os.path.basename(file)}:{line} would be made a second time"
+    if os.path.abspath(file).startswith(_TORCH):  # torch's wrapper around a hook of the program's
+        return f"a backward hook (run through torch's `{name}`) would run a second time"
+    return f"a hook (`{name}` at {os.path.basename(file)}:{line}) would run a second time"
 
 
 def _engine(roots: tuple[Any, ...], grads: tuple[Any, ...], inputs: tuple[Any, ...], plan: Plan | None) -> tuple[Any, ...]:

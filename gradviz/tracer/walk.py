@@ -46,25 +46,45 @@ def walk(tensors: Any, *, params: dict[str, Any] | None = None, show_attrs: bool
     for t in roots_in:
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"expected a tensor or a tuple of tensors, got {type(t).__name__}")
-    trace = Trace(torch_version=torch.__version__)
-    result = Walk(trace=trace, roots=[])
-    keep_alive: list[Any] = []  # objects whose id() we key on must outlive the walk
-    tensor_ids: dict[int, str] = {}
-    node_ids: dict[int, str] = {}
-    fns: dict[str, Any] = {}  # node id -> the node
-    param_names = {id(p): name for name, p in (params or {}).items()}
+    walker = _Walker(params, show_attrs)
+    with collector.paused():  # the walk only adds objects: full collections as they pile up would dominate big graphs
+        for t in roots_in:
+            walker.result.roots.append(walker.add_base_tensor(t))
+    trace = walker.result.trace
+    _hold_deep_chains(trace, walker.fns)
+    # program order is the reverse of a walk from the outputs: number nodes so loop rolling reads them in order
+    count = len(trace.nodes)
+    for i, record in enumerate(trace.nodes.values()):
+        record.seq = count - i
+    return walker.result
 
-    def tensor_id(t: torch.Tensor, origin: str) -> str:
+
+class _Walker:
+    """One walk's state: ids handed out in torchviz's visiting order, and the objects keyed by id() held meanwhile."""
+
+    def __init__(self, params: dict[str, Any] | None, show_attrs: bool) -> None:
+        self.trace = Trace(torch_version=torch.__version__)
+        self.result = Walk(trace=self.trace, roots=[])
+        self.show_attrs = show_attrs
+        self.keep_alive: list[Any] = []  # objects whose id() we key on must outlive the walk
+        self.tensor_ids: dict[int, str] = {}
+        self.node_ids: dict[int, str] = {}
+        self.fns: dict[str, Any] = {}  # node id -> the node
+        self.drawn_tensors: set[int] = set()
+        self.param_names = {id(p): name for name, p in (params or {}).items()}
+
+    def tensor_id(self, t: torch.Tensor, origin: str) -> str:
         key = id(t)
-        if key in tensor_ids:
-            return tensor_ids[key]
-        keep_alive.append(t)
-        tid = f"t{len(tensor_ids)}"
-        tensor_ids[key] = tid
+        if key in self.tensor_ids:
+            return self.tensor_ids[key]
+        trace = self.trace
+        self.keep_alive.append(t)
+        tid = f"t{len(self.tensor_ids)}"
+        self.tensor_ids[key] = tid
         counter = f"v{len(trace.version_counters)}"
         version = _version(t)
         trace.version_counters[counter] = VersionCounterRecord(counter, [tid])
-        name = param_names.get(key)
+        name = self.param_names.get(key)
         trace.tensors[tid] = TensorRecord(
             id=tid,
             shape=list(t.shape),
@@ -84,46 +104,48 @@ def walk(tensors: Any, *, params: dict[str, Any] | None = None, show_attrs: bool
         if version is None:
             del trace.version_counters[counter]
         if name is not None:
-            result.params[tid] = name
+            self.result.params[tid] = name
         return tid
 
-    def node_id(fn: Any) -> tuple[str, bool]:
+    def node_id(self, fn: Any) -> tuple[str, bool]:
+        """The node's id, and whether it is new."""
         key = id(fn)
-        if key in node_ids:
-            return node_ids[key], False
-        keep_alive.append(fn)
-        nid = f"n{len(node_ids)}"
-        node_ids[key] = nid
-        fns[nid] = fn
+        if key in self.node_ids:
+            return self.node_ids[key], False
+        self.keep_alive.append(fn)
+        nid = f"n{len(self.node_ids)}"
+        self.node_ids[key] = nid
+        self.fns[nid] = fn
         return nid, True
 
-    def visit(fn: Any) -> str:
+    def visit(self, fn: Any) -> str:
         """Record `fn` and emit what torchviz emits before recursing; returns its id."""
-        nid, _ = node_id(fn)
+        result = self.result
+        nid, _ = self.node_id(fn)
         record = NodeRecord(id=nid, name=_fn_name(fn), next=[], seq=0)
-        trace.nodes[nid] = record
-        record.saved = _saved(fn, nid, result, tensor_id)
-        if show_attrs:
+        self.trace.nodes[nid] = record
+        record.saved = _saved(fn, nid, result, self.tensor_id)
+        if self.show_attrs:
             result.attrs[nid] = _attrs(fn)
         variable = getattr(fn, "variable", None)
         if isinstance(variable, torch.Tensor):
-            record.variable = tensor_id(variable, "input")
+            record.variable = self.tensor_id(variable, "input")
             result.order.append(("tensor", record.variable))
         result.order.append(("node", nid))
         custom = _custom_saved(fn)
         if custom is not None:
-            result.custom_saved[nid] = [None if t is None else tensor_id(t, "saved") for t in custom]
+            result.custom_saved[nid] = [None if t is None else self.tensor_id(t, "saved") for t in custom]
         return nid
 
-    def add_nodes(root_fn: Any) -> str:
-        rid, new = node_id(root_fn)
+    def add_nodes(self, root_fn: Any) -> str:
+        rid, new = self.node_id(root_fn)
         if not new:
             return rid
-        visit(root_fn)
+        self.visit(root_fn)
         stack: list[tuple[Any, Iterator[Any]]] = [(root_fn, iter(getattr(root_fn, "next_functions", ())))]
         while stack:
             fn, children = stack[-1]
-            parent = trace.nodes[node_ids[id(fn)]]
+            parent = self.trace.nodes[self.node_ids[id(fn)]]
             step = next(children, None)
             if step is None:
                 stack.pop()
@@ -132,46 +154,35 @@ def walk(tensors: Any, *, params: dict[str, Any] | None = None, show_attrs: bool
             if child is None:
                 parent.next.append(None)
                 continue
-            cid, new = node_id(child)
+            cid, new = self.node_id(child)
             parent.next.append(cid)
             if new:
-                visit(child)
+                self.visit(child)
                 stack.append((child, iter(getattr(child, "next_functions", ()))))
         return rid
 
-    def add_base_tensor(t: torch.Tensor) -> str:
+    def add_base_tensor(self, t: torch.Tensor) -> str:
         # torchviz: the tensor, its grad_fn's graph, then its view base (dotted edge), iteratively
         first = None
         pending = [t]
         while pending:
             cur = pending.pop()
-            if id(cur) in drawn_tensors:
+            if id(cur) in self.drawn_tensors:
                 continue
-            drawn_tensors.add(id(cur))
-            tid = tensor_id(cur, "output")
+            self.drawn_tensors.add(id(cur))
+            tid = self.tensor_id(cur, "output")
             first = first or tid
-            result.order.append(("tensor", tid))
+            self.result.order.append(("tensor", tid))
             if cur.grad_fn is not None:
-                node_id = trace.tensors[tid].grad_fn = add_nodes(cur.grad_fn)
-                node = trace.nodes[node_id]
+                node_id = self.trace.tensors[tid].grad_fn = self.add_nodes(cur.grad_fn)
+                node = self.trace.nodes[node_id]
                 if node.output is None:
                     node.output = tid
             if cur._is_view() and cur._base is not None:
                 base = cur._base
-                result.bases[tid] = tensor_id(base, "view base")
+                self.result.bases[tid] = self.tensor_id(base, "view base")
                 pending.append(base)
         return first or ""
-
-    drawn_tensors: set[int] = set()
-    with collector.paused():  # the walk only adds objects: full collections as they pile up would dominate big graphs
-        for t in roots_in:
-            result.roots.append(add_base_tensor(t))
-    _hold_deep_chains(trace, fns)
-    # program order is the reverse of a walk from the outputs: number nodes so loop rolling reads them in order
-    count = len(trace.nodes)
-    for i, record in enumerate(trace.nodes.values()):
-        record.seq = count - i
-    return result
 
 
 def _hold_deep_chains(trace: Trace, fns: dict[str, Any]) -> None:

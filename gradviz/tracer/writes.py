@@ -84,6 +84,33 @@ class WriteRecording:
         if counter is not None and after is not None:
             counter_versions[counter] = after
         start, stop = live.byte_range or (0, 0)
+        changes += self._aliases_moved(live, counter, after)
+        data: dict[str, Any] = {
+            "storage": self._storage_ids.get(live.storage) if live.storage is not None else None,
+            "byte_range": [start, stop],
+            "counter": counter,
+        }
+        if readers is not None:
+            data["unversioned"] = True
+            data["readers"] = readers
+        module_name, module = self._module_now or self._running_module()
+        if module is not None:
+            data["module"] = module_name
+            data["module_call"] = _module_call(module)
+        event = self._event(EventKind.INPLACE_WRITE, file, line, tensor=tid, op=op, versions=changes, data=data)
+        fn = _grad_fn(t)
+        if fn is not None:
+            # an in-place op on a graph tensor gives it a new grad_fn, made by (so after) this write: registered
+            # after the event, so what it saved (`relu_` saves its result) is not taken as written by it
+            data["grad_fn"] = self._node(fn)
+        return event
+
+    def _aliases_moved(self, live: _Live, counter: str | None, after: int | None) -> list[VersionChange]:
+        """The version changes of the other live tensors whose bytes overlap the written one's (in tracking order),
+        merging counters that the versions show are one."""
+        changes = []
+        counter_versions = self._counter_versions
+        start, stop = live.byte_range or (0, 0)
         members = self._by_storage.get(live.storage, ())  # type: ignore[arg-type]  # (None: no storage)
         for key in sorted(members, key=lambda k: int(self._live[k].tid[1:])):
             other = self._live.get(key)
@@ -114,25 +141,7 @@ class WriteRecording:
             ):
                 self._merge_counters(counter, other_counter)
             other.version = now
-        data: dict[str, Any] = {
-            "storage": self._storage_ids.get(live.storage) if live.storage is not None else None,
-            "byte_range": [start, stop],
-            "counter": counter,
-        }
-        if readers is not None:
-            data["unversioned"] = True
-            data["readers"] = readers
-        module_name, module = self._module_now or self._running_module()
-        if module is not None:
-            data["module"] = module_name
-            data["module_call"] = _module_call(module)
-        event = self._event(EventKind.INPLACE_WRITE, file, line, tensor=tid, op=op, versions=changes, data=data)
-        fn = _grad_fn(t)
-        if fn is not None:
-            # an in-place op on a graph tensor gives it a new grad_fn, made by (so after) this write: registered
-            # after the event, so what it saved (`relu_` saves its result) is not taken as written by it
-            data["grad_fn"] = self._node(fn)
-        return event
+        return changes
 
     def _merge_counters(self, keep: str, gone: str) -> None:
         """Observed behaviour says two counters are one: fold `gone` into `keep`."""
