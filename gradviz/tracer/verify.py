@@ -674,10 +674,12 @@ def _compare(got: torch.Tensor, intact: torch.Tensor) -> dict[str, Any]:
     norms = got_norm * intact_norm
     # how much larger the program's gradient is: a cosine near 1 says nothing of a gradient 6x too small
     norm_ratio = got_norm / intact_norm if intact_norm > 0 else (1.0 if got_norm == 0 else None)
-    if norms > 0:
-        cosine: float | None = max(-1.0, min(1.0, float(a.dot(b)) / norms))
+    if max_abs == 0:  # the same numbers: exactly 1 (dot / norms can round to 0.9999999999999999)
+        cosine: float | None = 1.0
+    elif norms > 0:
+        cosine = max(-1.0, min(1.0, float(a.dot(b)) / norms))
     else:
-        cosine = 1.0 if max_abs == 0 else None
+        cosine = None
     finite = [v for v in (max_abs, max_rel, cosine, norm_ratio) if v is not None]
     if any(v != v or v in (float("inf"), float("-inf")) for v in finite):  # NaN or inf in a gradient: no numbers
         return {"max_abs": None, "max_rel": None, "cosine": None, "flipped": False, "not_finite": True}
