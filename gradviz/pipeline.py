@@ -19,7 +19,16 @@ from .formats import print_findings
 from .options import Options
 from .rank_summary import Merged, merge_ranks, print_ci_merged
 from .ranks import Rank, current_rank, stop_signal
-from .report import check_document, documents_to, fails, print_ci_output, print_json, print_report, print_suppressed_or_count, tally_line
+from .report import (
+    check_document,
+    documents_to,
+    fails,
+    print_ci_output,
+    print_json,
+    print_report,
+    print_suppressed_or_count,
+    tally_line,
+)
 from .run import (
     Program,
     check_program,

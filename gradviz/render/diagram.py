@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import re
-
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import graphviz
-
 
 if TYPE_CHECKING:
     from ..analysis.findings import Finding

@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING
 import graphviz
 
 from .. import collector
-from .simplify import Core
-from .picture import Picture
 from .graph_dot import emit
 from .graph_fit import BOX_BUDGET, RANK_BUDGET, WIDE_BUDGET, estimate_size, fit_boxes, fit_page, say_size
 from .graph_prepare import finish, prepare
+from .picture import Picture
+from .simplify import Core
 
 if TYPE_CHECKING:
     from ..analysis.findings import Finding

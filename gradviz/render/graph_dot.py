@@ -5,19 +5,18 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from math import ceil
 from pathlib import Path
 from typing import TYPE_CHECKING
-
-from math import ceil
 
 import graphviz
 
 from ..analysis.names import statement
 from .annotate import Annotations
 from .escape import FONT, html_label_text, quote_id, shorten
+from .graph_prepare import folded_saved, is_leaf_node, output_nodes, shown_saved
 from .palette import PALETTE
 from .simplify import Core, CoreNode, Roll
-from .graph_prepare import folded_saved, is_leaf_node, output_nodes, shown_saved
 from .steps import StepRoll
 
 if TYPE_CHECKING:

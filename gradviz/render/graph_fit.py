@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 import graphviz
 
 from .annotate import Annotations
-from .simplify import Core
 from .graph_prepare import Prepared, box_total, finish
+from .simplify import Core
 
 if TYPE_CHECKING:
     from ..model import Trace

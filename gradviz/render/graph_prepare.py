@@ -7,11 +7,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Hashable
 
-
 from ..analysis.hierarchy import Hierarchy
 from .annotate import Annotations
-from .simplify import Core, CoreNode
 from .picture import Picture
+from .simplify import Core, CoreNode
 from .steps import StepRoll, after_window, only_step
 
 if TYPE_CHECKING:

@@ -9,13 +9,13 @@ from typing import TYPE_CHECKING, Any
 
 import graphviz
 
-from ..model import Event, EventKind, Trace
-from .escape import FONT, html_label_text, shorten
-from .palette import PALETTE, SEVERITIES
 from ..analysis.findings import version_text
 from ..analysis.initialisation import setup_events
 from ..analysis.names import Namer, statement
+from ..model import Event, EventKind, Trace
+from .escape import FONT, html_label_text, shorten
 from .memory_boxes import change_text
+from .palette import PALETTE, SEVERITIES
 
 if TYPE_CHECKING:
     from ..analysis.findings import Finding

@@ -22,6 +22,7 @@ import torch
 
 from .source import is_user_file
 
+
 # the def and the call on one line: moved to the caller's line, the call is there
 def _template(func: Callable[..., Any], args: Any, kwargs: Any) -> Any: return func(*args, **kwargs)  # noqa: E704
 

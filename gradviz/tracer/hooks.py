@@ -17,9 +17,7 @@ import torch
 
 from ..model import EventKind, VersionChange
 from . import source
-from .holders import holders_in as _holders_in
-from .holders import is_self as _is_self
-from .holders import shown_path as _shown_path
+from .holders import holders_in as _holders_in, is_self as _is_self, shown_path as _shown_path
 from .modules import module_frames, module_of
 from .nodes import _grad_key
 from .tensors import _version, local_parts as _local

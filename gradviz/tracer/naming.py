@@ -11,8 +11,8 @@ import torch
 from ..model import Location
 from . import source
 from .holders import shown_path as _shown_path, unwrapped
-from .tracking import _Live
 from .tensors import _Tensor
+from .tracking import _Live
 
 
 class VariableNaming:

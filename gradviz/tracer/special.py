@@ -11,12 +11,9 @@ import torch
 from ..model import Event, EventKind, Location, VersionChange
 from ..text import safe_str, type_name
 from . import source
-from .callsite import call as _call
-from .callsite import caller as _caller
-from .callsite import site as _site
-from .callsite import torch_own
+from .callsite import call as _call, caller as _caller, site as _site, torch_own
+from .tensors import _byte_span, _flatten, _grad_fn, _storage_key, _Tensor, _version
 from .tracking import _Live
-from .tensors import _Tensor, _byte_span, _flatten, _grad_fn, _storage_key, _version
 
 # while the recorder reads tensors for its bookkeeping, torch functions go straight to their implementation
 _quiet = torch._C.DisableTorchFunction

@@ -8,8 +8,8 @@ from typing import Any, Callable
 import torch
 
 from ..model import Event, EventKind, VersionChange
+from .tensors import _grad_fn, _Tensor, _version
 from .tracking import _Live
-from .tensors import _Tensor, _grad_fn, _version
 
 
 def _batch_norm_stats(args: Any, kwargs: Any, mean: int, var: int, training: int) -> tuple[list[Any], bool]:

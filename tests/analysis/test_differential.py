@@ -18,8 +18,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from hypothesis import HealthCheck, assume, event, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, assume, event, given, settings, strategies as st
 
 import gradviz
 from gradviz.analysis import FindingKind, diagnose
