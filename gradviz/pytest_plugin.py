@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from .config import Config
     from .model import Trace
     from .suppress import Suppressed
-    from .tracer import trace as Tracer
+    from .tracer import trace as Tracer  # noqa: N812 - the class `trace` (named to read like a function), as a type
 
 MARKER = "gradviz"
 FIXTURE = "gradviz_trace"
