@@ -557,9 +557,7 @@ def _func_name(func: Any) -> str:
             name = own
         elif getattr(torch.Tensor, own, None) is func:
             name = f"Tensor.{own}"
-    try:
+    with contextlib.suppress(TypeError):  # an unhashable callable: named again next time
         _names[func] = name
-    except TypeError:
-        pass
     return name
 
