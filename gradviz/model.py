@@ -268,7 +268,7 @@ class ExceptionRecord:
         if isinstance(builtin, type) and issubclass(builtin, BaseException):
             try:
                 return builtin(self.message)
-            except Exception:  # a built-in that wants other arguments (UnicodeDecodeError...)
+            except TypeError:  # a built-in that wants other arguments (UnicodeDecodeError...)
                 pass
         return ProgramError(self)
 

@@ -273,7 +273,7 @@ def _diagnose(trace: Trace, progress: Progress) -> tuple[list[Finding], Exceptio
     with progress.spinner("analysing the trace"):
         try:
             return diagnose(trace), None  # a list that carries the lifetimes it computed
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - a bug in the analysis: the diagram is still drawn, the error said
             return [], exc
 
 
@@ -409,7 +409,7 @@ def _write_outputs(
             written.append(_write_diagram(trace, findings, out, run.options, run.progress, said, picture))
         except UsageError as exc:
             problems.append(exc)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - a bug in gradviz: the trace saved beside the output, one line
             trace_file = out.with_name(out.stem + ".trace.json")
             with contextlib.suppress(Exception):
                 trace.to_json(trace_file)
