@@ -19,7 +19,7 @@ import torch
 import torch.utils.checkpoint
 from torch.overrides import TorchFunctionMode
 
-from ..model import Location
+from ..model import Location, Trace
 from . import verify
 from .callsite import site as _site
 from .source import frame_variables, user_frame_from
@@ -75,7 +75,7 @@ def _takes_its_node(frame: Any) -> bool:
 class FunctionRecording:
     """The custom-Function half of the Recorder (mixed into it; uses its nodes, tensors and locations)."""
 
-    trace: Any
+    trace: Trace
     # the Recorder's state and methods this half uses (recorder.py sets them up)
     _forwards: list[_Forward]
     _by_tid: dict[str, Any]

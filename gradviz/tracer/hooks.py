@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import torch
 
-from ..model import EventKind, VersionChange
+from ..model import EventKind, Trace, VersionChange
 from . import source
 from .holders import holders_in as _holders_in, is_self as _is_self, shown_path as _shown_path
 from .modules import module_frames, module_of
@@ -32,7 +32,7 @@ _jit_tracing = torch._C._get_tracing_state
 class HookRecording:
     """The module- and optimizer-hook half of the Recorder (mixed into it; uses its tensor tracking and state)."""
 
-    trace: Any
+    trace: Trace
     # the Recorder's state and methods this half uses (recorder.py owns them)
     _live: dict[int, Any]
     _lock: Any  # threading.RLock: the program's other threads may be recording

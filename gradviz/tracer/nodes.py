@@ -9,7 +9,7 @@ import torch
 import torch.autograd.grad_mode
 import torch.utils.checkpoint
 
-from ..model import Location, NodeRecord, SavedTensorRecord
+from ..model import Location, NodeRecord, SavedTensorRecord, Trace
 from . import chains
 from .saved_read import (
     HANDLE_DATA,
@@ -84,7 +84,7 @@ def _run_function_module(run: Any, names: dict[int, str]) -> str | None:
 class GraphRecording:
     """The node-recording half of the Recorder (mixed into it; uses its tensor tracking and state)."""
 
-    trace: Any
+    trace: Trace
     _node_ids: dict[Any, str]
     _numbers: Any  # threads.NodeNumbers: which node a number names once other threads record
     _heights: dict[str, int]  # node id -> levels above the nearest held node or leaf (chains.py)

@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 import torch
 
-from ..model import Event, EventKind, Location, VersionChange
+from ..model import Event, EventKind, Location, Trace, VersionChange
 from ..text import safe_str, type_name
 from . import source
 from .callsite import call as _call, caller as _caller, site as _site, torch_own
@@ -30,7 +30,7 @@ _RUNS_PROGRAM_CODE = frozenset({TENSOR_BACKWARD, AUTOGRAD_BACKWARD, AUTOGRAD_GRA
 class SpecialCalls:
     """The special-call half of the Recorder (mixed into it): each handler makes the call and records what it did."""
 
-    trace: Any
+    trace: Trace
     # the Recorder's state and methods this half uses (recorder.py sets them up)
     _lock: Any  # threading.RLock: the program's other threads may be recording
     _check: Any  # --verify's GradientCheck (verify.py), or None

@@ -8,7 +8,7 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from ..model import Location, StorageRecord, TensorRecord, VersionCounterRecord
+from ..model import Location, StorageRecord, TensorRecord, Trace, VersionCounterRecord
 from .tensors import _device_name, _device_names, _dtype_name, _dtype_names
 
 
@@ -38,7 +38,7 @@ class TensorTracking:
     """The tensor-tracking half of the Recorder (mixed into it): ids, records and live entries of tensors, storages
     and version counters."""
 
-    trace: Any
+    trace: Trace
     # the Recorder's state and methods this half uses (recorder.py sets them up)
     _seq: Iterator[int]
     _lock: Any  # threading.RLock: the program's other threads may be recording
