@@ -114,7 +114,8 @@ def _compile_cell(shell: InteractiveShell, cell: str) -> tuple[str, Any, Any]:
     tree = ast.parse(source, filename)
     last = None
     if tree.body and isinstance(tree.body[-1], ast.Expr):
-        last = shell.compile(ast.Expression(tree.body.pop().value), filename, "eval")
+        # (compile() takes a tree where IPython's stub says str)
+        last = shell.compile(ast.Expression(tree.body.pop().value), filename, "eval")  # type: ignore[arg-type]
     module = shell.compile(tree, filename, "exec")
     return filename, module, last
 

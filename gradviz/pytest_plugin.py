@@ -44,7 +44,7 @@ class _Settings:
 _SETTINGS = pytest.StashKey[_Settings]()
 _EVERY_TEST = pytest.StashKey[tuple[bool, bool]]()  # (--gradviz or --gradviz-strict, --gradviz-strict), read once
 _VERIFY = pytest.StashKey[bool]()  # --gradviz-verify
-_CONFIGS = pytest.StashKey[dict[Path, Any]]()  # [tool.gradviz] per test file's folder, read once
+_CONFIGS = pytest.StashKey["dict[Path, Config | Exception]"]()  # [tool.gradviz] per test file's folder, read once
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -313,7 +313,7 @@ def _v1_columns(cls: type, raw: Any, table: str, locations: list[Location]) -> d
     return columns
 
 
-def _v1_location(raw: Any, where: str, locations: list[Location], index: dict | None = None) -> int:
+def _v1_location(raw: Any, where: str, locations: list[Location], index: dict[tuple[str, int, str], int] | None = None) -> int:
     _check(isinstance(raw, dict), f"{where} must be an object, got {_describe(raw)}")
     unknown = set(raw) - {"file", "line", "code"}
     _check(not unknown, f"{where} has unknown field(s) {sorted(unknown)}")

@@ -139,7 +139,8 @@ class Diagram:
     def _pipe(self, fmt: str, *, path: Path | None = None) -> bytes:
         assert self.digraph is not None
         try:
-            return self.digraph.pipe(format=fmt)
+            data: bytes = self.digraph.pipe(format=fmt)
+            return data
         except graphviz.ExecutableNotFound:
             dot_path = None
             where = ""

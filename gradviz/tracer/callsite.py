@@ -118,7 +118,8 @@ def _function_of(code: types.CodeType, replacement: Any) -> Callable[..., Any] |
     seen.extend(getattr(replacement, "__globals__", {}).values())
     for candidate in seen:
         if getattr(candidate, "__code__", None) is code:
-            return candidate
+            function: Callable[..., Any] = candidate
+            return function
     for referrer in gc.get_referrers(code):
         if isinstance(referrer, types.FunctionType) and referrer.__code__ is code:
             return referrer

@@ -33,7 +33,7 @@ def install(recorder: ThreadRecording) -> Callable[[], None]:
     Thread._bootstrap_inner, not run(): a subclass's own run() is covered too; autograd's engine threads and other
     C++ threads never pass through it and are left alone.
     """
-    bootstrap = threading.Thread._bootstrap_inner  # type: ignore[attr-defined]  # (private: not in the stubs)
+    bootstrap: Callable[[threading.Thread], None] = threading.Thread._bootstrap_inner  # type: ignore[attr-defined]  # (private: not in the stubs)
     work_item_run = concurrent.futures.thread._WorkItem.run
 
     def traced_bootstrap(thread: threading.Thread) -> None:

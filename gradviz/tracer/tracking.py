@@ -12,7 +12,7 @@ from ..model import Location, StorageRecord, TensorRecord, Trace, VersionCounter
 from .tensors import _device_name, _device_names, _dtype_name, _dtype_names
 
 
-class _Live(weakref.ref):
+class _Live(weakref.ref[torch.Tensor]):
     """What the recorder keeps about a tensor while it is alive: a weak reference to it (call it to get the
     tensor, or None once freed), never the tensor itself, with the facts that may change while it lives."""
 
