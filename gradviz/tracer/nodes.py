@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from types import FrameType
 from typing import Any, Callable, Iterator
 
 import torch
@@ -187,7 +188,7 @@ class GraphRecording:
         return result
 
     def _note_checkpoint_call(self) -> None:
-        frame: Any = sys._getframe(3)  # this method's caller's caller: the code that switched grad off
+        frame: FrameType | None = sys._getframe(3)  # this method's caller's caller: the code that switched grad off
         while frame is not None and frame.f_code.co_filename == _GRAD_MODE_FILE:  # no_grad.__enter__, set_grad_enabled
             frame = frame.f_back
         if frame is None or frame.f_code is not _CHECKPOINT_FORWARD:

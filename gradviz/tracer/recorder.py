@@ -16,6 +16,7 @@ import sys
 import threading
 import types
 from collections.abc import Callable
+from types import FrameType
 from typing import Any
 
 import torch
@@ -524,7 +525,7 @@ _CHECKPOINT_FORWARD = getattr(getattr(torch.utils.checkpoint, "CheckpointFunctio
 _CHECKPOINT_CODE = getattr(_CHECKPOINT_FORWARD, "__code__", None)
 
 
-def _reentrant_checkpoint_call(frame: Any) -> tuple[str | None, int | None]:
+def _reentrant_checkpoint_call(frame: FrameType | None) -> tuple[str | None, int | None]:
     """The user's file and line that called a reentrant checkpoint, when `frame` runs inside one; else (None, None)."""
     while frame is not None and _CHECKPOINT_CODE is not None:
         if frame.f_code is _CHECKPOINT_CODE:

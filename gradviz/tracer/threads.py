@@ -11,6 +11,7 @@ import itertools
 import sys
 import threading
 from collections.abc import Callable
+from types import FrameType
 from typing import Any, Protocol
 
 import torch
@@ -278,7 +279,7 @@ class Bystanders:
             # program's tensors in them) alive after they return
             frames = frame = {}  # type: ignore[assignment]  # (dropped)
 
-    def _program_code(self, frame: Any) -> tuple[int, int] | None:
+    def _program_code(self, frame: FrameType | None) -> tuple[int, int] | None:
         while frame is not None:
             if self._is_user_file(frame.f_code.co_filename):
                 return id(frame), frame.f_lasti

@@ -16,11 +16,13 @@ import os
 import sys
 import warnings
 import weakref
+from types import FrameType
 from typing import Any, cast
 
 import torch
 from torch.autograd import Variable
 
+from ..model import Event
 from .saved_read import saved_contents
 from .source import user_frame
 from .tensors import _byte_span, _storage_key
@@ -41,14 +43,14 @@ class WriteWouldRepeat(HookWouldRun):
     """Raised (functions.py) at an in-place write a custom Function's backward would make a second time."""
 
 
-def tripwire(frame: Any, event: str, arg: Any) -> None:
+def tripwire(frame: FrameType, event: str, arg: Any) -> None:
     # a Python hook (tensor, node, module hook, custom Function) would run a second time: stop before its first line
     if event == "call" and not frame.f_code.co_filename.startswith(_OWN):
         code = frame.f_code
         raise HookWouldRun(_qualname(frame), code.co_filename, frame.f_lineno)
 
 
-def _qualname(frame: Any) -> str:
+def _qualname(frame: FrameType) -> str:
     """`Class.method` of a frame's code: its co_qualname from Python 3.11 on; before, from the method's `self` or
     the function holding the code."""
     code = frame.f_code
@@ -306,7 +308,7 @@ class GradientCheck:
                 self._tentative = []
             self._tentative.append((id(t), counter, skey, start, stop, raw[start:stop].clone(), raw))
 
-    def written(self, t: torch.Tensor, event: Any) -> None:
+    def written(self, t: torch.Tensor, event: Event) -> None:
         """After the call: `t` was written (event `event`); keep the bytes taken before it that no copy holds yet."""
         pending = self._tentative
         if not pending:
@@ -317,7 +319,7 @@ class GradientCheck:
                 self._commit(item, event)
                 return
 
-    def _commit(self, item: tuple[Any, ...], event: Any) -> None:
+    def _commit(self, item: tuple[Any, ...], event: Event) -> None:
         _, counter, skey, start, stop, data, raw = item
         seq = event.seq
         store = self._kept.get(skey)
@@ -355,7 +357,7 @@ class GradientCheck:
             return None
         return live.tid, saves, _alias(target)
 
-    def after_data_set(self, pending: tuple[Any, ...], target: torch.Tensor, event: Any) -> None:
+    def after_data_set(self, pending: tuple[Any, ...], target: torch.Tensor, event: Event) -> None:
         tid, saves, old = pending
         swaps = self._swaps.setdefault(tid, [])
         uncovered = False
@@ -391,7 +393,7 @@ class GradientCheck:
         by_node = self._by_node
         return plan((e for nid in nodes for e in by_node.get(nid, ())), self._kept, self._swaps, only)
 
-    def before_backward(self, recorder: Any, func: Any, args: Any, kwargs: Any, event: Any) -> Any:
+    def before_backward(self, recorder: Any, func: Any, args: Any, kwargs: Any, event: Event) -> Any:
         """Before the program's backward: when it runs through saved tensors whose bytes were kept, compute the
         gradients with them intact. Returns what `after_backward` needs, or None when there is nothing to do."""
         plan = self._plan(set(event.data.get("reached_nodes", ())))
@@ -464,7 +466,7 @@ class GradientCheck:
             pending.intact = None
         return pending
 
-    def _why_not(self, recorder: Any, call: _Call, event: Any, plan: Plan) -> str | None:
+    def _why_not(self, recorder: Any, call: _Call, event: Event, plan: Plan) -> str | None:
         if plan.conflict:
             return plan.conflict
         if call.create:
@@ -496,7 +498,7 @@ class GradientCheck:
                     return f"{record.label}.retain_grad(): the measurement would write its .grad"
         return None
 
-    def after_backward(self, recorder: Any, pending: _Pending | None, event: Any, result: Any) -> None:
+    def after_backward(self, recorder: Any, pending: _Pending | None, event: Event, result: Any) -> None:
         """The program's backward returned: compare its gradients with the intact ones; free what the graph's
         backward used (unless it kept the graph: retain_graph=True)."""
         if pending is not None and pending.intact is not None:
@@ -529,12 +531,12 @@ class GradientCheck:
         if not event.data.get("retain_graph"):
             self._release(event)
 
-    def backward_failed(self, pending: _Pending | None, event: Any) -> None:
+    def backward_failed(self, pending: _Pending | None, event: Event) -> None:
         if pending is not None and pending.intact is not None:
             pending.record["skipped"] = "the program's backward raised"
         self._release(event)
 
-    def _release(self, event: Any) -> None:
+    def _release(self, event: Event) -> None:
         """The graph's backward ran and freed its saved tensors: the bytes kept for them go."""
         tokens = self._tokens
         for nid in event.data.get("reached_nodes", ()):
