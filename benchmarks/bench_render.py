@@ -182,7 +182,7 @@ def _child(tool: str, script: str, out: str) -> None:
     sys.setrecursionlimit(1000)  # the default, whatever the parent set
     try:
         result: dict = _run(tool, Path(script), Path(out))
-    except BaseException as exc:  # report the crash by name, e.g. torchviz's RecursionError
+    except BaseException as exc:  # noqa: BLE001 - report the crash by name, e.g. torchviz's RecursionError
         result = {"error": type(exc).__name__}
     print("RESULT " + json.dumps(result))
 

@@ -80,12 +80,11 @@ def memory_per_step(first: int = 100, second: int = 400) -> None:
     """Python heap (tracemalloc) and JSON bytes a traced step adds, from the difference of two run lengths, with
     the recorder's own state at the end of each (it must not grow: only the trace does)."""
     import contextlib
+    import gc
     import io
     import tracemalloc
 
     import gradviz
-
-    import gc
 
     rows = {}
     for steps in (2, first, second):  # (the first run only warms up: imports and caches are not per step)

@@ -13,7 +13,6 @@ from .model import Event, EventKind, ExceptionRecord, Location, ProgramError, Tr
 from .render import Diagram, render  # the function shadows the subpackage name on purpose
 from .render.views import PAGES
 
-
 __version__ = "0.1.0"
 
 __all__ = [

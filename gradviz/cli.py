@@ -293,5 +293,5 @@ def main(argv: list[str] | None = None, *, prog: str = "gradviz") -> int:
     except KeyboardInterrupt:
         _error("interrupted")
         return 130
-    except Exception as exc:  # a bug in gradviz: one line, not a traceback
+    except Exception as exc:  # noqa: BLE001 - a bug in gradviz: one line, not a traceback
         return _internal_error(exc)

@@ -98,7 +98,8 @@ def allowed_kinds(kinds: Any, *, where: str) -> frozenset[str]:
 def _read(path: Path) -> dict[str, Any]:
     try:
         with path.open("rb") as file:
-            return tomllib.load(file)
+            table: dict[str, Any] = tomllib.load(file)
+            return table
     except OSError as exc:
         raise ConfigError(f"cannot read {clean(str(path))}: {exc.strerror or exc}") from None
     except tomllib.TOMLDecodeError as exc:

@@ -204,7 +204,7 @@ def _build_one(example: Example, out: Path, digest: str) -> Result:
     try:
         with contextlib.redirect_stdout(captured), contextlib.redirect_stderr(captured):
             trace = trace_script(example.path)
-    except Exception as exc:  # gradviz could not run it at all
+    except Exception as exc:  # noqa: BLE001 - gradviz could not run it at all
         result.error = f"{type_name(exc)}: {safe_str(exc)}"
         return result
     result.output = captured.getvalue()
@@ -227,7 +227,7 @@ def _build_one(example: Example, out: Path, digest: str) -> Result:
                 diagram.save(folder / f"{view}.{fmt}")
         render(trace, "report", findings=findings, picture=picture).save(folder / "report.html")
         (out / f"{example.name}.html").write_text(_example_html(example, result, trace), encoding="utf-8")
-    except Exception as exc:  # a gradviz bug or a missing `dot`: name it, keep building the others
+    except Exception as exc:  # noqa: BLE001 - a gradviz bug or a missing `dot`: name it, keep building the others
         result.error = f"{type_name(exc)}: {safe_str(exc)}"
     return result
 

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import builtins
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Callable
 from typing import Any, Protocol
-
 
 #: Version of the JSON format written by :meth:`Trace.to_json`. Bumped on any incompatible change (2: columns).
 FORMAT_VERSION = 2
@@ -269,7 +268,7 @@ class ExceptionRecord:
         if isinstance(builtin, type) and issubclass(builtin, BaseException):
             try:
                 return builtin(self.message)
-            except Exception:  # a built-in that wants other arguments (UnicodeDecodeError...)
+            except TypeError:  # a built-in that wants other arguments (UnicodeDecodeError...)
                 pass
         return ProgramError(self)
 

@@ -95,7 +95,7 @@ def run_cell_traced(shell: InteractiveShell, cell: str, **window: Any) -> tuple[
         exec(module, namespace)
         if last is not None:
             value = eval(last, namespace)
-    except BaseException as exc:  # the cell's error, shown after the diagram
+    except BaseException as exc:  # noqa: BLE001 - the cell's error, shown after the diagram
         exc_info = (type(exc), exc, exc.__traceback__)
         error = None if isinstance(exc, WindowStop) else exc  # --stop-after ended the cell, as asked
     # `trace` names tensors after the variables of the frame that closes it: close it from a frame whose
@@ -114,7 +114,8 @@ def _compile_cell(shell: InteractiveShell, cell: str) -> tuple[str, Any, Any]:
     tree = ast.parse(source, filename)
     last = None
     if tree.body and isinstance(tree.body[-1], ast.Expr):
-        last = shell.compile(ast.Expression(tree.body.pop().value), filename, "eval")
+        # (compile() takes a tree where IPython's stub says str)
+        last = shell.compile(ast.Expression(tree.body.pop().value), filename, "eval")  # type: ignore[arg-type]
     module = shell.compile(tree, filename, "exec")
     return filename, module, last
 

@@ -19,7 +19,16 @@ from .formats import print_findings
 from .options import Options
 from .rank_summary import Merged, merge_ranks, print_ci_merged
 from .ranks import Rank, current_rank, stop_signal
-from .report import check_document, documents_to, fails, print_ci_output, print_json, print_report, print_suppressed_or_count, tally_line
+from .report import (
+    check_document,
+    documents_to,
+    fails,
+    print_ci_output,
+    print_json,
+    print_report,
+    print_suppressed_or_count,
+    tally_line,
+)
 from .run import (
     Program,
     check_program,
@@ -265,7 +274,7 @@ def _diagnose(trace: Trace, progress: Progress) -> tuple[Diagnosis | None, Excep
     with progress.spinner("analysing the trace"):
         try:
             return diagnosis(trace), None  # the findings with the lifetimes and names it computed
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - a bug in the analysis: the diagram is still drawn, the error said
             return None, exc
 
 
@@ -401,7 +410,7 @@ def _write_outputs(
             written.append(_write_diagram(trace, findings, out, run.options, run.progress, said, picture))
         except UsageError as exc:
             problems.append(exc)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - a bug in gradviz: the trace saved beside the output, one line
             trace_file = out.with_name(out.stem + ".trace.json")
             with contextlib.suppress(Exception):
                 trace.to_json(trace_file)

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from .config import Config
     from .model import Trace
     from .suppress import Suppressed
-    from .tracer import trace as Tracer
+    from .tracer import trace as Tracer  # noqa: N812 - the class `trace` (named to read like a function), as a type
 
 MARKER = "gradviz"
 FIXTURE = "gradviz_trace"
@@ -44,7 +44,7 @@ class _Settings:
 _SETTINGS = pytest.StashKey[_Settings]()
 _EVERY_TEST = pytest.StashKey[tuple[bool, bool]]()  # (--gradviz or --gradviz-strict, --gradviz-strict), read once
 _VERIFY = pytest.StashKey[bool]()  # --gradviz-verify
-_CONFIGS = pytest.StashKey[dict[Path, Any]]()  # [tool.gradviz] per test file's folder, read once
+_CONFIGS = pytest.StashKey["dict[Path, Config | Exception]"]()  # [tool.gradviz] per test file's folder, read once
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -182,7 +182,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
     tracer = _tracer(settings)
     try:
         tracer.__enter__()
-    except Exception as exc:  # gradviz cannot trace here: the test runs as it would without us
+    except Exception as exc:  # noqa: BLE001 - gradviz cannot trace here: the test runs as it would without us
         settings.problem = f"gradviz could not trace this test (a bug in gradviz): {type(exc).__name__}: {exc}"
         settings.tracer = None
         return (yield)
@@ -228,7 +228,7 @@ def _analyse(settings: _Settings) -> None:
         )
     except ConfigError as exc:  # the user's comment, not a bug in gradviz
         settings.bad_comment = f"gradviz: {exc}"
-    except Exception as exc:  # a bug in gradviz must not decide the user's test
+    except Exception as exc:  # noqa: BLE001 - a bug in gradviz must not decide the user's test
         settings.problem = f"gradviz could not analyse this test (a bug in gradviz): {type(exc).__name__}: {exc}"
 
 
@@ -317,7 +317,7 @@ def _write_report(item: pytest.Item, trace: Trace, findings: list[Finding], fold
         out_dir.mkdir(parents=True, exist_ok=True)
         page = explorer_html(trace, findings, title=f"gradviz report: {item.nodeid}")
         path.write_text(page, encoding="utf-8")
-    except Exception as exc:  # no dot, a read-only folder...: the test's result matters more than the report
+    except Exception as exc:  # noqa: BLE001 - no dot, a read-only folder...: the test's result matters more than the report
         return f"gradviz could not write {path}: {type(exc).__name__}: {exc}"
     return f"wrote {_relative(path, item.config.invocation_params.dir)}"
 

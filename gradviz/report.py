@@ -6,8 +6,8 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
-from dataclasses import asdict
 from collections.abc import Iterator
+from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, TextIO
 
 from . import __version__

@@ -271,7 +271,7 @@ def report_program_error(run: ProgramRun | None, trace: Trace) -> None:
         try:
             hook(type(error), error, error.__traceback__)
             return
-        except Exception as exc:  # Python reports a failing hook, then prints the original traceback
+        except Exception as exc:  # noqa: BLE001 - Python reports a failing hook, then prints the original traceback
             print(f"Error in sys.excepthook:\n{type(exc).__name__}: {safe_str(exc)}\n\nOriginal exception was:", file=sys.stderr)
         finally:
             del error

@@ -74,7 +74,8 @@ def scraper(block: Any, block_vars: dict[str, Any], gallery_conf: dict[str, Any]
             diagram.save(path)
             paths.append(path)
             seen.append(diagram)
-    return figure_rst(paths, gallery_conf["src_dir"])
+    rst: str = figure_rst(paths, gallery_conf["src_dir"])
+    return rst
 
 
 def trace_plain_example(src_file: str | Path, gallery_conf: dict[str, Any] | None = None) -> list[Any]:

@@ -80,7 +80,7 @@ def usable(stream: TextIO | None) -> bool:
         return False
     try:
         descriptor = stream.fileno()
-    except Exception:  # no descriptor (a StringIO): still writable
+    except Exception:  # noqa: BLE001 - no descriptor (a StringIO, a stream the program made): still writable
         return True
     try:
         os.fstat(descriptor)

@@ -45,7 +45,7 @@ def safe_str(obj: Any) -> str:
     `__str__` does, and its failure must not replace the user's own error."""
     try:
         text = str(obj)
-    except Exception:
+    except Exception:  # noqa: BLE001 - a user's __str__ may raise anything: this function must not
         return "<exception str() failed>" if isinstance(obj, BaseException) else "<str() failed>"
     if not isinstance(text, str):  # a str subclass whose methods misbehave: take its characters only
         return "<str() failed>"
@@ -56,7 +56,7 @@ def safe_repr(obj: Any) -> str:
     """`repr(obj)`, or `<T object (repr() failed)>` when the object's `__repr__` raises."""
     try:
         text = repr(obj)
-    except Exception:
+    except Exception:  # noqa: BLE001 - a user's __repr__ may raise anything: this function must not
         return f"<{type_name(obj)} object (repr() failed)>"
     if not isinstance(text, str):
         return f"<{type_name(obj)} object (repr() failed)>"

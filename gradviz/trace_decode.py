@@ -19,6 +19,18 @@ from .model import (
     Location,
     Trace,
 )
+from .trace_checks import (
+    check as _check,
+    check_event_data,
+    check_extras,
+    check_references,
+    describe as _describe,
+    is_bool as _is_bool,
+    is_int as _is_int,
+    is_json_plain,
+    is_str as _is_str,
+    short as _short,
+)
 from .trace_fields import (
     ABSENT,
     INTERNED,
@@ -35,18 +47,7 @@ from .trace_fields import (
     quoted,
     strip_optional,
 )
-from .trace_checks import (
-    check_event_data,
-    check_extras,
-    check_references,
-    is_json_plain,
-)
-from .trace_checks import check as _check
-from .trace_checks import describe as _describe
-from .trace_checks import is_bool as _is_bool
-from .trace_checks import is_int as _is_int
-from .trace_checks import is_str as _is_str
-from .trace_checks import short as _short
+
 
 def from_document(data: Any) -> Trace:
     """Build a Trace from a parsed document of any readable version; ValueError naming the first bad field.
@@ -346,7 +347,7 @@ def _v1_columns(cls: type, raw: Any, table: str, locations: list[Location]) -> d
     return columns
 
 
-def _v1_location(raw: Any, where: str, locations: list[Location], index: dict | None = None) -> int:
+def _v1_location(raw: Any, where: str, locations: list[Location], index: dict[tuple[str, int, str], int] | None = None) -> int:
     _check(isinstance(raw, dict), f"{where} must be an object, got {_describe(raw)}")
     unknown = set(raw) - {"file", "line", "code"}
     _check(not unknown, f"{where} has unknown field(s) {sorted(unknown)}")

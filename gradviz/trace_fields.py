@@ -107,7 +107,7 @@ def nested_type(hint: Any) -> type | None:
     """The small record type of a `list[SavedTensorRecord]`-like field, else None."""
     base = strip_optional(hint)
     if typing.get_origin(base) is list and is_record(typing.get_args(base)[0]):
-        return typing.get_args(base)[0]
+        return typing.cast(type, typing.get_args(base)[0])  # (is_record: a class)
     return None
 
 

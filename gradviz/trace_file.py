@@ -13,16 +13,17 @@ import typing
 from pathlib import Path
 from typing import Any
 
+from . import collector
 from .model import (
     DEFAULT_MAX_BYTES,
     FORMAT_NAME,
     FORMAT_VERSION,
+    LENT,
     ExceptionRecord,
     Location,
     Trace,
 )
-from . import collector
-from .model import LENT
+from .trace_decode import from_document
 from .trace_fields import (
     TABLES,
     field_hints,
@@ -31,7 +32,6 @@ from .trace_fields import (
     size_text,
     strip_optional,
 )
-from .trace_decode import from_document
 
 _CHUNK = 1 << 20
 

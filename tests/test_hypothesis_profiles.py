@@ -7,8 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 ROOT = Path(__file__).resolve().parent.parent
 

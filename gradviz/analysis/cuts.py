@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 from ..model import Event, EventKind, Location, OpRecord, TensorRecord
 from .context import Context, source_line
-from .graphs import rewrapped
 from .findings import CutEvidence, Finding, FindingKind
+from .graphs import rewrapped
 from .reach import first_backward_reached
 
 CUT_EVENTS = (EventKind.DETACH, EventKind.DATA_GET, EventKind.DETACH_)

@@ -211,8 +211,9 @@ def _no_grad_break(ctx: Context, leaf: str, backward: Event) -> OpRecord | None:
         if op.seq >= backward.seq:
             break
         ins = [t for t in op.inputs if t == leaf or t in downstream]
-        if ins and any(trace.tensors[t].requires_grad for t in ins) and op.outputs:
-            if not any(trace.tensors[t].requires_grad for t in op.outputs):
-                return op
+        if ins and any(trace.tensors[t].requires_grad for t in ins) and op.outputs and not any(
+            trace.tensors[t].requires_grad for t in op.outputs
+        ):
+            return op
     return None
 

@@ -14,6 +14,7 @@ from .. import collector
 from ..analysis.evidence import evidence_summary
 from ..analysis.findings import CutEvidence, SavedTensorEvidence, Severity
 from ..analysis.lifetime import END
+from ..analysis.verify import Measurement
 from ..model import EventKind, Trace
 from ..paths import relative
 from ..picture.memory_select import relevant_tensors
@@ -303,7 +304,7 @@ class _Builder:
             "evidence": evidence_summary(f.evidence[0], self.namer) if f.evidence else None,
         }
 
-    def _measured(self, measured: Any) -> dict[str, Any]:
+    def _measured(self, measured: Measurement) -> dict[str, Any]:
         """--verify's measurement, its tensors by their index here (never a recorder id)."""
         out = measured.to_dict()
         for row in out.get("gradients", []):

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-from ..render.escape import html_text
 from ..picture.palette import css_variables
+from ..render.escape import html_text
 from .document import explorer_document
 
 if TYPE_CHECKING:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from typing import Callable, Hashable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Hashable, Iterable, Mapping, Sequence
 
 __all__ = ["Core", "CoreNode", "Group", "Roll", "find_repeats"]
 
@@ -58,7 +58,7 @@ class Core:
         self.messages: list[str] = []  # lines for the person who asked for the picture (the CLI prints them)
         self.hidden = 0
         self.big = False  # compact drawing: set by the caller for large graphs
-        self.steps: list = []  # StepRoll: training steps drawn once for all steps of the same shape
+        self.steps: list[Any] = []  # StepRoll (steps.py imports this module: no import back): training steps drawn once for all steps of the same shape
         self.step_home: dict[str, str] = {}  # autograd node of a repeated step -> its representative's node
         self.step_marks: dict[str, list[int]] = {}  # representative node -> the steps whose finding it carries
 
@@ -418,7 +418,7 @@ class Core:
             stretches.extend(in_zone)
         return stretches
 
-    def _order_key(self):
+    def _order_key(self) -> Callable[[str], int]:
         index = {nid: i for i, nid in enumerate(self.nodes)}
         return lambda nid: index.get(nid, len(index))
 

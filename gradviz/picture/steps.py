@@ -7,8 +7,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Hashable
 
-from ..analysis.steps import numbered_steps, thread_of
-from ..analysis.steps import is_leaf as _is_leaf
+from ..analysis.steps import is_leaf as _is_leaf, numbered_steps, thread_of
 from .simplify import MIN_REPEATS
 
 if TYPE_CHECKING:

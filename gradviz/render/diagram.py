@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import re
-
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import graphviz
-
 
 if TYPE_CHECKING:
     from ..analysis.findings import Finding
@@ -141,7 +139,8 @@ class Diagram:
     def _pipe(self, fmt: str, *, path: Path | None = None) -> bytes:
         assert self.digraph is not None
         try:
-            return self.digraph.pipe(format=fmt)
+            data: bytes = self.digraph.pipe(format=fmt)
+            return data
         except graphviz.ExecutableNotFound:
             dot_path = None
             where = ""

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 import graphviz
 
 from .. import collector
-from ..picture.simplify import Core
 from ..picture.picture import Picture
+from ..picture.simplify import Core
 from .graph_dot import emit
 from .graph_fit import BOX_BUDGET, RANK_BUDGET, WIDE_BUDGET, estimate_size, fit_boxes, fit_page, say_size
 from .graph_prepare import finish, prepare

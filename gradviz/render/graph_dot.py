@@ -5,21 +5,20 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from math import ceil
 from pathlib import Path
 from typing import TYPE_CHECKING
-
-from math import ceil
 
 import graphviz
 
 from ..analysis.names import statement
 from ..analysis.steps import is_leaf
 from ..picture.annotate import Annotations
-from .escape import FONT, html_label_text, quote_id, shorten
 from ..picture.palette import PALETTE, Mark
 from ..picture.simplify import Core, CoreNode, Roll
-from .graph_prepare import folded_saved, output_nodes, shown_saved
 from ..picture.steps import StepRoll
+from .escape import FONT, html_label_text, quote_id, shorten
+from .graph_prepare import folded_saved, output_nodes, shown_saved
 
 if TYPE_CHECKING:
     from ..model import NodeRecord, TensorRecord, Trace

@@ -7,13 +7,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Hashable
 
-
 from ..analysis.hierarchy import Hierarchy
 from ..analysis.steps import is_leaf
 from ..picture.annotate import Annotations
-from ..picture.simplify import Core, CoreNode
 from ..picture.picture import Picture
-from ..picture.steps import StepRoll, after_window, only_step
+from ..picture.simplify import Core, CoreNode
+from ..picture.steps import Step, StepRoll, after_window, only_step
 
 if TYPE_CHECKING:
     from ..model import NodeRecord, SavedTensorRecord, Trace
@@ -151,7 +150,7 @@ def _box_keys(core: Core, tree: Hierarchy, depth: int) -> dict[str, str | None]:
 
 
 def _roll_steps(
-    trace: Trace, notes: Annotations, core: Core, steps: list, rolled: tuple[list[StepRoll], dict[str, str]]
+    trace: Trace, notes: Annotations, core: Core, steps: list[Step], rolled: tuple[list[StepRoll], dict[str, str]]
 ) -> None:
     """Draw steps of one shape once; findings of every step move onto the representative, saying which step."""
     rolls, mapping = rolled
@@ -179,7 +178,7 @@ def _roll_steps(
     core.step_marks = marks
 
 
-def _members(rolls: list[StepRoll], steps: list) -> list[list[tuple[int, list[str]]]]:
+def _members(rolls: list[StepRoll], steps: list[Step]) -> list[list[tuple[int, list[str]]]]:
     by_number = {s.number: s for s in steps}
     return [[(n, by_number[n].nodes) for n in roll.numbers] for roll in rolls]
 

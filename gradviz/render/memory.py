@@ -12,6 +12,17 @@ import graphviz
 
 from ..analysis.initialisation import initialisation_writes
 from ..model import EventKind, Trace
+from ..picture.memory_select import (
+    WRITES,
+    MemorySelection,
+    bound_writes,
+    data_pipeline,
+    fold_writes,
+    memory_selection,
+    nothing_to_draw,
+    written_storages,
+)
+from ..picture.picture import Picture
 from .escape import FONT, html_label_text, plain_label
 from .memory_boxes import (
     WRITE_COLOUR,
@@ -29,16 +40,6 @@ from .memory_boxes import (
     write_label,
     write_node,
 )
-from ..picture.memory_select import (
-    WRITES,
-    MemorySelection,
-    bound_writes,
-    data_pipeline,
-    fold_writes,
-    memory_selection,
-    nothing_to_draw,
-    written_storages,
-)
 from .memory_summary import (
     activation_table,
     buffer_note,
@@ -48,7 +49,6 @@ from .memory_summary import (
     saved_by_module,
     tabled_alias_notes,
 )
-from ..picture.picture import Picture
 
 if TYPE_CHECKING:
     from ..analysis.findings import Finding

@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING
 from ..analysis.findings import version_text
 from ..analysis.names import Namer, statement
 from ..model import Event, EventKind, Trace
-from .escape import html_label_text, quote_id, shorten
 from ..picture.memory_select import WRITES
 from ..picture.palette import MARK_OF_KIND, PALETTE, Mark
 from ..picture.timeline_rows import change_text
+from .escape import html_label_text, quote_id, shorten
 
 if TYPE_CHECKING:
     from ..analysis.findings import Finding

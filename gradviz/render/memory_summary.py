@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING
 from ..analysis.initialisation import initialisation_writes
 from ..analysis.names import Namer, statement
 from ..model import EventKind, Trace
-from .escape import html_label_text, shorten
-from .memory_boxes import SAVED_COLOUR
 from ..picture.memory_select import WRITES, updates_through_aliases
 from ..picture.per_step import Repeat, steps_text
 from ..picture.steps import Step
+from .escape import html_label_text, shorten
+from .memory_boxes import SAVED_COLOUR
 
 if TYPE_CHECKING:
     from ..analysis.findings import Finding

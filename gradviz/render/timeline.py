@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING
 
 import graphviz
 
-from ..model import Trace
-from .escape import FONT, html_label_text, shorten
-from ..picture.palette import PALETTE, SEVERITIES, Mark
 from ..analysis.names import statement
+from ..model import Trace
+from ..picture.palette import PALETTE, SEVERITIES, Mark
 from ..picture.timeline_rows import TimelineRow, timeline_rows
+from .escape import FONT, html_label_text, shorten
 
 if TYPE_CHECKING:
     from ..analysis.findings import Finding

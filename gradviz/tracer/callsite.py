@@ -22,6 +22,7 @@ import torch
 
 from .source import is_user_file
 
+
 # the def and the call on one line: moved to the caller's line, the call is there
 def _template(func: Callable[..., Any], args: Any, kwargs: Any) -> Any: return func(*args, **kwargs)  # noqa: E704
 
@@ -122,7 +123,8 @@ def _function_of(code: types.CodeType, replacement: Any) -> Callable[..., Any] |
     seen.extend(getattr(replacement, "__globals__", {}).values())
     for candidate in seen:
         if getattr(candidate, "__code__", None) is code:
-            return candidate
+            function: Callable[..., Any] = candidate
+            return function
     for referrer in gc.get_referrers(code):
         if isinstance(referrer, types.FunctionType) and referrer.__code__ is code:
             return referrer

@@ -81,11 +81,11 @@ def script_frames(frames: Sequence[tuple[str, str]]) -> list[bool]:
     for i, (filename, name) in enumerate(frames):
         # torch calls handle_torch_function, which enters our mode, which calls the same torch function
         # again: Python alone shows only that second call
-        if name == "handle_torch_function" and os.path.basename(filename) == "overrides.py":
-            if i + 1 < len(frames) and _added_by_gradviz(frames[i + 1][0]):
-                keep[i] = False
-                if i > 0 and keep[i - 1] and f"{os.sep}torch{os.sep}" in frames[i - 1][0]:
-                    keep[i - 1] = False
+        if (name == "handle_torch_function" and os.path.basename(filename) == "overrides.py"
+                and i + 1 < len(frames) and _added_by_gradviz(frames[i + 1][0])):
+            keep[i] = False
+            if i > 0 and keep[i - 1] and f"{os.sep}torch{os.sep}" in frames[i - 1][0]:
+                keep[i - 1] = False
     return keep
 
 

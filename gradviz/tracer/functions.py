@@ -13,13 +13,14 @@ import heapq
 import io
 import sys
 import weakref
+from types import FrameType
 from typing import Any, Callable
 
 import torch
 import torch.utils.checkpoint
 from torch.overrides import TorchFunctionMode
 
-from ..model import Location
+from ..model import Event, Location, Trace
 from . import verify
 from .callsite import site as _site
 from .source import frame_variables, user_frame_from
@@ -51,7 +52,7 @@ class _Forward:
         self.module = module
 
 
-def forward_frame(frame: Any) -> Any:
+def forward_frame(frame: FrameType | None) -> Any:
     """The frame of the custom Function forward that `frame` runs in (itself or a function it calls), or None."""
     while frame is not None:
         back = frame.f_back
@@ -64,7 +65,7 @@ def forward_frame(frame: Any) -> Any:
     return None
 
 
-def _takes_its_node(frame: Any) -> bool:
+def _takes_its_node(frame: FrameType) -> bool:
     """Whether `frame` runs a custom Function's `forward(ctx, ...)`: its first argument is the node being made."""
     code = frame.f_code
     if code.co_name != "forward" or code.co_argcount < 1:
@@ -75,7 +76,7 @@ def _takes_its_node(frame: Any) -> bool:
 class FunctionRecording:
     """The custom-Function half of the Recorder (mixed into it; uses its nodes, tensors and locations)."""
 
-    trace: Any
+    trace: Trace
     # the Recorder's state and methods this half uses (recorder.py sets them up)
     _forwards: list[_Forward]
     _by_tid: dict[str, Any]
@@ -100,7 +101,7 @@ class FunctionRecording:
                 return BackwardWatch(self, ctx, nid, running)
         return None
 
-    def _see_forward(self, frame: Any) -> None:
+    def _see_forward(self, frame: FrameType) -> None:
         """A call made with grad mode off, from `frame`: if a custom Function's forward runs there, note it."""
         forward = forward_frame(frame)
         if forward is None:
@@ -330,7 +331,7 @@ class BackwardWatch(TorchFunctionMode):
         finally:
             recorder._module_now = None
 
-    def _read_later(self, event: Any) -> list[str]:
+    def _read_later(self, event: Event) -> list[str]:
         """Nodes of this backward, other than the one running, that saved bytes the write changed and have not run."""
         trace = self.recorder.trace
         storage = event.data.get("storage")

@@ -15,11 +15,9 @@ from typing import Any, Callable
 
 import torch
 
-from ..model import EventKind, VersionChange
+from ..model import EventKind, Trace, VersionChange
 from . import source
-from .holders import holders_in as _holders_in
-from .holders import is_self as _is_self
-from .holders import shown_path as _shown_path
+from .holders import holders_in as _holders_in, is_self as _is_self, shown_path as _shown_path
 from .modules import module_frames, module_of
 from .nodes import _grad_key
 from .tensors import _version, local_parts as _local
@@ -35,7 +33,7 @@ _jit_tracing = torch._C._get_tracing_state
 class HookRecording:
     """The module- and optimizer-hook half of the Recorder (mixed into it; uses its tensor tracking and state)."""
 
-    trace: Any
+    trace: Trace
     # the Recorder's state and methods this half uses (recorder.py owns them)
     _live: dict[int, Any]
     _lock: Any  # threading.RLock: the program's other threads may be recording

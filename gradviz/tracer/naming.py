@@ -8,17 +8,17 @@ from typing import Any
 
 import torch
 
-from ..model import Location
+from ..model import Location, Trace
 from . import source
 from .holders import shown_path as _shown_path, unwrapped
-from .tracking import _Live
 from .tensors import _Tensor
+from .tracking import _Live
 
 
 class VariableNaming:
     """The naming half of the Recorder (mixed into it; reads its live tensors)."""
 
-    trace: Any
+    trace: Trace
     # the Recorder's state and methods this half uses (recorder.py sets them up)
     _live: dict[int, _Live]
     _param_roots: dict[str, str]  # parameter's tensor id -> variable name of the model it was found in
@@ -84,7 +84,7 @@ class VariableNaming:
                 named = namer(file)
             except Exception:  # noqa: BLE001 - an IPython that names code differently: keep the file name
                 named = None
-            if named:
+            if named and file is not None:
                 self.trace.file_labels[file] = named[1]
 
     def _qualify_parameter_names(self) -> None:

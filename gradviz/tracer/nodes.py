@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import sys
+from types import FrameType
 from typing import Any, Callable, Iterator
 
 import torch
 import torch.autograd.grad_mode
 import torch.utils.checkpoint
 
-from ..model import Location, NodeRecord, SavedTensorRecord
+from ..model import Location, NodeRecord, SavedTensorRecord, Trace
 from . import chains
 from .saved_read import (
     HANDLE_DATA,
@@ -84,7 +85,7 @@ def _run_function_module(run: Any, names: dict[int, str]) -> str | None:
 class GraphRecording:
     """The node-recording half of the Recorder (mixed into it; uses its tensor tracking and state)."""
 
-    trace: Any
+    trace: Trace
     _node_ids: dict[Any, str]
     _numbers: Any  # threads.NodeNumbers: which node a number names once other threads record
     _heights: dict[str, int]  # node id -> levels above the nearest held node or leaf (chains.py)
@@ -187,7 +188,7 @@ class GraphRecording:
         return result
 
     def _note_checkpoint_call(self) -> None:
-        frame: Any = sys._getframe(3)  # this method's caller's caller: the code that switched grad off
+        frame: FrameType | None = sys._getframe(3)  # this method's caller's caller: the code that switched grad off
         while frame is not None and frame.f_code.co_filename == _GRAD_MODE_FILE:  # no_grad.__enter__, set_grad_enabled
             frame = frame.f_back
         if frame is None or frame.f_code is not _CHECKPOINT_FORWARD:

@@ -16,6 +16,7 @@ import sys
 import threading
 import types
 from collections.abc import Callable
+from types import FrameType
 from typing import Any
 
 import torch
@@ -25,27 +26,30 @@ from torch.overrides import TorchFunctionMode, resolve_name
 from ..model import Event, EventKind, Location, OpRecord, Trace
 from ..text import safe_repr, safe_str, type_name
 from . import callsite, chains, source, threads
-from .callsite import _originals, _sites
-from .callsite import unpatched as _unpatched
-from .callsite import call as _call
-from .callsite import caller as _caller
-from .callsite import drop_stand_in as _drop_stand_in
-from .callsite import in_compiled_code as _in_compiled_code
-from .callsite import site as _site
-from .source import user_frame_from as _user_frame_from
-from .gcstate import GcHold
+from .callsite import (
+    _originals,
+    _sites,
+    call as _call,
+    caller as _caller,
+    drop_stand_in as _drop_stand_in,
+    in_compiled_code as _in_compiled_code,
+    site as _site,
+    unpatched as _unpatched,
+)
 from .functions import FunctionRecording
-from .lifetime import mark_end
+from .gcstate import GcHold
 from .hooks import RECORD_FUNCTION_OPS, HookRecording
+from .lifetime import mark_end
 from .naming import VariableNaming
 from .nodes import _SAVED_NAMES, _TYPE_NAMES, GraphRecording
 from .sentinel import SentinelRecording
+from .source import user_frame_from as _user_frame_from
 from .special import _RUNS_PROGRAM_CODE, AUTOGRAD_BACKWARD, AUTOGRAD_GRAD, TENSOR_BACKWARD, SpecialCalls
+from .tensors import _flatten, _Tensor, _version
 from .tracking import TensorTracking, _Live
-from .window import _CLOSED, StepWindow, WindowRecording, _warning_filters
 from .verify import GradientCheck
+from .window import _CLOSED, StepWindow, WindowRecording, _warning_filters
 from .writes import _BATCH_NORMS, WriteRecording, _batch_norm_stats
-from .tensors import _Tensor, _flatten, _version
 
 _is_compiling = torch.compiler.is_compiling
 _getframe = sys._getframe
@@ -569,7 +573,7 @@ _CHECKPOINT_FORWARD = getattr(getattr(torch.utils.checkpoint, "CheckpointFunctio
 _CHECKPOINT_CODE = getattr(_CHECKPOINT_FORWARD, "__code__", None)
 
 
-def _reentrant_checkpoint_call(frame: Any) -> tuple[str | None, int | None]:
+def _reentrant_checkpoint_call(frame: FrameType | None) -> tuple[str | None, int | None]:
     """The user's file and line that called a reentrant checkpoint, when `frame` runs inside one; else (None, None)."""
     while frame is not None and _CHECKPOINT_CODE is not None:
         if frame.f_code is _CHECKPOINT_CODE:
@@ -602,9 +606,7 @@ def _func_name(func: Any) -> str:
             name = own
         elif getattr(torch.Tensor, own, None) is func:
             name = f"Tensor.{own}"
-    try:
+    with contextlib.suppress(TypeError):  # an unhashable callable: named again next time
         _names[func] = name
-    except TypeError:
-        pass
     return name
 

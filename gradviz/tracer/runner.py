@@ -4,6 +4,7 @@ program run as `python script.py` / `python -m module` would run it."""
 from __future__ import annotations
 
 import builtins
+import contextlib
 import os
 import runpy
 import sys
@@ -361,10 +362,8 @@ def _hard_exit(
             status = handler(recorder.finish(), code_value)
         finally:
             for stream in (sys.stdout, sys.stderr):
-                try:
+                with contextlib.suppress(Exception):  # a closed or broken stream: nothing more can be said on it
                     stream.flush()
-                except Exception:  # a closed stream: nothing more can be said on it
-                    pass
             real_exit(status)
 
     return _exit

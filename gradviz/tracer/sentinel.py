@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from ..model import RearmedStep
+from ..model import RearmedStep, Trace
 from . import callsite, chains, monitor, source
 from .tensors import _version
 from .window import _CLOSED, _on_top
@@ -44,7 +44,7 @@ _STEPS_PER_REARM = 2
 class SentinelRecording:
     """The sentinel half of the Recorder (mixed into it): what it has seen, and re-arming the window for a step."""
 
-    trace: Any
+    trace: Trace
     _window: Any
     _sentinel: bool  # in sentinel mode now: calls at seen sites pass straight through
     _seen_sites: set[tuple[int, int]]  # (id(code), instruction offset) of every call site seen while recording

@@ -8,15 +8,12 @@ from typing import Any, Callable
 
 import torch
 
-from ..model import Event, EventKind, Location, VersionChange
+from ..model import Event, EventKind, Location, Trace, VersionChange
 from ..text import safe_str, type_name
 from . import source
-from .callsite import call as _call
-from .callsite import caller as _caller
-from .callsite import site as _site
-from .callsite import torch_own
+from .callsite import call as _call, caller as _caller, site as _site, torch_own
+from .tensors import _byte_span, _flatten, _grad_fn, _storage_key, _Tensor, _version
 from .tracking import _Live
-from .tensors import _Tensor, _byte_span, _flatten, _grad_fn, _storage_key, _version
 
 # while the recorder reads tensors for its bookkeeping, torch functions go straight to their implementation
 _quiet = torch._C.DisableTorchFunction
@@ -33,7 +30,7 @@ _RUNS_PROGRAM_CODE = frozenset({TENSOR_BACKWARD, AUTOGRAD_BACKWARD, AUTOGRAD_GRA
 class SpecialCalls:
     """The special-call half of the Recorder (mixed into it): each handler makes the call and records what it did."""
 
-    trace: Any
+    trace: Trace
     # the Recorder's state and methods this half uses (recorder.py sets them up)
     _lock: Any  # threading.RLock: the program's other threads may be recording
     _check: Any  # --verify's GradientCheck (verify.py), or None

@@ -69,7 +69,8 @@ def _byte_span(t: torch.Tensor) -> tuple[int, int]:
 
 def _storage_key(t: torch.Tensor) -> int | None:
     try:
-        return t.untyped_storage()._cdata
+        key: int = t.untyped_storage()._cdata
+        return key
     except (RuntimeError, NotImplementedError, TypeError):  # sparse, nested, functional wrappers
         return None
 

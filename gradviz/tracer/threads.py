@@ -11,6 +11,7 @@ import itertools
 import sys
 import threading
 from collections.abc import Callable
+from types import FrameType
 from typing import Any, Protocol
 
 import torch
@@ -33,7 +34,7 @@ def install(recorder: ThreadRecording) -> Callable[[], None]:
     Thread._bootstrap_inner, not run(): a subclass's own run() is covered too; autograd's engine threads and other
     C++ threads never pass through it and are left alone.
     """
-    bootstrap = threading.Thread._bootstrap_inner  # type: ignore[attr-defined]  # (private: not in the stubs)
+    bootstrap: Callable[[threading.Thread], None] = threading.Thread._bootstrap_inner  # type: ignore[attr-defined]  # (private: not in the stubs)
     work_item_run = concurrent.futures.thread._WorkItem.run
 
     def traced_bootstrap(thread: threading.Thread) -> None:
@@ -278,7 +279,7 @@ class Bystanders:
             # program's tensors in them) alive after they return
             frames = frame = {}  # type: ignore[assignment]  # (dropped)
 
-    def _program_code(self, frame: Any) -> tuple[int, int] | None:
+    def _program_code(self, frame: FrameType | None) -> tuple[int, int] | None:
         while frame is not None:
             if self._is_user_file(frame.f_code.co_filename):
                 return id(frame), frame.f_lasti

@@ -8,11 +8,11 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from ..model import Location, StorageRecord, TensorRecord, VersionCounterRecord
+from ..model import Location, StorageRecord, TensorRecord, Trace, VersionCounterRecord
 from .tensors import _device_name, _device_names, _dtype_name, _dtype_names
 
 
-class _Live(weakref.ref):
+class _Live(weakref.ref[torch.Tensor]):
     """What the recorder keeps about a tensor while it is alive: a weak reference to it (call it to get the
     tensor, or None once freed), never the tensor itself, with the facts that may change while it lives."""
 
@@ -38,7 +38,7 @@ class TensorTracking:
     """The tensor-tracking half of the Recorder (mixed into it): ids, records and live entries of tensors, storages
     and version counters."""
 
-    trace: Any
+    trace: Trace
     # the Recorder's state and methods this half uses (recorder.py sets them up)
     _seq: Iterator[int]
     _lock: Any  # threading.RLock: the program's other threads may be recording

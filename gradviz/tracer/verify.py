@@ -73,7 +73,7 @@ class _Token:
     __slots__ = ("__weakref__",)
 
 
-class _NodeRef(weakref.ref):
+class _NodeRef(weakref.ref[_Token]):
     """A weak reference to a node's token, knowing the node's id."""
 
     __slots__ = ("nid",)

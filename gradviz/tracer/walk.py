@@ -9,10 +9,10 @@ from typing import Any, Iterator
 import torch
 
 from .. import collector
-from . import chains
-from .saved_read import saved_contents
 from ..model import NodeRecord, SavedTensorRecord, TensorRecord, Trace, VersionCounterRecord
 from ..text import safe_str
+from . import chains
+from .saved_read import saved_contents
 
 __all__ = ["Walk", "walk", "walk_graph"]
 

@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 import torch
 
-from ..model import WindowRecord
+from ..model import Trace, WindowRecord
 from . import callsite, chains, source
 
 # Added to the recorder's pause count when the window closes: every torch call then goes straight through, until
@@ -85,7 +85,7 @@ class ThreadWindow:
 class WindowRecording:
     """The window half of the Recorder (mixed into it): counts, closes the window, and takes the recorder off."""
 
-    trace: Any
+    trace: Trace
     _window: StepWindow | None
     _mode_on: bool
     # the Recorder's state and methods this half uses (recorder.py owns them)

@@ -7,9 +7,9 @@ from typing import Any, Callable
 
 import torch
 
-from ..model import Event, EventKind, VersionChange
+from ..model import Event, EventKind, Trace, VersionChange
+from .tensors import _grad_fn, _Tensor, _version
 from .tracking import _Live
-from .tensors import _Tensor, _grad_fn, _version
 
 
 def _batch_norm_stats(args: Any, kwargs: Any, mean: int, var: int, training: int) -> tuple[list[Any], bool]:
@@ -44,7 +44,7 @@ def _module_call(module: Any) -> str:
 class WriteRecording:
     """The write-recording half of the Recorder (mixed into it; uses its tensor tracking, nodes and events)."""
 
-    trace: Any
+    trace: Trace
     # the Recorder's state and methods this half uses (recorder.py sets them up)
     _live: dict[int, _Live]
     _by_storage: dict[int, set[int]]

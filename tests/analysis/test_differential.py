@@ -12,14 +12,14 @@ The true gradients come from `saved_tensors_hooks` that clone on pack, not from
 
 from __future__ import annotations
 
+import contextlib
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 import torch
-from hypothesis import HealthCheck, assume, event, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, assume, event, given, settings, strategies as st
 
 import gradviz
 from gradviz.analysis import FindingKind, diagnose
@@ -107,7 +107,7 @@ class Outcome:
 def run_plain(source: str, *, mutation_safe: bool = False) -> Outcome:
     body, backward = source.rsplit("loss.backward()", 1)
     namespace: dict[str, object] = {}
-    context = _clone_on_save() if mutation_safe else _null()
+    context = _clone_on_save() if mutation_safe else contextlib.nullcontext()
     with context:
         try:
             exec(compile(body, "<program>", "exec"), namespace)
@@ -125,14 +125,6 @@ def run_plain(source: str, *, mutation_safe: bool = False) -> Outcome:
 def _clone_on_save() -> torch.autograd.graph.saved_tensors_hooks:
     """Every saved tensor frozen at save time: what backward should have seen."""
     return torch.autograd.graph.saved_tensors_hooks(lambda t: t.detach().clone(), lambda t: t)
-
-
-class _null:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
 
 def _differs(got: dict[str, torch.Tensor | None], true: dict[str, torch.Tensor | None]) -> bool:

@@ -45,8 +45,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 import gradviz
 from gradviz.analysis import Finding, FindingKind, diagnose

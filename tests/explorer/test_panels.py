@@ -23,18 +23,16 @@ NODE_TESTS = (("test_helpers.js", 10), ("test_page_helpers.js", 14))
 
 #: what a panel may name besides `h`, `core`, `store` and its own declarations: the language and the browser
 PLATFORM = frozenset(
-    "Array Boolean Error Infinity JSON Map Math NaN Node Number Object Set String TypeError arguments console document "
-    "history isNaN location module parseFloat parseInt undefined window".split())
+    ["Array", "Boolean", "Error", "Infinity", "JSON", "Map", "Math", "NaN", "Node", "Number", "Object", "Set", "String", "TypeError", "arguments", "console", "document", "history", "isNaN", "location", "module", "parseFloat", "parseInt", "undefined", "window"])
 KEYWORDS = frozenset(
-    "break case catch const continue default delete do else false finally for function if in instanceof let new null "
-    "of return switch this throw true try typeof var void while".split())
+    ["break", "case", "catch", "const", "continue", "default", "delete", "do", "else", "false", "finally", "for", "function", "if", "in", "instanceof", "let", "new", "null", "of", "return", "switch", "this", "throw", "true", "try", "typeof", "var", "void", "while"])
 _TOKEN = re.compile(r"""
     (?P<space>\s+) | (?P<comment>//[^\n]*|/\*.*?\*/) | (?P<string>"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*')
   | (?P<number>\d+(?:\.\d+)?(?:e[-+]?\d+)?|\.\d+) | (?P<name>[A-Za-z_$][\w$]*)
   | (?P<punct>=>|===|!==|==|!=|<=|>=|&&|\|\||\+\+|--|\+=|-=|\*=|/=|\.\.\.|[-+*/%<>=!&|^~?:;,.()\[\]{}])
 """, re.VERBOSE | re.DOTALL)
 _REGEX = re.compile(r"/(?:\\.|\[(?:\\.|[^\]\\\n])*\]|[^/\\\n\[])+/[a-z]*")
-_BEFORE_REGEX = frozenset("( , = : [ ! & | ? { } ; return typeof && || ==".split())
+_BEFORE_REGEX = frozenset(["(", ",", "=", ":", "[", "!", "&", "|", "?", "{", "}", ";", "return", "typeof", "&&", "||", "=="])
 
 
 def tokens(text: str) -> list[tuple[str, str]]:
@@ -152,9 +150,9 @@ def panel_violations(folder: Path, names: tuple[str, ...], tables: dict[str, dic
         if outside:
             wrong.append("uses names of other files: " + ", ".join(outside))
         for k, (_, text) in enumerate(toks[:-2]):
-            if text in ("h", "core") and toks[k + 1][1] == "." and (k == 0 or toks[k - 1][1] != "."):
-                if toks[k + 2][1] not in tables[text]:
-                    wrong.append(f"{text}.{toks[k + 2][1]}: not in {'the helpers' if text == 'h' else 'the core'}")
+            if (text in ("h", "core") and toks[k + 1][1] == "." and (k == 0 or toks[k - 1][1] != ".")
+                    and toks[k + 2][1] not in tables[text]):
+                wrong.append(f"{text}.{toks[k + 2][1]}: not in {'the helpers' if text == 'h' else 'the core'}")
         for k, (_, text) in enumerate(toks[:-4]):
             if text != "store" or toks[k + 1][1] != ".":
                 continue

@@ -11,8 +11,8 @@ import pytest
 
 from gradviz.analysis.findings import Finding, FindingKind, SavedTensorEvidence
 from gradviz.model import Location, NodeRecord, SavedTensorRecord, TensorRecord, Trace
-from gradviz.render import render
 from gradviz.picture.simplify import Core, CoreNode, find_repeats
+from gradviz.render import render
 
 
 def _tensor(tid: str, *, names: list[str] | None = None, parameter: str | None = None, grad_fn: str | None = None) -> TensorRecord:

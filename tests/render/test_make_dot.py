@@ -13,8 +13,7 @@ torch = pytest.importorskip("torch")
 torchviz = pytest.importorskip("torchviz")
 nn = torch.nn
 
-from gradviz.compat import make_dot  # noqa: E402
-from gradviz.compat import draw  # noqa: E402
+from gradviz.compat import draw, make_dot  # noqa: E402
 from gradviz.render import Diagram  # noqa: E402
 
 _ATTR = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|[^ \]]+)')

@@ -25,7 +25,6 @@ from gradviz.render.memory import memory_digraph
 from gradviz.render.memory_boxes import FINDING_COLOURS
 
 
-
 def edges(source: str) -> set[tuple[str, str]]:
     return set(re.findall(r"^\s*(\w+) -> (\w+)", source, re.M))
 

@@ -7,10 +7,9 @@ import re
 from pathlib import Path
 
 import gradviz
-from gradviz.explorer import read_document
+from gradviz.explorer import explorer_html as report_html, read_document
 from gradviz.model import Trace
 from gradviz.render import render
-from gradviz.explorer import explorer_html as report_html
 
 
 def test_report_is_one_self_contained_page(data_trace: Trace) -> None:

@@ -21,8 +21,8 @@ from gradviz.model import (
     VersionChange,
     VersionCounterRecord,
 )
-from gradviz.render import render
 from gradviz.picture.timeline_rows import timeline_rows
+from gradviz.render import render
 from gradviz.render.timeline import SEVERITY_COLOURS, SEVERITY_FILL, timeline_digraph
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -132,7 +132,7 @@ def test_module_calls_in_another_thread_during_a_step_change_nothing() -> None:
 
         thread = threading.Thread(target=worker)
         thread.start()
-        optimizer.register_step_pre_hook(lambda *_: (in_step.set(), done.wait()) and None)
+        optimizer.register_step_pre_hook(lambda *_: (in_step.set(), done.wait()) and None)  # noqa: SIM223 - both calls, then None
         model(torch.randn(4, 3)).sum().backward()
         optimizer.step()
         thread.join()

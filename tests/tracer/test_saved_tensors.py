@@ -8,8 +8,8 @@ import pytest
 import torch
 
 import gradviz
-from gradviz.tracer.saved_read import HANDLE_DATA
 from gradviz import EventKind, Trace
+from gradviz.tracer.saved_read import HANDLE_DATA
 
 FREED = re.compile(r"Trying to backward through the graph a second time")
 VERSION_MISMATCH = re.compile(r"is at version 1; expected version 0")

@@ -12,8 +12,8 @@ import torch
 
 import gradviz
 from gradviz.render import render
-from gradviz.render.steps import roll_steps, split_steps
 from gradviz.render.annotate import annotate
+from gradviz.render.steps import roll_steps, split_steps
 
 REPEAT = 20
 STEPS = 3

@@ -12,11 +12,10 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import hypothesis
 import pytest
 import torch
-import hypothesis
-from hypothesis import HealthCheck, example, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 import gradviz
 from gradviz import EventKind, Trace

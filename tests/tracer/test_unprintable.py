@@ -45,3 +45,15 @@ def test_text_helpers_never_fail() -> None:
     assert safe_repr(Unprintable()) == "<Unprintable object (repr() failed)>"
     assert clean("bad \udcff value") == "bad \\udcff value"
     assert clean("café") == "café"
+
+
+@pytest.mark.parametrize("name", ["UnicodeDecodeError", "UnicodeEncodeError", "UnicodeTranslateError", "ExceptionGroup",
+                                  "BaseExceptionGroup"])
+def test_a_builtin_error_that_wants_other_arguments_is_rebuilt_as_a_program_error(name: str) -> None:
+    """Built-ins whose constructor refuses one message (a TypeError, the one error rebuild() expects there)."""
+    from gradviz.model import ExceptionRecord, ProgramError
+
+    rebuilt = ExceptionRecord(name, "bad bytes", module="builtins").rebuild()
+    assert type(rebuilt) is ProgramError and str(rebuilt) == f"{name}: bad bytes"
+    again = ExceptionRecord("KeyError", "missing", module="builtins").rebuild()
+    assert type(again) is KeyError and again.args == ("missing",)
