@@ -119,7 +119,8 @@ def test_the_steps_traced_again_keep_their_numbers_in_the_run(outputs) -> None:
 
 
 def test_sarif_and_github_say_what_the_window_covered_and_what_was_traced_again(outputs) -> None:
-    coverage = "steps 1-3 of 12 traced; traced again after step 6: new code at line 19 (validation)"
+    # (the model called in eval mode, never recorded so, re-arms the window before its forward)
+    coverage = "steps 1-3 of 12 traced; traced again after step 6: a model's training flag changed at line 19 (validation)"
     (sarif_run,) = json.loads(outputs["sarif"])["runs"]
     said = sarif_run.get("properties", {}).get("window")
     assert said is not None, "the SARIF log does not say that only part of the run was traced"
@@ -129,7 +130,7 @@ def test_sarif_and_github_say_what_the_window_covered_and_what_was_traced_again(
     notices = [line for line in outputs["github"].splitlines() if line.startswith("::notice")]
     assert "::notice::gradviz: steps 1-3 of 12 traced" in notices
     assert ("::notice file=train.py,line=19,title=gradviz%3A validation after step 6::traced again after step 6: "
-            "new code at line 19 (validation)") in notices
+            "a model's training flag changed at line 19 (validation)") in notices
     assert json.loads(outputs["json"])["window"]["coverage"] == coverage
 
 
