@@ -10,6 +10,7 @@ the TorchScript tracer it is the program's own line, exactly as without tracing.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import gc
 import os
@@ -114,21 +115,32 @@ def torch_own(func: Any, module: str, qualname: str) -> Any:
 
 
 def _function_of(code: types.CodeType, replacement: Any) -> Callable[..., Any] | None:
-    """The function running `code`: where a wrapper keeps it (`__wrapped__`, its closure, its module's globals:
-    `orig = torch.Tensor.backward`), else wherever it is referred to (once per replaced function)."""
-    seen: list[Any] = [getattr(replacement, "__wrapped__", None)]
-    for cell in getattr(replacement, "__closure__", None) or ():
-        with contextlib.suppress(ValueError):
-            seen.append(cell.cell_contents)
-    seen.extend(getattr(replacement, "__globals__", {}).values())
-    for candidate in seen:
-        if getattr(candidate, "__code__", None) is code:
-            function: Callable[..., Any] = candidate
-            return function
+    """The function running `code`: among what the wrapper refers to, nearest first (`__wrapped__`, its closure, a
+    wrapper it wraps, its defaults, an object or dict holding the original, its module's globals: `orig =
+    torch.Tensor.backward`), else wherever it is referred to (once per replaced function).
+
+    Followed through gc.get_referents rather than found by gc.get_referrers alone: the objects alive when tracing began
+    are frozen (gcstate.py), and get_referrers does not look among frozen objects."""
+    queue: collections.deque[Any] = collections.deque([replacement])
+    visited = {id(replacement)}
+    while queue and len(visited) < _SEARCH_LIMIT:
+        for candidate in gc.get_referents(queue.popleft()):
+            if id(candidate) in visited or isinstance(candidate, _NOT_SEARCHED):
+                continue
+            visited.add(id(candidate))
+            if isinstance(candidate, types.FunctionType) and candidate.__code__ is code:
+                return candidate
+            queue.append(candidate)
     for referrer in gc.get_referrers(code):
         if isinstance(referrer, types.FunctionType) and referrer.__code__ is code:
             return referrer
     return None
+
+
+# how many objects `_function_of` looks at, nearest the wrapper first; modules and classes are not entered (torch's
+# whole namespace lies behind them), nor code objects and text
+_SEARCH_LIMIT = 5_000
+_NOT_SEARCHED = (types.ModuleType, type, types.CodeType, str, bytes, int, float)
 
 
 def site(frame: types.FrameType) -> LiveSite:

@@ -102,10 +102,60 @@ def _traced_start_new_thread(recorder: ThreadRecording, start_new_thread: Callab
 
         return start_new_thread(run, *args[1:])
 
-    start.__name__ = start.__qualname__ = start_new_thread.__name__
-    start.__doc__ = start_new_thread.__doc__
-    start.__module__ = "_thread"
-    return start
+    return _LikeBuiltin(start, start_new_thread)  # (a callable standing in for it)
+
+
+class _LikeBuiltin:
+    """A stand-in for a builtin function (`_thread.start_new_thread`) that the program sees as the builtin wherever
+    Python lets an object say what it is: its name, qualified name, module, doc, `__self__`, `__text_signature__`,
+    repr, `__class__` (so `isinstance(f, types.BuiltinFunctionType)` and `inspect.isbuiltin` hold), what
+    `inspect.signature` says (no signature, as for the builtin), how it pickles. Only `type(f)` and identity tell it
+    apart: a builtin function object is made only by C code, and its type cannot be subclassed."""
+
+    __slots__ = ("_builtin", "_call")
+
+    def __init__(self, call: Callable[..., Any], builtin: Any) -> None:
+        object.__setattr__(self, "_call", call)
+        object.__setattr__(self, "_builtin", builtin)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._call(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:  # __name__, __qualname__, __module__, __doc__, __self__, ...
+        return getattr(self._builtin, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self._builtin, name, value)  # (raises as the builtin does: its attributes are read-only)
+
+    def __dir__(self) -> list[str]:
+        return dir(self._builtin)
+
+    def __repr__(self) -> str:
+        return repr(self._builtin)
+
+    def __reduce__(self) -> Any:
+        return self._builtin.__reduce__()
+
+    @property  # type: ignore[misc]  # (a builtin's class, as isinstance reads it)
+    def __class__(self) -> type:
+        return type(self._builtin)
+
+    @property
+    def __doc__(self) -> str | None:  # type: ignore[override]  # (the builtin's)
+        doc: str | None = self._builtin.__doc__
+        return doc
+
+    @property
+    def __module__(self) -> str:  # type: ignore[override]  # (the builtin's)
+        module: str = self._builtin.__module__
+        return module
+
+    @property
+    def __signature__(self) -> Any:
+        """What inspect.signature finds for the builtin: its signature, or its own error (none recorded)."""
+        import inspect
+
+        return inspect.signature(self._builtin)
 
 
 def leave(mode: Any) -> None:
