@@ -104,12 +104,6 @@ def backward_through_freed_graph_findings(trace: Trace, life: Lifetimes) -> list
     # values alive at the end built on a freed graph: the next backward through them will raise
     reported: set[tuple[object, object]] = set()
     for bridge in _bridges_at_end(trace, life, checked):
-        freeing = _freeing(trace, life, bridge[1], by_seq)
-        if freeing is not None and trace.nodes[bridge[0]].seq < freeing.seq:
-            # built before that backward, on a branch it passed by (`probs = logits.softmax(-1)` logged next to the
-            # loss): no backward of the program reaches it, and a training loop builds its next graph anew; only a
-            # value built on the freed graph after the freeing (a carried state) is one the next backward runs into
-            continue
         created = trace.nodes[bridge[0]].created
         where = (created.file, created.line) if created else (None, None)
         if where not in reported:
@@ -175,11 +169,6 @@ def _bridges_at_end(trace: Trace, life: Lifetimes, checked: set[str]) -> list[tu
     return sorted(found, key=lambda b: nodes[b[0]].seq)
 
 
-def _freeing(trace: Trace, life: Lifetimes, old: str, by_seq: dict[int, Event]) -> Event | None:
-    """The backward that freed the saved tensors node `old` holds or leads to."""
-    return by_seq.get(life.freed_at.get(old, -1)) or _freeing_below(trace, life, old, by_seq)
-
-
 def _freeing_below(trace: Trace, life: Lifetimes, start: str, by_seq: dict[int, Event]) -> Event | None:
     """The backward that freed the saved tensors `start` leads to (it may not have passed `start` itself)."""
     seen: set[str] = set()
@@ -202,17 +191,21 @@ def _freed_finding(
 ) -> Finding:
     nodes = trace.nodes
     old = bridge[1] if bridge else freed_node
-    freeing = _freeing(trace, life, old, by_seq)
+    freeing = by_seq.get(life.freed_at.get(old, -1)) or _freeing_below(trace, life, old, by_seq)
     freeing_at = line_at(trace, freeing.location.file, freeing.location.line) if freeing and freeing.location else "an unknown line"
     carrier = trace.tensors[carriers[old]] if old in carriers else None
     held_as = _held_as(trace, carrier.id) if carrier is not None else None
     value = f"`{held_as}`" if held_as else "a value"
+    # built before the freeing, on a branch that backward passed by: the program reaches for it only by a backward
+    # of its own (a state carried into a new graph after the freeing is what its next step backpropagates)
+    side_branch = False
     file: str | None
     line: int | None
     where = nodes[bridge[0]].created if bridge is not None else None
     if bridge is not None and where is not None:
         file, line, code = where.file, where.line, where.code.strip()
         if freeing is not None and nodes[bridge[0]].seq < freeing.seq:
+            side_branch = True
             # built before the freeing, on a branch that backward did not run through (a stored loss whose hidden
             # state the next step's backward freed)
             how = (
@@ -228,14 +221,22 @@ def _freed_finding(
         loc = backward.location if backward else None
         file, line, code = (loc.file, loc.line, loc.code.strip()) if loc else (None, None, "")
         how = f"it runs again through the graph that the backward at {freeing_at} already freed"
-    if predicted:
+    if predicted and side_branch:
+        then = (
+            "Note: the program does not backpropagate it, and need not; a backward of it would raise \"Trying to "
+            "backward through the graph a second time\"."
+        )
+    elif predicted:
         then = "No backward has run through it yet: calling backward will raise \"Trying to backward through the graph a second time\"."
     elif backward is not None and backward.data.get("outcome") == "error":
         then = f"The backward at {line_at(trace, backward.location.file, backward.location.line) if backward.location else 'an unknown line'} raised \"Trying to backward through the graph a second time\"."
     else:
         then = f"The backward at {line_at(trace, backward.location.file, backward.location.line) if backward and backward.location else 'an unknown line'} runs through freed buffers."
     fix = (
-        f"Detach the carried state where each chunk starts (`{held_as or 'hidden'} = "
+        "Nothing to do unless you mean to backpropagate it: then call that backward before the other one frees the "
+        "shared part, or pass `retain_graph=True` to the first."
+        if predicted and side_branch
+        else f"Detach the carried state where each chunk starts (`{held_as or 'hidden'} = "
         f"{held_as or 'hidden'}.detach()`, truncated backpropagation through time). "
         "`retain_graph=True` is almost never the fix: it keeps every earlier chunk's graph alive, backpropagates into "
         "all of them, and after `optimizer.step()` raises the in-place error instead."
@@ -252,6 +253,7 @@ def _freed_finding(
         events=[e for e in (freeing.seq if freeing else None, backward.seq if backward else None) if e is not None],
         affected_backward=backward.seq if backward else None,
         predicted=predicted,
+        note=predicted and side_branch,
         evidence=[
             LifetimeEvidence(
                 holder=carrier.id if carrier else None,
