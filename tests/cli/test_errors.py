@@ -171,7 +171,7 @@ def test_internal_error_is_one_line_with_a_hint_and_exit_3(tmp_path, monkeypatch
     def broken(trace):
         raise KeyError("boom")
 
-    monkeypatch.setattr(importlib.import_module("gradviz.analysis"), "diagnose", broken)
+    monkeypatch.setattr(importlib.import_module("gradviz.analysis"), "diagnosis", broken)
     monkeypatch.chdir(tmp_path)
     status = cli.main(["render", str(DATA), "-o", "out.dot"])
 

@@ -100,7 +100,7 @@ def test_a_write_verify_measured_harmless_is_marked_and_named(browser: Any, tmp_
     """--verify: relu's backward reads only where its result is positive, which a clamp from above leaves as it was:
     gradients identical (PyTorch's own, against a clean run). The picture marks that saved tensor `corrupted_unread`
     (thistle, its own legend line); the page draws the same mark on the node, in its saved-tensor row and legend."""
-    from gradviz.render.palette import PALETTE
+    from gradviz.picture.palette import PALETTE
 
     script = tmp_path / "clamp.py"
     script.write_text(CLAMPED_AFTER_RELU, encoding="utf-8")

@@ -11,9 +11,9 @@ import pytest
 import torch
 
 import gradviz
+from gradviz.picture.annotate import annotate
+from gradviz.picture.steps import roll_steps, split_steps
 from gradviz.render import render
-from gradviz.render.annotate import annotate
-from gradviz.render.steps import roll_steps, split_steps
 
 REPEAT = 20
 STEPS = 3
