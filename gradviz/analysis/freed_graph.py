@@ -189,58 +189,15 @@ def _freed_finding(
     *,
     predicted: bool,
 ) -> Finding:
-    nodes = trace.nodes
     old = bridge[1] if bridge else freed_node
     freeing = by_seq.get(life.freed_at.get(old, -1)) or _freeing_below(trace, life, old, by_seq)
     freeing_at = line_at(trace, freeing.location.file, freeing.location.line) if freeing and freeing.location else "an unknown line"
     carrier = trace.tensors[carriers[old]] if old in carriers else None
     held_as = _held_as(trace, carrier.id) if carrier is not None else None
     value = f"`{held_as}`" if held_as else "a value"
-    # built before the freeing, on a branch that backward passed by: the program reaches for it only by a backward
-    # of its own (a state carried into a new graph after the freeing is what its next step backpropagates)
-    side_branch = False
-    file: str | None
-    line: int | None
-    where = nodes[bridge[0]].created if bridge is not None else None
-    if bridge is not None and where is not None:
-        file, line, code = where.file, where.line, where.code.strip()
-        if freeing is not None and nodes[bridge[0]].seq < freeing.seq:
-            side_branch = True
-            # built before the freeing, on a branch that backward did not run through (a stored loss whose hidden
-            # state the next step's backward freed)
-            how = (
-                f"`{statement(code)}` at {line_at(trace, file, line)} built a graph on {value} (output of {nodes[old].name}), and the backward "
-                f"at {freeing_at} later freed {value}'s graph without running through that branch"
-            )
-        else:
-            how = (
-                f"{value} (output of {nodes[old].name}) still carries the graph that the backward at "
-                f"{freeing_at} freed, and `{statement(code)}` at {line_at(trace, file, line)} builds the new graph on it"
-            )
-    else:
-        loc = backward.location if backward else None
-        file, line, code = (loc.file, loc.line, loc.code.strip()) if loc else (None, None, "")
-        how = f"it runs again through the graph that the backward at {freeing_at} already freed"
-    if predicted and side_branch:
-        then = (
-            "Note: the program does not backpropagate it, and need not; a backward of it would raise \"Trying to "
-            "backward through the graph a second time\"."
-        )
-    elif predicted:
-        then = "No backward has run through it yet: calling backward will raise \"Trying to backward through the graph a second time\"."
-    elif backward is not None and backward.data.get("outcome") == "error":
-        then = f"The backward at {line_at(trace, backward.location.file, backward.location.line) if backward.location else 'an unknown line'} raised \"Trying to backward through the graph a second time\"."
-    else:
-        then = f"The backward at {line_at(trace, backward.location.file, backward.location.line) if backward and backward.location else 'an unknown line'} runs through freed buffers."
-    fix = (
-        "Nothing to do unless you mean to backpropagate it: then call that backward before the other one frees the "
-        "shared part, or pass `retain_graph=True` to the first."
-        if predicted and side_branch
-        else f"Detach the carried state where each chunk starts (`{held_as or 'hidden'} = "
-        f"{held_as or 'hidden'}.detach()`, truncated backpropagation through time). "
-        "`retain_graph=True` is almost never the fix: it keeps every earlier chunk's graph alive, backpropagates into "
-        "all of them, and after `optimizer.step()` raises the in-place error instead."
-    )
+    file, line, code, how, side_branch = _how(trace, old, bridge, backward, freeing, freeing_at, value)
+    then = _then(trace, backward, predicted=predicted, side_branch=side_branch)
+    fix = _fix(held_as, note=predicted and side_branch)
     return Finding(
         FindingKind.BACKWARD_THROUGH_FREED_GRAPH,
         file,
@@ -261,4 +218,69 @@ def _freed_finding(
                 node=old,
             )
         ],
+    )
+
+
+def _how(
+    trace: Trace,
+    old: str,
+    bridge: tuple[str, str] | None,
+    backward: Event | None,
+    freeing: Event | None,
+    freeing_at: str,
+    value: str,
+) -> tuple[str | None, int | None, str, str, bool]:
+    """Where the finding points (file, line, code), how the freed graph is reached, and whether the value was built
+    before the freeing on a branch that backward passed by (the program reaches for it only by a backward of its own:
+    a state carried into a new graph after the freeing is what its next step backpropagates)."""
+    nodes = trace.nodes
+    file: str | None
+    line: int | None
+    where = nodes[bridge[0]].created if bridge is not None else None
+    if bridge is not None and where is not None:
+        file, line, code = where.file, where.line, where.code.strip()
+        if freeing is not None and nodes[bridge[0]].seq < freeing.seq:
+            # built before the freeing, on a branch that backward did not run through (a stored loss whose hidden
+            # state the next step's backward freed)
+            how = (
+                f"`{statement(code)}` at {line_at(trace, file, line)} built a graph on {value} (output of {nodes[old].name}), and the backward "
+                f"at {freeing_at} later freed {value}'s graph without running through that branch"
+            )
+            return file, line, code, how, True
+        how = (
+            f"{value} (output of {nodes[old].name}) still carries the graph that the backward at "
+            f"{freeing_at} freed, and `{statement(code)}` at {line_at(trace, file, line)} builds the new graph on it"
+        )
+        return file, line, code, how, False
+    loc = backward.location if backward else None
+    file, line, code = (loc.file, loc.line, loc.code.strip()) if loc else (None, None, "")
+    return file, line, code, f"it runs again through the graph that the backward at {freeing_at} already freed", False
+
+
+def _then(trace: Trace, backward: Event | None, *, predicted: bool, side_branch: bool) -> str:
+    """What happens (or would) when the freed graph is backpropagated."""
+    if predicted and side_branch:
+        return (
+            "Note: the program does not backpropagate it, and need not; a backward of it would raise \"Trying to "
+            "backward through the graph a second time\"."
+        )
+    if predicted:
+        return "No backward has run through it yet: calling backward will raise \"Trying to backward through the graph a second time\"."
+    at = line_at(trace, backward.location.file, backward.location.line) if backward and backward.location else "an unknown line"
+    if backward is not None and backward.data.get("outcome") == "error":
+        return f"The backward at {at} raised \"Trying to backward through the graph a second time\"."
+    return f"The backward at {at} runs through freed buffers."
+
+
+def _fix(held_as: str | None, *, note: bool) -> str:
+    if note:
+        return (
+            "Nothing to do unless you mean to backpropagate it: then call that backward before the other one frees the "
+            "shared part, or pass `retain_graph=True` to the first."
+        )
+    return (
+        f"Detach the carried state where each chunk starts (`{held_as or 'hidden'} = "
+        f"{held_as or 'hidden'}.detach()`, truncated backpropagation through time). "
+        "`retain_graph=True` is almost never the fix: it keeps every earlier chunk's graph alive, backpropagates into "
+        "all of them, and after `optimizer.step()` raises the in-place error instead."
     )

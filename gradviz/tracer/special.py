@@ -205,22 +205,7 @@ class SpecialCalls:
                 root_ids = [self._tid(t) for t in roots]
                 root_fns = [fn for fn in map(_grad_fn, roots) if fn is not None]
                 reached_nodes, reached_leaves = self._reachable(root_fns)
-                inputs_arg = kwargs.get("inputs")
-                if is_grad:
-                    inputs_arg = args[1] if len(args) > 1 else inputs_arg
-                inputs = [self._tid(t) for t in _flatten((inputs_arg,), None, [])] if inputs_arg is not None else None
-                retain = kwargs.get("retain_graph")
-                create = kwargs.get("create_graph", False)
-                data: dict[str, Any] = {
-                    "api": "autograd.grad" if is_grad else ("autograd.backward" if func is AUTOGRAD_BACKWARD else "Tensor.backward"),
-                    "roots": root_ids,
-                    "reached_nodes": reached_nodes,
-                    "reached_leaves": [t for t in reached_leaves if inputs is None or t in inputs],
-                    "inputs": inputs,
-                    "retain_graph": bool(retain if retain is not None else create),
-                }
-                if create:  # a higher-order gradient: part of computing a loss, not a training step's backward
-                    data["create_graph"] = True
+                data, inputs = self._backward_data(func, args, kwargs, root_ids, reached_nodes, reached_leaves)
                 event = self._event(EventKind.BACKWARD, file, line, tensor=root_ids[0] if root_ids else None, op=data["api"], data=data)
                 self._bystanders.look()  # (once a step: the threads not recorded, seen running or not)
                 self._see_root(_caller(3, func), roots)
@@ -258,16 +243,43 @@ class SpecialCalls:
                     if extra:
                         event.data["reached_leaves"] += extra
                         event.data["nested_leaves"] = extra
-                # the gradients the tracing thread's optimizer steps read (the steps recorded: hooks.py); another
-                # thread's backward leaves them as they are
-                fresh = {} if threading.get_ident() == self._thread else self._fresh_grads
-                self._fresh_grads = fresh
-                for tid in event.data["reached_leaves"]:
-                    live = self._by_tid.get(tid)
-                    leaf = live() if live is not None else None
-                    g = leaf.grad if leaf is not None and leaf.requires_grad else None
-                    if g is not None:
-                        fresh[tid] = (id(g), _version(g))
+                self._note_fresh_grads(event.data["reached_leaves"])
         except Exception as exc:
             self._internal(exc)
         return result
+
+    def _backward_data(
+        self, func: Any, args: Any, kwargs: Any, root_ids: list[str], reached_nodes: list[str], reached_leaves: list[str]
+    ) -> tuple[dict[str, Any], list[str] | None]:
+        """A backward event's data (which API, its roots, what it reaches, its inputs) and the tensor ids of its
+        `inputs=`, or None where it has none."""
+        is_grad = func is AUTOGRAD_GRAD
+        inputs_arg = kwargs.get("inputs")
+        if is_grad:
+            inputs_arg = args[1] if len(args) > 1 else inputs_arg
+        inputs = [self._tid(t) for t in _flatten((inputs_arg,), None, [])] if inputs_arg is not None else None
+        retain = kwargs.get("retain_graph")
+        create = kwargs.get("create_graph", False)
+        data: dict[str, Any] = {
+            "api": "autograd.grad" if is_grad else ("autograd.backward" if func is AUTOGRAD_BACKWARD else "Tensor.backward"),
+            "roots": root_ids,
+            "reached_nodes": reached_nodes,
+            "reached_leaves": [t for t in reached_leaves if inputs is None or t in inputs],
+            "inputs": inputs,
+            "retain_graph": bool(retain if retain is not None else create),
+        }
+        if create:  # a higher-order gradient: part of computing a loss, not a training step's backward
+            data["create_graph"] = True
+        return data, inputs
+
+    def _note_fresh_grads(self, reached_leaves: list[str]) -> None:
+        """The gradients the tracing thread's optimizer steps read (the steps recorded: hooks.py); another thread's
+        backward leaves them as they are."""
+        fresh = {} if threading.get_ident() == self._thread else self._fresh_grads
+        self._fresh_grads = fresh
+        for tid in reached_leaves:
+            live = self._by_tid.get(tid)
+            leaf = live() if live is not None else None
+            g = leaf.grad if leaf is not None and leaf.requires_grad else None
+            if g is not None:
+                fresh[tid] = (id(g), _version(g))
