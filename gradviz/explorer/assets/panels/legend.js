@@ -4,7 +4,7 @@
 function legendPanel(h, core, store) {
   var ui = core.ui, D = core.D, el = core.el, sv = core.sv;
   // [the class after "gv-", what the swatch draws, its name, what it means (the item's title)]: a mark the static views
-  // draw too takes their words (render/palette.py, D.legend, by the palette's name of it: the fifth element)
+  // draw too takes their words (picture/palette.py, D.legend, by the palette's name of it: the fifth element)
   var LEGEND = [
     ["output", "node", "output", null, "output"],
     ["leaf", "node", "leaf", null, "leaf"],
