@@ -18,6 +18,7 @@ import torch
 from ..model import EventKind, Trace, VersionChange
 from . import source
 from .holders import holders_in as _holders_in, is_self as _is_self, shown_path as _shown_path
+from .live_ids import LiveIds
 from .modules import module_frames, module_of
 from .nodes import _grad_key
 from .tensors import _version, local_parts as _local
@@ -37,8 +38,8 @@ class HookRecording:
     # the Recorder's state and methods this half uses (recorder.py owns them)
     _live: dict[int, Any]
     _lock: Any  # threading.RLock: the program's other threads may be recording
-    _module_names: dict[int, str]
-    _named_roots: set[int]
+    _module_names: LiveIds[str]
+    _named_roots: LiveIds[bool]
     _held_models: dict[tuple[str, str], list[Any]]
     _param_roots: dict[str, str]
     _outside: tuple[int, types.CodeType] | None
@@ -50,7 +51,8 @@ class HookRecording:
     _step_records: dict[int, Any]
     _thread_paused: dict[int, int]
     _thread_names: dict[int, str]
-    _optimizer_ids: dict[int, str]
+    _optimizer_ids: LiveIds[str]
+    _optimizer_count: Any  # itertools.count
     _fresh_grads: dict[str, tuple[int, int | None]]
     _stepped_grads: dict[str, Any]
     _tid: Callable[[torch.Tensor], str]
@@ -72,7 +74,7 @@ class HookRecording:
         for name, sub in module.named_modules():
             name = _shown_path(module, name)
             full = f"{prefix}{name}" if name else path
-            self._module_names[id(sub)] = (f"{variable}.{full}" if variable and full else full) or root
+            self._module_names.put(sub, (f"{variable}.{full}" if variable and full else full) or root)
         for name, param in module.named_parameters():
             name = prefix + _shown_path(module, name)
             tid = self._tid(param)
@@ -167,7 +169,7 @@ class HookRecording:
                     known = self._root_flags[id(root)] = (weakref.ref(root), set())
                 known[1].add(root.training)
             if root is not None and id(root) not in self._named_roots and id(root) not in self._module_names:
-                self._named_roots.add(id(root))
+                self._named_roots.put(root, True)
                 # named from where the program called it, as a pre-hook on that call would have
                 with _quiet(), source.looking_from(frames[-1]):
                     self._name_module(root)
@@ -256,7 +258,11 @@ class HookRecording:
                     state.append([p, _version(p), grad, copy])
         except Exception as exc:
             self._internal(exc)
-        self._steps[id(optimizer)] = _OpenStep(type(optimizer), where, state, record)
+        ident = self._optimizer_ids.get(id(optimizer))
+        if ident is None:
+            ident = f"o{next(self._optimizer_count)}"
+            self._optimizer_ids.put(optimizer, ident)
+        self._steps[id(optimizer)] = _OpenStep(type(optimizer), ident, where, state, record)
 
     def _grad_state(self, p: torch.Tensor) -> str:
         g = p.grad
@@ -378,7 +384,7 @@ class HookRecording:
             file, line = step.where
             data: dict[str, Any] = {
                 "optimizer": step.name,
-                "optimizer_id": self._optimizer_ids.setdefault(key, f"o{len(self._optimizer_ids)}"),
+                "optimizer_id": step.ident,
                 "changed": changed,
                 "grads": grads,
             }
@@ -443,12 +449,13 @@ def _takes_closure_first(optimizer_type: type[Any]) -> bool:
 class _OpenStep:
     """An optimizer step between its pre- and post-hook: the parameters' state before it, and where it runs."""
 
-    __slots__ = ("inner", "kind", "name", "record", "state", "thread", "where")
+    __slots__ = ("ident", "inner", "kind", "name", "record", "state", "thread", "where")
 
     def __init__(
-        self, kind: type[Any], where: tuple[str | None, int | None], state: list[list[Any]], record: Any
+        self, kind: type[Any], ident: str, where: tuple[str | None, int | None], state: list[list[Any]], record: Any
     ) -> None:
         self.kind: Any = kind  # the optimizer's class
+        self.ident = ident  # the trace's name for the optimizer object (o0, o1, ...)
         self.name = kind.__name__
         self.where = where  # the program's file and line calling step()
         self.state = state  # [parameter, version before, gradient state, copy of values or None] per parameter

@@ -40,6 +40,7 @@ from .functions import FunctionRecording
 from .gcstate import GcHold
 from .hooks import RECORD_FUNCTION_OPS, HookRecording
 from .lifetime import mark_end
+from .live_ids import LiveIds
 from .naming import VariableNaming
 from .nodes import _SAVED_NAMES, _TYPE_NAMES, GraphRecording
 from .sentinel import SentinelRecording
@@ -143,7 +144,9 @@ class Recorder(
         self._lock = threading.RLock()
         self._uninstall_threads: Callable[[], None] | None = None
         self._bystanders = threads.Bystanders(source.is_user_file)  # threads the recorder is not entered in
-        self._optimizer_ids: dict[int, str] = {}  # id(optimizer) -> o0, o1, ... in order of first step
+        # id(optimizer) -> o0, o1, ... in order of first step; a freed optimizer's id may come back for another
+        self._optimizer_ids: LiveIds[str] = LiveIds()
+        self._optimizer_count = itertools.count()
         self._fresh_grads: dict[str, tuple[int, int | None]] = {}  # leaf -> its .grad right after the last backward
         self._stepped_grads: dict[str, Any] = {}  # parameter -> its .grad as the latest step left it (hooks.py)
         self._init_tensors()
@@ -155,7 +158,7 @@ class Recorder(
         self._thread_paused: dict[int, int] = {}
         self._thread_names: dict[int, str] = {}  # the program's other threads recording now -> their names
         self._unnamed_threads = itertools.count(1)
-        self._module_names: dict[int, str] = {}
+        self._module_names: LiveIds[str] = LiveIds()  # id(module) -> its name, while it lives (live_ids.py)
         # the module running during the call being recorded (name, module), read once per call; None: not read yet
         self._module_now: tuple[str | None, Any] | None = None
         self._outside: tuple[int, types.CodeType] | None = None  # where tracing began (see start)
@@ -169,7 +172,7 @@ class Recorder(
         self._locations: dict[tuple[str | None, int | None], Location] = {}
         self._here: tuple[str | None, int | None] = (None, None)  # user file and line of the current call
         self._here_loc: Location | None = None  # its Location
-        self._named_roots: set[int] = set()
+        self._named_roots: LiveIds[bool] = LiveIds()
         self._held_models: dict[tuple[str, str], list[Any]] = {}  # (variable, path) -> weakrefs of the models held there
         self._param_roots: dict[str, str] = {}  # parameter's tensor id -> variable name of the model it was found in
         self._handles: list[Any] = []
