@@ -108,7 +108,9 @@ def backward_through_freed_graph_findings(trace: Trace, life: Lifetimes) -> list
         where = (created.file, created.line) if created else (None, None)
         if where not in reported:
             reported.add(where)
-            findings.append(_freed_finding(trace, life, bridge, bridge[1], None, by_seq, carriers, predicted=True))
+            finding = _freed_finding(trace, life, bridge, bridge[1], None, by_seq, carriers, predicted=True)
+            if finding is not None:
+                findings.append(finding)
     return findings
 
 
@@ -188,7 +190,11 @@ def _freed_finding(
     carriers: dict[str, str],
     *,
     predicted: bool,
-) -> Finding:
+) -> Finding | None:
+    """The finding for a backward that ran into a freed graph, or (`predicted`) for a value the program holds whose
+    next backward would; None for a value built before the freeing on a branch that backward passed by (`probs =
+    logits.softmax(-1)` beside the loss, a stored loss whose hidden state the next step ran through): nothing the
+    program runs backpropagates it, and a warning, or a note, about a backward nobody calls is noise (issue 36)."""
     old = bridge[1] if bridge else freed_node
     freeing = by_seq.get(life.freed_at.get(old, -1)) or _freeing_below(trace, life, old, by_seq)
     freeing_at = line_at(trace, freeing.location.file, freeing.location.line) if freeing and freeing.location else "an unknown line"
@@ -196,21 +202,21 @@ def _freed_finding(
     held_as = _held_as(trace, carrier.id) if carrier is not None else None
     value = f"`{held_as}`" if held_as else "a value"
     file, line, code, how, side_branch = _how(trace, old, bridge, backward, freeing, freeing_at, value)
-    then = _then(trace, backward, predicted=predicted, side_branch=side_branch)
-    fix = _fix(held_as, note=predicted and side_branch)
+    if predicted and side_branch:
+        return None
+    beside = not predicted and _made_beside(trace, old, freeing)
     return Finding(
         FindingKind.BACKWARD_THROUGH_FREED_GRAPH,
         file,
         line,
-        f"{how}. {then}",
-        fix,
+        f"{how}. {_then(trace, backward, predicted=predicted)}",
+        _fix_beside(value, freeing_at) if beside else _fix(held_as),
         code=code,
         tensors=[carrier.id] if carrier else [],
         nodes=[n for n in (bridge or (old,))],
         events=[e for e in (freeing.seq if freeing else None, backward.seq if backward else None) if e is not None],
         affected_backward=backward.seq if backward else None,
         predicted=predicted,
-        note=predicted and side_branch,
         evidence=[
             LifetimeEvidence(
                 holder=carrier.id if carrier else None,
@@ -257,13 +263,8 @@ def _how(
     return file, line, code, f"it runs again through the graph that the backward at {freeing_at} already freed", False
 
 
-def _then(trace: Trace, backward: Event | None, *, predicted: bool, side_branch: bool) -> str:
+def _then(trace: Trace, backward: Event | None, *, predicted: bool) -> str:
     """What happens (or would) when the freed graph is backpropagated."""
-    if predicted and side_branch:
-        return (
-            "Note: the program does not backpropagate it, and need not; a backward of it would raise \"Trying to "
-            "backward through the graph a second time\"."
-        )
     if predicted:
         return "No backward has run through it yet: calling backward will raise \"Trying to backward through the graph a second time\"."
     at = line_at(trace, backward.location.file, backward.location.line) if backward and backward.location else "an unknown line"
@@ -272,12 +273,26 @@ def _then(trace: Trace, backward: Event | None, *, predicted: bool, side_branch:
     return f"The backward at {at} runs through freed buffers."
 
 
-def _fix(held_as: str | None, *, note: bool) -> str:
-    if note:
-        return (
-            "Nothing to do unless you mean to backpropagate it: then call that backward before the other one frees the "
-            "shared part, or pass `retain_graph=True` to the first."
-        )
+def _made_beside(trace: Trace, old: str, freeing: Event | None) -> bool:
+    """Whether the value the graph was rebuilt on was made beside the freeing backward's loss, in the same forward,
+    on a branch that backward passed by (`probs = logits.softmax(-1)` next to `loss = F.cross_entropy(logits, y)`):
+    no backward ran between its making and the freeing, and the freeing did not run through it."""
+    if freeing is None or old in freeing.data.get("reached_nodes", []):
+        return False
+    made = trace.nodes[old].seq
+    return not any(made < e.seq < freeing.seq for e in trace.events_of(EventKind.BACKWARD))
+
+
+def _fix_beside(value: str, freeing_at: str) -> str:
+    return (
+        f"{value[0].upper()}{value[1:]} was made beside the loss whose backward at {freeing_at} freed the graph they "
+        "share. To train through both, backpropagate them in one call (`torch.autograd.backward([loss, other])`, or "
+        "their sum) or pass `retain_graph=True` to the first backward; if it is only read (logging, metrics), "
+        "`.detach()` it where it is made."
+    )
+
+
+def _fix(held_as: str | None) -> str:
     return (
         f"Detach the carried state where each chunk starts (`{held_as or 'hidden'} = "
         f"{held_as or 'hidden'}.detach()`, truncated backpropagation through time). "

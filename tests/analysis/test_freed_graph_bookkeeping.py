@@ -167,3 +167,47 @@ def test_a_state_carried_past_backward_is_still_predicted(tmp_path: Path, capsys
     second = [i for i, line in enumerate(stopped.read_text().splitlines(), 1) if line.strip() == "h = cell(torch.randn(2, 3), h)"][1]
     assert found == [(FindingKind.BACKWARD_THROUGH_FREED_GRAPH.value, second, True)]
 
+
+
+# a side branch for logging: `probs` shares the model's graph with the loss, whose backward frees it; the program
+# reads probs' values and never backpropagates them
+SIDE_BRANCH = """
+    import torch, torch.nn as nn, torch.nn.functional as F
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for step in range(20):
+        x, y = torch.randn(32, 8), torch.randint(0, 4, (32,))
+        logits = model(x)
+        probs = logits.softmax(-1)
+        loss = F.cross_entropy(logits, y)
+        opt.zero_grad()
+        loss.backward()
+        TAIL
+        opt.step()
+        acc = (probs.argmax(-1) == y).float().mean()
+    print(f"acc {acc.item():.2f} conf {probs.max(-1).values.mean().item():.2f}")
+"""
+
+
+def test_a_side_branch_nobody_backpropagates_gets_no_finding(tmp_path: Path, capsys) -> None:
+    """No warning and no note: the backward the note would be about is one nobody calls (issue 36, item 3)."""
+    script = _write(tmp_path, "side_branch", SIDE_BRANCH.replace("TAIL", ""))
+    assert _pytorch_error(script) is None
+    capsys.readouterr()
+    assert _kinds(script) == []
+
+
+def test_backpropagating_the_side_branch_after_the_loss_is_an_error(tmp_path: Path, capsys) -> None:
+    script = _write(tmp_path, "side_branch_backward", SIDE_BRANCH.replace("TAIL", "probs.max(-1).values.sum().backward()"))
+    error = _pytorch_error(script)
+    assert error is not None and "second time" in error
+    capsys.readouterr()
+    [finding] = diagnose(gradviz.trace_script(script))
+    # an error at the backward that raised, naming the freeing backward; the fix is the one for two losses sharing a
+    # graph, not a carried state's `.detach()` for truncated backpropagation through time
+    assert (finding.kind, finding.line, finding.predicted) == (
+        FindingKind.BACKWARD_THROUGH_FREED_GRAPH, _line(script, "probs.max(-1).values.sum().backward()"), False)
+    assert f"the backward at line {_line(script, 'loss.backward()')} freed" in finding.message
+    assert finding.fix.startswith(f"`probs` was made beside the loss whose backward at line {_line(script, 'loss.backward()')} freed")
+    assert "retain_graph=True` to the first backward" in finding.fix and "truncated" not in finding.fix
