@@ -303,6 +303,9 @@ class Trace:
     # what referred to some tensors alive at the end (tracer/lifetime.py): tensor id -> "names" (only the program's
     # variables) or "objects" (a list, a dict, an instance attribute...); tensors not asked about are absent
     held_at_end: dict[str, str] = field(default_factory=dict)
+    # when the run went on untraced after the step window: tensor id -> how many more tensors of its kind (same
+    # grad_fn type, a graph the recorder never saw) the container holding it held at the end (tracer/lifetime.py)
+    untraced_kin: dict[str, int] = field(default_factory=dict)
     # traced with --verify: the gradient error of each silent write to a saved tensor measured at its backward
     # (backward events' data["verify"], tracer/verify.py)
     verified: bool = False

@@ -46,6 +46,9 @@ def check_references(trace: Trace) -> None:
     for tid, kind in trace.held_at_end.items():
         check(tid in tensors, "held_at_end names unknown tensor {!r}", tid)
         check(kind in ("names", "objects"), "held_at_end[{!r}] must be 'names' or 'objects', got {!r}", tid, kind)
+    for tid, count in trace.untraced_kin.items():
+        check(tid in tensors, "untraced_kin names unknown tensor {!r}", tid)
+        check(type(count) is int and count > 0, "untraced_kin[{!r}] must be a positive count, got {!r}", tid, count)
 
 
 # what each event kind keeps in `data`: key -> kind of value. "tensor"/"node"/"storage"/"counter" are ids that must

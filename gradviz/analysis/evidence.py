@@ -144,4 +144,5 @@ def evidence_summary(evidence: Evidence, namer: Namer) -> dict[str, Any]:
     return {
         "type": evidence.type, "holder": evidence.holder_name or tensor(evidence.holder), "node": node(evidence.node),
         "growth_per_step": evidence.growth_per_step, "steps": evidence.steps, "unit": evidence.unit,
+        "untraced": evidence.untraced,
     }

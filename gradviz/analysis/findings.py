@@ -98,6 +98,9 @@ class LifetimeEvidence:
     growth_per_step: int | None = None  # bytes the held graphs grow each step
     steps: int | None = None  # how many steps' graphs it holds
     unit: str = "step"  # what one of those is: "step" (across backward calls) or "iteration" (of a loop none ran)
+    # of `steps`, the graphs of steps not traced, counted in the list (or other container) holding the traced ones
+    # when the program ended (trace.untraced_kin); their nodes and bytes are not in the trace
+    untraced: int = 0
 
     type = "lifetime"
 

@@ -27,6 +27,7 @@ class KeptAlive:
     first_seq: int  # when the first graph they keep was made (growth starts)
     store_code: str = ""
     across_backwards: bool = True  # the graphs held span backward calls (steps), else loop iterations
+    untraced: int = 0  # of `steps`, the graphs of steps not traced held beside them (trace.untraced_kin)
 
 
 def kept_alive(trace: Trace, life: Lifetimes) -> list[KeptAlive]:
@@ -91,6 +92,13 @@ def _add_repeated_stores(
     """Graphs made at one line, one per step or loop iteration, and still held: a group at the line that stores them
     (`losses.append(loss)`), unless so few are held however long the loop runs."""
     nodes = trace.nodes
+    # graphs of the same kind the run made in steps not traced, in the container holding these (validation traced
+    # once, when a new code path re-armed the recorder, then run untraced with its losses appended to the same list)
+    # (counted only in a list, dict or other container of the program's: never for a variable rebound each step)
+    kin = max((trace.untraced_kin.get(tid, 0) for tid, _, _ in members), default=0)
+    if kin:
+        _add_with_untraced(trace, life, file, line, members, kin, groups)
+        return
     if len(members) < 2:
         return  # the loop variable holding the last step's graph
     episodes = {life.episode(nodes[root].seq) for _, root, _ in members}
@@ -117,6 +125,26 @@ def _add_repeated_stores(
         for tid, root, held in members:
             _add(groups, file, store_line, tid, root, held, steps, life, store_code)
         groups[(file, store_line)].across_backwards = len(episodes) >= 2
+
+
+def _add_with_untraced(
+    trace: Trace,
+    life: Lifetimes,
+    file: str | None,
+    line: int | None,
+    members: _Members,
+    kin: int,
+    groups: dict[tuple[str | None, int | None], KeptAlive],
+) -> None:
+    """Values of one line stored in a container that, at the end, also held `kin` more of their kind made in steps not
+    traced: a store repeated across steps, whatever the traced steps alone show."""
+    names = {name for tid, _, _ in members for name in trace.tensors[tid].names}
+    found = storing_lines(trace, file, line, names)
+    store_line, store_code = next(((s, c) for s, c in found if (file, s) not in groups), (line, ""))
+    steps = len({life.episode(trace.nodes[root].seq) for _, root, _ in members}) + kin
+    for tid, root, held in members:
+        _add(groups, file, store_line, tid, root, held, steps, life, store_code)
+    groups[(file, store_line)].untraced = kin
 
 
 def _add(
@@ -178,6 +206,12 @@ def _place(node: NodeRecord) -> tuple[str | None, int | None] | None:
     return (node.created.file, node.created.line) if node.created is not None else None
 
 
+def _container_word(trace: Trace, group: KeptAlive) -> str:
+    """`list` for `history.append(x)`, else `container`: what the storing code puts values in, as the code reads."""
+    code = group.store_code or source_line(trace, group.file, group.line) or ""
+    return "list" if ".append(" in code or ".extend(" in code or ".insert(" in code else "container"
+
+
 def graph_kept_alive_findings(trace: Trace, life: Lifetimes, kept: list[KeptAlive]) -> list[Finding]:
     timeline = life.held_bytes()
     peak = max((size for _, size in timeline), default=0)
@@ -189,7 +223,8 @@ def _kept_alive_finding(trace: Trace, group: KeptAlive, peak: int, untraced: boo
     """The finding for one storing line: its evidence first, the message worded from the same values."""
     code = group.store_code or source_line(trace, group.file, group.line)
     names = sorted({n for tid in group.holders for n in trace.tensors[tid].names if n in code})
-    per_step = group.saved_bytes // group.steps if group.saved_bytes else 0
+    traced_steps = max(group.steps - group.untraced, 1)
+    per_step = group.saved_bytes // traced_steps if group.saved_bytes else 0
     evidence = LifetimeEvidence(
         holder=group.holders[0] if group.holders else None,
         holder_name=names[0] if names else None,
@@ -197,6 +232,7 @@ def _kept_alive_finding(trace: Trace, group: KeptAlive, peak: int, untraced: boo
         growth_per_step=per_step,
         steps=group.steps,
         unit="step" if group.across_backwards else "iteration",
+        untraced=group.untraced,
     )
     what = f"`{evidence.holder_name}`" if evidence.holder_name else "a value"
     held = (
@@ -204,7 +240,7 @@ def _kept_alive_finding(trace: Trace, group: KeptAlive, peak: int, untraced: boo
         if group.saved_bytes
         else "0 B of saved tensors (backward freed them, but the nodes and the tensors they point at remain)"
     )
-    nodes_per_step = max(len(group.nodes) // group.steps, 1)
+    nodes_per_step = max(len(group.nodes) // traced_steps, 1)
     growth = (
         f"it grows by about {size_text(per_step)} and {nodes_per_step} nodes per {evidence.unit}"
         if per_step >= 64  # a few bytes (a scalar's saved sizes) say nothing about growth
@@ -213,13 +249,19 @@ def _kept_alive_finding(trace: Trace, group: KeptAlive, peak: int, untraced: boo
     peak_text = f"; the graphs alive at the peak held {size_text(peak)}" if peak else ""
     # after the window the line runs untraced: the run may keep more graphs than were counted
     lower = " (counted in the steps traced: the run went on untraced and may keep more)" if untraced else ""
+    alive = f"{len(group.nodes)} autograd nodes holding {held}"
+    if group.untraced:  # counted in the container at the end; their nodes and bytes were not recorded
+        lower = ""
+        traced = "the one traced" if traced_steps == 1 else f"the {traced_steps} traced"
+        alive = (f"{traced} {'has' if traced_steps == 1 else 'have'} {alive}, and the same {_container_word(trace, group)} holds {group.untraced} more "
+                 f"of its kind from steps not traced")
     return Finding(
         FindingKind.GRAPH_KEPT_ALIVE,
         group.file,
         group.line,
         f"`{statement(code)}` at {line_at(trace, group.file, group.line)} stores {what} with its autograd history, so the graphs of "
         f"{evidence.steps} {evidence.unit}s{lower} stay alive at the end: "
-        f"{len(group.nodes)} autograd nodes holding {held}{peak_text}; {growth}, for as long as the "
+        f"{alive}{peak_text}; {growth}, for as long as the "
         f"{'run' if group.across_backwards else 'loop'} goes on.",
         "Store a number for statistics (`loss.item()` or `float(loss)`), `.detach()` to keep the tensor "
         "without its graph, and evaluate under `torch.no_grad()` / `torch.inference_mode()`.",

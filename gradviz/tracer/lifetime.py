@@ -4,8 +4,10 @@ tensors a graph saved as they are the program itself still held then."""
 
 from __future__ import annotations
 
+import collections
 import gc
 import types
+import weakref
 from typing import Any
 
 import torch
@@ -19,6 +21,30 @@ def mark_end(recorder: Any) -> None:
 
 
 _FEW = 16  # a line with more values alive at the end than this is not a handful of variables: not asked about
+
+
+def watch_stored(recorder: Any, lives: Any) -> None:
+    """Before the recorder lets go of tensors it tracks (`lives`: where the step window closes, where a re-armed step
+    ends), a weak reference to the latest value of each line that has a graph: the end of the run looks into what
+    holds it then (mark_held), for the same line's values from steps not traced (one validation batch traced, three
+    in `val_history` at the end)."""
+    latest: dict[tuple[str | None, int | None], Any] = {}
+    for live in lives:
+        record = live.record
+        if record.grad_fn is None or record.origin == "saved" or record.created is None:
+            continue
+        tensor = live()
+        if tensor is not None:  # traced, so never counted among the values of steps not traced
+            recorder._let_go[live.key] = weakref.ref(tensor)
+        tensor = None
+        where = (record.created.file, record.created.line)
+        if where not in latest or latest[where].record.seq < record.seq:
+            latest[where] = live
+    for live in latest.values():
+        tensor = live()
+        if tensor is not None:
+            recorder._kin_watch[live.tid] = weakref.ref(tensor)
+        del tensor
 
 
 def mark_held(recorder: Any) -> None:
@@ -52,9 +78,20 @@ def mark_held(recorder: Any) -> None:
         if tensor is not None and trace.tensors[tid].grad_fn is not None:
             candidates.append(tensor)
             ids[id(tensor)] = tid
+    # values the recorder let go of where recording stopped (the window's end, a re-armed step's end): still alive,
+    # their containers are looked into for more of their kind that steps not traced made (untraced_kin)
+    kin_asked: set[str] = set()
+    for tid, ref in getattr(recorder, "_kin_watch", {}).items():
+        tensor = ref()
+        if tensor is not None and id(tensor) not in ids:
+            candidates.append(tensor)
+            ids[id(tensor)] = tid
+        kin_asked.add(tid)
+    tensor = None
     if not candidates:
         return
     held: dict[str, str] = {}
+    kin: dict[str, int] = {}
     # get_referrers compares each reference with every candidate: for many, one pass over the objects is linear.
     # Python 3.13 copies the arguments of the call into a tuple the collector tracks, which get_referrers finds
     # referring to every candidate (and every tensor asked about seemed stored); a marker of ours first in that
@@ -66,12 +103,42 @@ def mark_held(recorder: Any) -> None:
             continue  # this search's own list and arguments, frames still running (ours), tensors (a view's base)
         # a module's namespace (the program's globals) holds variables; any other object is a container
         kind = "names" if isinstance(referrer, dict) and "__builtins__" in referrer else "objects"
-        for obj in gc.get_referents(referrer):
+        referents = gc.get_referents(referrer)
+        for obj in referents:
             tid = ids.get(id(obj))
             if tid is not None and held.get(tid) != "objects":
                 held[tid] = kind
+            if tid in kin_asked and kind == "objects" and isinstance(referrer, _CONTAINERS):
+                kin[tid] = max(kin.get(tid, 0), _untraced_kin(recorder, trace.nodes[trace.tensors[tid].grad_fn].name,
+                                                              referents))
     candidates.clear()
     trace.held_at_end = {tid: held[tid] for tid in sorted(held, key=lambda t: trace.tensors[t].seq)}
+    trace.untraced_kin = {tid: kin[tid] for tid in sorted(kin, key=lambda t: trace.tensors[t].seq) if kin[tid]}
+
+
+_CONTAINERS = (list, tuple, dict, set, collections.deque)
+
+
+def _untraced_kin(recorder: Any, node_name: str, referents: list[Any]) -> int:
+    """How many tensors among a container's `referents` have an autograd history the recorder never saw, ending in a
+    node of the same type as the traced value's (`NllLossBackward0`): the same line's values from steps not traced."""
+    count = 0
+    live_of = recorder._live.get
+    let_go = recorder._let_go
+    with torch._C.DisableTorchFunctionSubclass():  # (reading grad_fn runs no subclass's __torch_function__)
+        for obj in referents:
+            if not isinstance(obj, torch.Tensor):
+                continue
+            live = live_of(id(obj))
+            if live is not None and live() is obj:
+                continue  # one the recorder tracks: counted by the analysis itself
+            ref = let_go.get(id(obj))
+            if ref is not None and ref() is obj:
+                continue  # one it traced and let go of where recording stopped: counted too
+            fn = obj.grad_fn
+            if fn is not None and type(fn).__name__ == node_name:
+                count += 1
+    return count
 
 
 def _ours(referrer: object, marker: object) -> bool:

@@ -25,6 +25,7 @@ import torch
 
 from ..model import RearmedStep, Trace
 from . import callsite, chains, monitor, source
+from .lifetime import watch_stored
 from .tensors import _version
 from .window import _CLOSED, _on_top
 
@@ -375,10 +376,14 @@ class SentinelRecording:
         was recorded, as at a window's end (a graph a validation pass leaves held stays held in the trace)."""
         self._survivors = False
         forget = self._forget_tensor
-        for live in list(self._live.values()):
-            record = live.record
-            if record.parameter is None and record.buffer is None and not (record.is_leaf and record.requires_grad):
-                forget(live)
+        going = [
+            live for live in self._live.values()
+            if live.record.parameter is None and live.record.buffer is None
+            and not (live.record.is_leaf and live.record.requires_grad)
+        ]
+        watch_stored(self, going)
+        for live in going:
+            forget(live)
 
 
 def _root_kind(roots: list[Any]) -> str:

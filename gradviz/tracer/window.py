@@ -12,6 +12,7 @@ import torch
 
 from ..model import Trace, WindowRecord
 from . import callsite, chains, source
+from .lifetime import watch_stored
 
 # Added to the recorder's pause count when the window closes: every torch call then goes straight through, until
 # the mode can be taken off the stack (see _pop_mode)
@@ -282,6 +283,7 @@ class WindowRecording:
 
     def _release(self) -> None:
         """Let go of every tensor (no weak-reference callbacks after this) and give back GC and warning settings."""
+        watch_stored(self, list(self._live.values()))
         self._live.clear()
         self._by_tid.clear()
         self._by_storage.clear()
