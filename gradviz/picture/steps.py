@@ -49,6 +49,7 @@ class StepRoll:
     # with gradient accumulation: the optimizer steps its members belong to (what `--steps N` counts), else None
     optimizer_steps: list[int] | None = None
     kind: str | None = None  # steps traced again after the window (Step.kind), rolled only with their own kind
+    thread: str | None = None  # the program's thread that ran them, where several trained (Step.thread)
 
     @property
     def count(self) -> int:
@@ -255,6 +256,7 @@ def _roll(
     roll.kind = rep.kind
     if roll.kind is not None:  # (the pictures' step titles end with the notes)
         roll.notes.insert(0, roll.kind)
+    roll.thread = rep.thread
     if rep.thread is not None:  # (steps of different threads are never rolled together)
         roll.notes.insert(0, f"in thread {rep.thread!r}")
     return roll
@@ -393,9 +395,11 @@ def _shape_notes(
 
 
 def _name_differences(trace: Trace, rolls: list[StepRoll], notes: Annotations) -> None:
-    """Say in words how a group differs from the largest group with the same backward line (`no carried state`)."""
+    """Say in words how a group differs from the largest group with the same backward line (`no carried state`), of
+    the same thread: two threads training models of their own run different modules by design, not by accident."""
     for roll in rolls:
-        main = max((r for r in rolls if r.line == roll.line), key=lambda r: (r.count, -r.numbers[0]))
+        main = max((r for r in rolls if r.line == roll.line and r.thread == roll.thread),
+                   key=lambda r: (r.count, -r.numbers[0]))
         if main is roll:
             continue
         roll.difference = _difference(trace, roll, main, notes)

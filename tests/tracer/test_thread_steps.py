@@ -99,6 +99,8 @@ def test_two_threads_training_get_their_own_steps_whatever_the_schedule(schedule
         assert sorted((s.number, s.thread) for s in steps) == [(1, "A"), (2, "A"), (3, "A"), (4, "B"), (5, "B"), (6, "B")]
         rolls, _ = roll_steps(t, steps, annotate(t, gradviz.diagnose(t)))
         assert [(r.numbers, r.notes[:1]) for r in rolls] == [([1, 2, 3], ["in thread 'A'"]), ([4, 5, 6], ["in thread 'B'"])]
+        # B's steps are not told apart from A's by their modules: each thread trains its own model by design
+        assert [r.difference for r in rolls] == [None, None]
         # each thread's steps use its own model's parameters
         params = {s.thread: {t.tensors[t.nodes[n].variable].parameter for n in t.nodes
                              if t.nodes[n].variable and any(n in t.nodes[m].next for m in s.nodes)} for s in steps}
