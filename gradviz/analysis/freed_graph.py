@@ -85,7 +85,7 @@ def _bridges(trace: Trace, life: Lifetimes, reached: list[str], at: int) -> list
 
 
 def backward_through_freed_graph_findings(trace: Trace, life: Lifetimes) -> list[Finding]:
-    findings = []
+    findings: list[Finding] = []
     by_seq = {e.seq: e for e in trace.events}
     carriers: dict[str, str] = {}  # node id -> the first tensor whose grad_fn it is
     for record in trace.tensors.values():
@@ -100,7 +100,9 @@ def backward_through_freed_graph_findings(trace: Trace, life: Lifetimes) -> list
         checked.update(reached)
         bridges = _bridges(trace, life, reached, event.seq)
         bridge = bridges[0] if bridges else None
-        findings.append(_freed_finding(trace, life, bridge, freed[0], event, by_seq, carriers, predicted=False))
+        found = _freed_finding(trace, life, bridge, freed[0], event, by_seq, carriers, predicted=False)
+        if found is not None:  # (always: only a predicted finding can be left out)
+            findings.append(found)
     # values alive at the end built on a freed graph: the next backward through them will raise
     reported: set[tuple[object, object]] = set()
     for bridge in _bridges_at_end(trace, life, checked):

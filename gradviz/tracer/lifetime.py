@@ -63,31 +63,7 @@ def mark_held(recorder: Any) -> None:
     unanswered, as before this search existed. Its cost grows with those objects once, not with them times the
     tensors asked about (a 3000-step chain whose every step saved its input: 0.15 s)."""
     trace = recorder.trace
-    asked = {s.tensor for node in trace.nodes.values() for s in node.saved if s.original and s.tensor is not None}
-    by_line: dict[object, list[str]] = {}
-    for tid in recorder._by_tid:
-        record = trace.tensors[tid]
-        if record.grad_fn is not None and record.origin != "saved" and record.created is not None:
-            by_line.setdefault((record.created.file, record.created.line), []).append(tid)
-    asked.update(tid for tids in by_line.values() if 2 <= len(tids) <= _FEW for tid in tids)
-    candidates: list[Any] = []
-    ids: dict[int, str] = {}
-    for tid in sorted(asked):
-        live = recorder._by_tid.get(tid)
-        tensor = live() if live is not None else None
-        if tensor is not None and trace.tensors[tid].grad_fn is not None:
-            candidates.append(tensor)
-            ids[id(tensor)] = tid
-    # values the recorder let go of where recording stopped (the window's end, a re-armed step's end): still alive,
-    # their containers are looked into for more of their kind that steps not traced made (untraced_kin)
-    kin_asked: set[str] = set()
-    for tid, ref in getattr(recorder, "_kin_watch", {}).items():
-        tensor = ref()
-        if tensor is not None and id(tensor) not in ids:
-            candidates.append(tensor)
-            ids[id(tensor)] = tid
-        kin_asked.add(tid)
-    tensor = None
+    candidates, ids, kin_asked = _asked(recorder)
     if not candidates:
         return
     held: dict[str, str] = {}
@@ -114,6 +90,38 @@ def mark_held(recorder: Any) -> None:
     candidates.clear()
     trace.held_at_end = {tid: held[tid] for tid in sorted(held, key=lambda t: trace.tensors[t].seq)}
     trace.untraced_kin = {tid: kin[tid] for tid in sorted(kin, key=lambda t: trace.tensors[t].seq) if kin[tid]}
+
+
+def _asked(recorder: Any) -> tuple[list[Any], dict[int, str], set[str]]:
+    """The tensors mark_held asks about, alive (their id -> tensor id), and of those the ones whose containers are
+    looked into for more of their kind (untraced_kin)."""
+    trace = recorder.trace
+    asked = {s.tensor for node in trace.nodes.values() for s in node.saved if s.original and s.tensor is not None}
+    by_line: dict[object, list[str]] = {}
+    for tid in recorder._by_tid:
+        record = trace.tensors[tid]
+        if record.grad_fn is not None and record.origin != "saved" and record.created is not None:
+            by_line.setdefault((record.created.file, record.created.line), []).append(tid)
+    asked.update(tid for tids in by_line.values() if 2 <= len(tids) <= _FEW for tid in tids)
+    candidates: list[Any] = []
+    ids: dict[int, str] = {}
+    for tid in sorted(asked):
+        live = recorder._by_tid.get(tid)
+        tensor = live() if live is not None else None
+        if tensor is not None and trace.tensors[tid].grad_fn is not None:
+            candidates.append(tensor)
+            ids[id(tensor)] = tid
+    # values the recorder let go of where recording stopped (the window's end, a re-armed step's end): still alive,
+    # their containers are looked into for more of their kind that steps not traced made (untraced_kin)
+    kin_asked: set[str] = set()
+    for tid, ref in getattr(recorder, "_kin_watch", {}).items():
+        tensor = ref()
+        if tensor is not None and id(tensor) not in ids:
+            candidates.append(tensor)
+            ids[id(tensor)] = tid
+        kin_asked.add(tid)
+    tensor = None
+    return candidates, ids, kin_asked
 
 
 _CONTAINERS = (list, tuple, dict, set, collections.deque)

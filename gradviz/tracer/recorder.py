@@ -173,9 +173,6 @@ class Recorder(
         self._here: tuple[str | None, int | None] = (None, None)  # user file and line of the current call
         self._here_loc: Location | None = None  # its Location
         self._named_roots: LiveIds[bool] = LiveIds()
-        # values let go of where recording stopped, looked at again at the end (lifetime.py: watch_stored)
-        self._kin_watch: dict[str, Any] = {}
-        self._let_go: dict[int, Any] = {}  # id -> weak reference, for every value with a graph let go of there
         self._held_models: dict[tuple[str, str], list[Any]] = {}  # (variable, path) -> weakrefs of the models held there
         self._param_roots: dict[str, str] = {}  # parameter's tensor id -> variable name of the model it was found in
         self._handles: list[Any] = []
@@ -233,6 +230,9 @@ class Recorder(
         self._layouts_of: dict[int, list[tuple[Any, ...]]] = {}  # storage key -> its layouts in _layout
         self._counter_versions: dict[str, int] = {}  # counter -> its version after the latest write (writes.py)
         self._stat_readers: dict[str, list[str]] = {}  # batch norm's running statistics -> their readers (writes.py)
+        # values let go of where recording stopped, looked at again at the end (lifetime.py: watch_stored)
+        self._kin_watch: dict[str, Any] = {}
+        self._let_go: dict[int, Any] = {}  # id -> weak reference, for every value with a graph let go of there
 
     # ------------------------------------------------------------------ lifecycle
     def start(self, *, outside: types.FrameType | None = None) -> None:
