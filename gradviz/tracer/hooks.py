@@ -38,8 +38,10 @@ class HookRecording:
     # the Recorder's state and methods this half uses (recorder.py owns them)
     _live: dict[int, Any]
     _lock: Any  # threading.RLock: the program's other threads may be recording
-    _module_names: LiveIds[str]
-    _named_roots: LiveIds[bool]
+    _module_names: dict[int, str]
+    _module_names_live: LiveIds[str]
+    _named_roots: dict[int, bool]
+    _named_roots_live: LiveIds[bool]
     _held_models: dict[tuple[str, str], list[Any]]
     _param_roots: dict[str, str]
     _outside: tuple[int, types.CodeType] | None
@@ -74,7 +76,7 @@ class HookRecording:
         for name, sub in module.named_modules():
             name = _shown_path(module, name)
             full = f"{prefix}{name}" if name else path
-            self._module_names.put(sub, (f"{variable}.{full}" if variable and full else full) or root)
+            self._module_names_live.put(sub, (f"{variable}.{full}" if variable and full else full) or root)
         for name, param in module.named_parameters():
             name = prefix + _shown_path(module, name)
             tid = self._tid(param)
@@ -169,7 +171,7 @@ class HookRecording:
                     known = self._root_flags[id(root)] = (weakref.ref(root), set())
                 known[1].add(root.training)
             if root is not None and id(root) not in self._named_roots and id(root) not in self._module_names:
-                self._named_roots.put(root, True)
+                self._named_roots_live.put(root, True)
                 # named from where the program called it, as a pre-hook on that call would have
                 with _quiet(), source.looking_from(frames[-1]):
                     self._name_module(root)
@@ -258,7 +260,7 @@ class HookRecording:
                     state.append([p, _version(p), grad, copy])
         except Exception as exc:
             self._internal(exc)
-        ident = self._optimizer_ids.get(id(optimizer))
+        ident = self._optimizer_ids.table.get(id(optimizer))
         if ident is None:
             ident = f"o{next(self._optimizer_count)}"
             self._optimizer_ids.put(optimizer, ident)

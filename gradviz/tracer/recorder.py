@@ -145,7 +145,7 @@ class Recorder(
         self._uninstall_threads: Callable[[], None] | None = None
         self._bystanders = threads.Bystanders(source.is_user_file)  # threads the recorder is not entered in
         # id(optimizer) -> o0, o1, ... in order of first step; a freed optimizer's id may come back for another
-        self._optimizer_ids: LiveIds[str] = LiveIds()
+        self._optimizer_ids: LiveIds[str] = LiveIds()  # (.table: the dict)
         self._optimizer_count = itertools.count()
         self._fresh_grads: dict[str, tuple[int, int | None]] = {}  # leaf -> its .grad right after the last backward
         self._stepped_grads: dict[str, Any] = {}  # parameter -> its .grad as the latest step left it (hooks.py)
@@ -158,7 +158,8 @@ class Recorder(
         self._thread_paused: dict[int, int] = {}
         self._thread_names: dict[int, str] = {}  # the program's other threads recording now -> their names
         self._unnamed_threads = itertools.count(1)
-        self._module_names: LiveIds[str] = LiveIds()  # id(module) -> its name, while it lives (live_ids.py)
+        self._module_names: dict[int, str] = {}  # id(module) -> its name, while it lives (written by _module_names_live)
+        self._module_names_live: LiveIds[str] = LiveIds(self._module_names)
         # the module running during the call being recorded (name, module), read once per call; None: not read yet
         self._module_now: tuple[str | None, Any] | None = None
         self._outside: tuple[int, types.CodeType] | None = None  # where tracing began (see start)
@@ -172,7 +173,8 @@ class Recorder(
         self._locations: dict[tuple[str | None, int | None], Location] = {}
         self._here: tuple[str | None, int | None] = (None, None)  # user file and line of the current call
         self._here_loc: Location | None = None  # its Location
-        self._named_roots: LiveIds[bool] = LiveIds()
+        self._named_roots: dict[int, bool] = {}  # the outermost modules named, while they live
+        self._named_roots_live: LiveIds[bool] = LiveIds(self._named_roots)
         self._held_models: dict[tuple[str, str], list[Any]] = {}  # (variable, path) -> weakrefs of the models held there
         self._param_roots: dict[str, str] = {}  # parameter's tensor id -> variable name of the model it was found in
         self._handles: list[Any] = []
