@@ -306,6 +306,10 @@ class Trace:
     # when the run went on untraced after the step window: tensor id -> how many more tensors of its kind (same
     # grad_fn type, a graph the recorder never saw) the container holding it held at the end (tracer/lifetime.py)
     untraced_kin: dict[str, int] = field(default_factory=dict)
+    # values let go of where recording stopped (the window's end, a re-armed step's end) and freed before the program
+    # ended: tensor id -> the seq where they were let go of (tracer/lifetime.py). Alive at the end of what was
+    # recorded (each stands for its line's values in the steps not traced), but not all at once
+    gone_untraced: dict[str, int] = field(default_factory=dict)
     # traced with --verify: the gradient error of each silent write to a saved tensor measured at its backward
     # (backward events' data["verify"], tracer/verify.py)
     verified: bool = False

@@ -46,6 +46,9 @@ def check_references(trace: Trace) -> None:
     for tid, kind in trace.held_at_end.items():
         check(tid in tensors, "held_at_end names unknown tensor {!r}", tid)
         check(kind in ("names", "objects"), "held_at_end[{!r}] must be 'names' or 'objects', got {!r}", tid, kind)
+    for tid, seq in trace.gone_untraced.items():
+        check(tid in tensors, "gone_untraced names unknown tensor {!r}", tid)
+        check(type(seq) is int, "gone_untraced[{!r}] must be a seq, got {!r}", tid, seq)
     for tid, count in trace.untraced_kin.items():
         check(tid in tensors, "untraced_kin names unknown tensor {!r}", tid)
         check(type(count) is int and count > 0, "untraced_kin[{!r}] must be a positive count, got {!r}", tid, count)

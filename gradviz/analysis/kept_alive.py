@@ -99,6 +99,7 @@ def _add_repeated_stores(
     if kin:
         _add_with_untraced(trace, life, file, line, members, kin, groups)
         return
+    members = _held_at_once(trace, members)
     if len(members) < 2:
         return  # the loop variable holding the last step's graph
     episodes = {life.episode(nodes[root].seq) for _, root, _ in members}
@@ -125,6 +126,23 @@ def _add_repeated_stores(
         for tid, root, held in members:
             _add(groups, file, store_line, tid, root, held, steps, life, store_code)
         groups[(file, store_line)].across_backwards = len(episodes) >= 2
+
+
+def _held_at_once(trace: Trace, members: _Members) -> _Members:
+    """The members the program can hold at the same time. Values freed in steps not traced after recording let go of
+    them (trace.gone_untraced: an attribute overwritten, a variable rebound) stand for what their line keeps, one
+    stretch of recording at a time: next to a value still alive they add nothing, and of two let go of at two ends
+    of recording (`self.last_loss` at the window's end and at a re-armed step's end) only one was alive at once."""
+    gone = trace.gone_untraced
+    if not gone or not any(tid in gone for tid, _, _ in members):
+        return members
+    alive = [m for m in members if m[0] not in gone]
+    if alive:
+        return alive
+    stretches: dict[int, _Members] = {}
+    for member in members:
+        stretches.setdefault(gone[member[0]], []).append(member)
+    return max(stretches.values(), key=len)
 
 
 def _add_with_untraced(

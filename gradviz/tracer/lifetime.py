@@ -17,17 +17,29 @@ def mark_end(recorder: Any) -> None:
     """Called when tracing stops, before the program's namespace is let go: a seq of its own marks the end."""
     if recorder.trace.ended is None:
         recorder.trace.ended = next(recorder._seq)
+        _settle_let_go(recorder)
         mark_held(recorder)
+
+
+def _settle_let_go(recorder: Any) -> None:
+    """Values let go of where recording stopped and freed since (a loop variable rebound in a step not traced, an
+    attribute overwritten): the trace keeps them alive at the end of what was recorded (they stand for the same
+    line's values the untraced steps made), and names them in `gone_untraced` with where they were let go of, so the
+    analysis does not count two of them, let go of at two ends of recording, as two graphs alive at once."""
+    trace = recorder.trace
+    gone = {tid: seq for ref, tid, seq in recorder._let_go.values() if ref() is None and trace.tensors[tid].freed is None}
+    trace.gone_untraced = {tid: gone[tid] for tid in sorted(gone, key=lambda t: trace.tensors[t].seq)}
 
 
 _FEW = 16  # a line with more values alive at the end than this is not a handful of variables: not asked about
 
 
-def watch_stored(recorder: Any, lives: Any) -> None:
+def watch_stored(recorder: Any, lives: Any, seq: int) -> None:
     """Before the recorder lets go of tensors it tracks (`lives`: where the step window closes, where a re-armed step
     ends), a weak reference to the latest value of each line that has a graph: the end of the run looks into what
     holds it then (mark_held), for the same line's values from steps not traced (one validation batch traced, three
-    in `val_history` at the end)."""
+    in `val_history` at the end). `seq`: where recording stopped, the time a value freed later is freed at in the trace
+    (_settle_let_go)."""
     latest: dict[tuple[str | None, int | None], Any] = {}
     for live in lives:
         record = live.record
@@ -35,7 +47,7 @@ def watch_stored(recorder: Any, lives: Any) -> None:
             continue
         tensor = live()
         if tensor is not None:  # traced, so never counted among the values of steps not traced
-            recorder._let_go[live.key] = weakref.ref(tensor)
+            recorder._let_go[live.key] = (weakref.ref(tensor), live.tid, seq)
         tensor = None
         where = (record.created.file, record.created.line)
         if where not in latest or latest[where].record.seq < record.seq:
@@ -84,7 +96,7 @@ def mark_held(recorder: Any) -> None:
             tid = ids.get(id(obj))
             if tid is not None and held.get(tid) != "objects":
                 held[tid] = kind
-            if tid in kin_asked and kind == "objects" and isinstance(referrer, _CONTAINERS):
+            if tid in kin_asked and kind == "objects" and _growing(referrer):
                 kin[tid] = max(kin.get(tid, 0), _untraced_kin(recorder, trace.nodes[trace.tensors[tid].grad_fn].name,
                                                               referents))
     candidates.clear()
@@ -124,7 +136,13 @@ def _asked(recorder: Any) -> tuple[list[Any], dict[int, str], set[str]]:
     return candidates, ids, kin_asked
 
 
-_CONTAINERS = (list, tuple, dict, set, collections.deque)
+def _growing(container: object) -> bool:
+    """A container a loop adds to, one value per step: a list, a deque, a set, a dict keyed by step numbers
+    (`history[step] = loss`). Not an object's attributes or a dict of named metrics (`{"val": loss, "train": ...}`):
+    one value per name, however long the run, where another name's value of the same kind is no second step."""
+    if isinstance(container, (list, collections.deque, set)):
+        return True
+    return type(container) is dict and not all(type(key) is str for key in container)
 
 
 def _untraced_kin(recorder: Any, node_name: str, referents: list[Any]) -> int:
@@ -140,8 +158,8 @@ def _untraced_kin(recorder: Any, node_name: str, referents: list[Any]) -> int:
             live = live_of(id(obj))
             if live is not None and live() is obj:
                 continue  # one the recorder tracks: counted by the analysis itself
-            ref = let_go.get(id(obj))
-            if ref is not None and ref() is obj:
+            gone = let_go.get(id(obj))
+            if gone is not None and gone[0]() is obj:
                 continue  # one it traced and let go of where recording stopped: counted too
             fn = obj.grad_fn
             if fn is not None and type(fn).__name__ == node_name:

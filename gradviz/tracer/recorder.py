@@ -234,7 +234,8 @@ class Recorder(
         self._stat_readers: dict[str, list[str]] = {}  # batch norm's running statistics -> their readers (writes.py)
         # values let go of where recording stopped, looked at again at the end (lifetime.py: watch_stored)
         self._kin_watch: dict[str, Any] = {}
-        self._let_go: dict[int, Any] = {}  # id -> weak reference, for every value with a graph let go of there
+        # id -> (weak reference, tensor id, seq where let go of), for every value with a graph let go of there
+        self._let_go: dict[int, tuple[Any, str, int]] = {}
 
     # ------------------------------------------------------------------ lifecycle
     def start(self, *, outside: types.FrameType | None = None) -> None:

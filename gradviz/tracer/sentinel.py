@@ -381,7 +381,9 @@ class SentinelRecording:
             if live.record.parameter is None and live.record.buffer is None
             and not (live.record.is_leaf and live.record.requires_grad)
         ]
-        watch_stored(self, going)
+        record = self._window.record
+        ends = [r.end for r in record.rearmed if r.end is not None]
+        watch_stored(self, going, max([record.closed_at or 0, *ends]))
         for live in going:
             forget(live)
 

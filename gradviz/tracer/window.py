@@ -283,7 +283,9 @@ class WindowRecording:
 
     def _release(self) -> None:
         """Let go of every tensor (no weak-reference callbacks after this) and give back GC and warning settings."""
-        watch_stored(self, list(self._live.values()))
+        window = self._window
+        at = window.record.closed_at if window is not None else None
+        watch_stored(self, list(self._live.values()), at if at is not None else next(self._seq))
         self._live.clear()
         self._by_tid.clear()
         self._by_storage.clear()

@@ -101,3 +101,61 @@ def test_a_list_of_losses_counts_every_steps_graph(tmp_path: Path, steps: str, t
     assert (finding["kind"], finding["line"]) == ("graph_kept_alive", 14)
     [evidence] = finding["evidence"]
     assert (evidence["steps"], evidence["untraced"], len(finding["tensors"])) == (24, untraced, traced)
+
+
+ATTRIBUTES = '''\
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class Trainer:
+    def __init__(self):
+        torch.manual_seed(0)
+        self.model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=0.05)
+
+    def run(self, steps):
+        for step in range(steps):
+            x, y = torch.randn(16, 8), torch.randint(0, 4, (16,))
+            loss = F.cross_entropy(self.model(x), y)
+            self.opt.zero_grad()
+            loss.backward()
+            self.opt.step()
+            self.last_train = loss
+            if step == 20:
+                self.model.eval()
+                self.last_val = F.cross_entropy(self.model(torch.randn(32, 8)), torch.randint(0, 4, (32,)))
+                self.model.train()
+
+
+trainer = Trainer()
+trainer.run(30)
+'''
+
+
+def test_an_objects_attributes_are_not_a_growing_store(tmp_path: Path) -> None:
+    """`self.last_val` (traced when the validation re-armed the recorder) beside `self.last_train` (the same kind of
+    loss, from a step not traced): one value per attribute however long the run, so no kept-alive warning. (Before,
+    the traced `self.last_train` values let go of at the window's end and at the re-armed step's end, both
+    overwritten since, counted as two graphs alive at once: "the graphs of 2 steps".)"""
+    scope: dict[str, Any] = {"__name__": "__main__"}
+    exec(compile(ATTRIBUTES, "<plain run>", "exec"), scope)  # noqa: S102 - our own test program
+    held = [v for v in vars(scope["trainer"]).values() if isinstance(v, torch.Tensor)]
+    assert len(held) == 2 and all(t.grad_fn is not None for t in held)  # PyTorch: two graphs alive, a fixed number
+    status, report = check(tmp_path, ATTRIBUTES, "--steps", "5")
+    assert (status, [f["kind"] for f in report["findings"]]) == (0, [])
+
+
+def test_a_dict_keyed_by_step_counts_its_untraced_entries(tmp_path: Path) -> None:
+    program = VALIDATION.replace("val_history = []", "val_history = {}").replace(
+        "val_history.append(val_loss)", "val_history[step] = val_loss")
+    scope: dict[str, Any] = {"__name__": "__main__"}
+    exec(compile(program, "<plain run>", "exec"), scope)  # noqa: S102 - our own test program
+    assert sum(t.grad_fn is not None for t in scope["val_history"].values()) == 4
+    _, report = check(tmp_path, program, "--steps", "5")
+    [finding] = report["findings"]
+    assert (finding["kind"], finding["line"], finding["code"]) == ("graph_kept_alive", STORE_LINE,
+                                                                  "val_history[step] = val_loss")
+    assert (finding["evidence"][0]["steps"], finding["evidence"][0]["untraced"]) == (4, 3)
+    assert "and the same container holds 3 more of its kind from steps not traced" in finding["message"]

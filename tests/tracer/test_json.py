@@ -210,6 +210,7 @@ def test_code_in_strings_is_just_text(valid: dict[str, Any], tmp_path: Path) -> 
         pytest.param(lambda d: {**d, "sources": {"a.py": 3}}, r"sources\.a\.py must be a string, got int", id="bad-sources"),
         pytest.param(lambda d: {**d, "held_at_end": {"t88": "names"}}, r"held_at_end names unknown tensor 't88'", id="dangling-held"),
         pytest.param(lambda d: {**d, "held_at_end": {"t0": "graph"}}, r"held_at_end\['t0'\] must be 'names' or 'objects', got 'graph'", id="bad-held-kind"),
+        pytest.param(lambda d: {**d, "gone_untraced": {"t88": 3}}, r"gone_untraced names unknown tensor 't88'", id="dangling-gone"),
         pytest.param(lambda d: {**d, "untraced_kin": {"t88": 2}}, r"untraced_kin names unknown tensor 't88'", id="dangling-kin"),
         pytest.param(lambda d: {**d, "untraced_kin": {"t0": 0}}, r"untraced_kin\['t0'\] must be a positive count, got 0", id="bad-kin-count"),
         pytest.param(lambda d: _set(d, ["events", "data", 0], {"extra": _nested(200)}), r"events\[0\]\.data\S* holds a value of unsupported type", id="nested-junk-in-field"),
@@ -238,11 +239,11 @@ def test_a_required_field_left_out_is_refused_by_name(valid: dict[str, Any], tmp
 
 
 def test_the_optional_fields_may_be_left_out(valid: dict[str, Any], tmp_path: Path) -> None:
-    optional = ["file_labels", "internal_error_count", "window", "ended", "held_at_end", "untraced_kin", "view",
-                "findings"]
+    optional = ["file_labels", "internal_error_count", "window", "ended", "held_at_end", "untraced_kin",
+                "gone_untraced", "view", "findings"]
     loaded = load_dict({k: v for k, v in valid.items() if k not in optional}, tmp_path)
-    assert (loaded.file_labels, loaded.window, loaded.ended, loaded.held_at_end, loaded.untraced_kin) == (
-        {}, None, None, {}, {})
+    assert (loaded.file_labels, loaded.window, loaded.ended, loaded.held_at_end, loaded.untraced_kin,
+            loaded.gone_untraced) == ({}, None, None, {}, {}, {})
     assert [e.kind for e in loaded.events] == [e.kind for e in Trace.loads(json.dumps(valid)).events]
 
 
