@@ -82,24 +82,28 @@ RULES: dict[FindingKind, tuple[str, str]] = {
     ),
     FindingKind.GRAPH_KEPT_ALIVE: (
         'a value with autograd history is stored where it outlives the step (`total_loss += loss`, '
-        '`losses.append(loss)`, `val_loss = val_loss + crit(out, y)` without `no_grad`): the graphs of every step '
-        'stay alive; the message gives steps held, nodes, bytes of saved tensors and growth per step. The loop '
-        "variable holding the last step's graph, a value detached in place (`h.detach_()`: it holds no graph any "
-        'more, for this finding and for `backward_through_freed_graph`), losses summed for one later backward, and a '
-        "gradient taken with `create_graph=True` (MAML's inner step, a gradient penalty: part of a loss, not a step) "
-        'are not reported',
+        '`losses.append(loss)`, `val_loss = val_loss + crit(out, y)` without `no_grad`): the graphs of every step stay '
+        'alive; the message gives steps held, nodes, bytes of saved tensors and growth per step. After the step window '
+        'the list (or dict) holding the traced values is looked into at the end for more of their kind the untraced '
+        'steps stored (`val_history` with one validation batch traced and three at the end: 3 steps, 2 of them '
+        "untraced; `untraced` in the JSON evidence). The loop variable holding the last step's graph, a value detached "
+        'in place (`h.detach_()`: it holds no graph any more, for this finding and for '
+        '`backward_through_freed_graph`), losses summed for one later backward, and a gradient taken with '
+        "`create_graph=True` (MAML's inner step, a gradient penalty: part of a loss, not a step) are not reported",
         '`.item()` / `float()` for statistics, `.detach()` to keep the tensor, `torch.no_grad()` / '
         '`torch.inference_mode()` for evaluation',
     ),
     FindingKind.BACKWARD_THROUGH_FREED_GRAPH: (
-        'a backward runs into a graph an earlier backward freed, usually a recurrent state carried into the next '
-        'chunk without `.detach()`; `line` is where the new graph is built on the freed one. Predicted as a warning '
-        'when a state is carried into a new graph after the freeing but the script never reaches that backward; only '
-        'a note for a value built before, on a side branch the freeing backward passed by (a stored loss of a step no '
-        'backward ran through). Not reported: a value built on a loss that `backward()` or `autograd.grad` already '
-        "started from (`total_loss = total_loss + loss * n`, `losses.append(loss / k)`), or that loss itself (MAML's "
-        'inner loss): its backward would reach the freed graph only by backpropagating that loss a second time, which '
-        'is bookkeeping (`graph_kept_alive` says what keeping it costs)',
+        'a backward runs into a graph an earlier backward freed, usually a recurrent state carried into the next chunk '
+        'without `.detach()`; `line` is where the new graph is built on the freed one. Predicted as a warning when a '
+        'state is carried into a new graph after the freeing but the script never reaches that backward; nothing for a '
+        'value built before the freeing, on a side branch the freeing backward passed by (`probs = logits.softmax(-1)` '
+        'beside the loss, read for metrics): no backward of the program reaches it; if one does, it is an error whose '
+        'fix is one backward of both or `retain_graph=True` on the first. Not reported either: a value built on a loss '
+        'that `backward()` or `autograd.grad` already started from (`total_loss = total_loss + loss * n`, '
+        "`losses.append(loss / k)`), or that loss itself (MAML's inner loss): its backward would reach the freed graph "
+        'only by backpropagating that loss a second time, which is bookkeeping (`graph_kept_alive` says what keeping '
+        'it costs)',
         'detach the carried state at each chunk start (truncated BPTT); `retain_graph=True` is almost never the fix',
     ),
 }

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ast
 
-from ..model import Event, EventKind, Trace
+from ..model import Event, EventKind, NodeRecord, Trace
 from .context import line_at
 from .findings import Finding, FindingKind, LifetimeEvidence
 from .lifetime import END, Lifetimes, freed_with_saved, program_holders
@@ -206,7 +206,7 @@ def _freed_finding(
     file, line, code, how, side_branch = _how(trace, old, bridge, backward, freeing, freeing_at, value)
     if predicted and side_branch:
         return None
-    beside = not predicted and _made_beside(trace, old, freeing)
+    beside = not predicted and bridge is not None and _made_beside(trace, bridge, freeing)
     return Finding(
         FindingKind.BACKWARD_THROUGH_FREED_GRAPH,
         file,
@@ -275,14 +275,25 @@ def _then(trace: Trace, backward: Event | None, *, predicted: bool) -> str:
     return f"The backward at {at} runs through freed buffers."
 
 
-def _made_beside(trace: Trace, old: str, freeing: Event | None) -> bool:
+def _made_beside(trace: Trace, bridge: tuple[str, str], freeing: Event | None) -> bool:
     """Whether the value the graph was rebuilt on was made beside the freeing backward's loss, in the same forward,
     on a branch that backward passed by (`probs = logits.softmax(-1)` next to `loss = F.cross_entropy(logits, y)`):
-    no backward ran between its making and the freeing, and the freeing did not run through it."""
+    no backward ran between its making and the freeing, the freeing did not run through it, and the new graph is
+    built on it at another line. A recurrent state is made and used again at one line (`out, hidden = rnn(x,
+    hidden)`, `h = cell(x, h)`: its `hidden` may come from a node the loss's backward does not pass, nn.RNN's
+    stack of layer states): that is a state carried into the next chunk, whose fix is `.detach()`."""
+    new, old = bridge
     if freeing is None or old in freeing.data.get("reached_nodes", []):
         return False
-    made = trace.nodes[old].seq
+    nodes = trace.nodes
+    if _place(nodes[new]) == _place(nodes[old]):
+        return False
+    made = nodes[old].seq
     return not any(made < e.seq < freeing.seq for e in trace.events_of(EventKind.BACKWARD))
+
+
+def _place(node: NodeRecord) -> tuple[str | None, int | None] | None:
+    return (node.created.file, node.created.line) if node.created is not None else None
 
 
 def _fix_beside(value: str, freeing_at: str) -> str:

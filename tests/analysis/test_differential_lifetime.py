@@ -19,8 +19,11 @@ A node saves tensors when it has `_raw_saved_<name>` attributes; a backward free
   value's own graph is the nodes that save tensors nearest to its `grad_fn` (found walking through nodes that save
   nothing), and it is spent when a backward freed any of them. So the last step's `loss` and `h` (the last backward
   ran through them) are no prediction, nor is a running sum of losses some backward ran through (`acc = acc +
-  loss`: graph_kept_alive is its finding); an `h` computed from a state whose graph was freed is one, and so is a
-  stored loss of a step no backward ran through whose hidden state a later backward freed through the carried state.
+  loss`: graph_kept_alive is its finding); an `h` computed from a state whose graph was freed is one (its graph enters
+  the freed one through a node made after the backward that freed it: the program's next backward reaches it), but
+  a stored loss of a step no backward ran through, whose hidden state a later backward freed through the carried
+  state, is not: it entered the freed graph on a side branch made before that backward, which nothing the program
+  runs backpropagates (issue 36: no warning, no note).
   A value that reaches the freed graph only through a loss the program differentiated (a root of `backward` or
   `autograd.grad`: `acc = acc + loss * x.size(0)`) is no prediction: its backward would backpropagate that loss a
   second time, which is bookkeeping, not a carried state.
@@ -228,10 +231,40 @@ def _reaches_freed(tensor: torch.Tensor, differentiated: set[int]) -> bool:
     return False
 
 
-def _built_on_freed(tensor: torch.Tensor, differentiated: set[int] | None = None) -> bool:
+def _enters_after_freeing(tensor: torch.Tensor, differentiated: set[int], freed_by: dict[int, tuple[int, int]]) -> bool:
+    """Whether the tensor's graph enters a freed graph through a node made after the backward that freed it (a state
+    carried into the next step's graph), rather than only through nodes made before it (a side branch the freeing
+    backward passed by: a stored loss of a step no backward ran through). `freed_by`: id of a freed node -> (its
+    sequence number, the autograd sequence number when the backward that freed it started)."""
+    seen: set[int] = set()
+    keep = []
+    stack = [tensor.grad_fn]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen or id(node) in differentiated:
+            continue
+        seen.add(id(node))
+        keep.append(node)
+        if _freed(node):
+            continue
+        for nxt in _next(node):
+            freed = freed_by.get(id(nxt))
+            if freed is not None and freed[0] == nxt._sequence_nr() and _freed(nxt):  # type: ignore[attr-defined]
+                if node._sequence_nr() >= freed[1]:  # type: ignore[attr-defined]
+                    return True
+            else:
+                stack.append(nxt)
+    return False
+
+
+def _built_on_freed(
+    tensor: torch.Tensor, differentiated: set[int] | None = None, freed_by: dict[int, tuple[int, int]] | None = None
+) -> bool:
     if tensor.grad_fn is None or _spent(tensor):
         return False
     if differentiated is not None and not _reaches_freed(tensor, differentiated):
+        return False
+    if freed_by is not None and not _enters_after_freeing(tensor, differentiated or set(), freed_by):
         return False
     try:
         tensor.sum().backward(retain_graph=True)
@@ -252,7 +285,24 @@ class Truth:
         self.nodes = 0
         self.built_on_freed = False
         losses: list[object] = []  # the grad_fn of every root of backward / autograd.grad (held: ids stay unique)
+        freed_by: dict[int, tuple[int, int]] = {}  # freed node -> (its sequence number, its backward's start)
         backward, grad = torch.autograd.backward, torch.autograd.grad
+
+        def freed_now(roots: object, start: int) -> None:
+            """The nodes a backward from `roots` just freed, with the sequence number when it started."""
+            stack = [r.grad_fn for r in (roots if isinstance(roots, (list, tuple)) else [roots])
+                     if isinstance(r, torch.Tensor) and r.grad_fn is not None]
+            seen: set[int] = set()
+            keep = []
+            while stack:
+                node = stack.pop()
+                if id(node) in seen:
+                    continue
+                seen.add(id(node))
+                keep.append(node)
+                if _freed(node) and (id(node) not in freed_by or freed_by[id(node)][0] != node._sequence_nr()):
+                    freed_by[id(node)] = (node._sequence_nr(), start)
+                stack.extend(_next(node))
 
         def note(roots: object) -> None:
             for root in roots if isinstance(roots, (list, tuple)) else [roots]:
@@ -261,11 +311,19 @@ class Truth:
 
         def noting_backward(tensors: object, *args: object, **kwargs: object) -> object:
             note(tensors)
-            return backward(tensors, *args, **kwargs)  # type: ignore[arg-type]
+            start = torch._C._autograd._get_sequence_nr()
+            try:
+                return backward(tensors, *args, **kwargs)  # type: ignore[arg-type]
+            finally:
+                freed_now(tensors, start)
 
         def noting_grad(outputs: object, *args: object, **kwargs: object) -> object:
             note(outputs)
-            return grad(outputs, *args, **kwargs)  # type: ignore[arg-type]
+            start = torch._C._autograd._get_sequence_nr()
+            try:
+                return grad(outputs, *args, **kwargs)  # type: ignore[arg-type]
+            finally:
+                freed_now(outputs, start)
 
         torch.autograd.backward, torch.autograd.grad = noting_backward, noting_grad  # type: ignore[assignment]
         try:
@@ -279,7 +337,7 @@ class Truth:
         self.nodes = _nodes_reachable(live)
         differentiated = {id(node) for node in losses}
         # after counting: probes add grads only
-        self.built_on_freed = any(_built_on_freed(t, differentiated) for t in live)
+        self.built_on_freed = any(_built_on_freed(t, differentiated, freed_by) for t in live)
 
     @property
     def raised_second_time(self) -> bool:
@@ -367,10 +425,11 @@ REGRESSIONS = [
     case("running_sum_no_backward", "sum", "none", "never", 3, (KEPT, "acc = acc + loss")),
     # `acc + loss * n` saves `n`, so its own graph is not spent, but it reaches the freed graph only through `loss`
     case("scaled_running_sum", "scaled_sum", "none", "each_step", 3, (KEPT, "acc = acc + loss * x.size(0)")),
-    # ... but step 0's loss, never differentiated, reaches the state step 1's backward freed: that note stays
+    # ... and step 0's loss, never differentiated, reaches the state step 1's backward freed, but on a side branch
+    # made before that backward: nothing the program runs backpropagates it (issue 36), no note either
     case(
         "scaled_running_sum_carried", "scaled_sum", "graph", "every_other", 3,
-        (PREDICTED, H_LINE), (PREDICTED, "loss = h.pow(2).mean()"), (KEPT, "acc = acc + loss * x.size(0)"),
+        (PREDICTED, H_LINE), (KEPT, "acc = acc + loss * x.size(0)"),
     ),
     case("item_summed", "iadd_item", "none", "each_step", 3),
     case("float_summed", "sum_float", "none", "each_step", 3),
@@ -396,11 +455,9 @@ REGRESSIONS = [
     case("carried_every_other_odd", "none", "graph", "every_other", 3, (PREDICTED, H_LINE)),
     case("carried_every_other_even", "none", "graph", "every_other", 4, (ERROR, H_LINE)),
     case("carried_gradient_accumulation", "none", "graph", "accumulate", 3, (PREDICTED, H_LINE)),
-    # loss0 was built before the step-1 backward freed its hidden state (through `state`)
-    case(
-        "stored_loss_on_freed_state", "list", "graph", "every_other", 2,
-        (PREDICTED, "loss = h.pow(2).mean()"), (KEPT, "store.append(loss)"),
-    ),
+    # loss0 was built before the step-1 backward freed its hidden state (through `state`): a side branch that
+    # backward passed by, which the program never backpropagates: no prediction (issue 36)
+    case("stored_loss_on_freed_state", "list", "graph", "every_other", 2, (KEPT, "store.append(loss)")),
     case(
         "method_appends_carried", "attr_list", "graph", "every_other", 3,
         (KEPT, "self.history.append(out)"), (PREDICTED, H_LINE),
