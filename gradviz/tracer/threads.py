@@ -339,10 +339,15 @@ class Bystanders:
 
 def _unraisable(exc: BaseException, function: Any) -> None:
     """`Exception ignored in thread started by: <function worker ...>` and the traceback from `function` on, through
-    `sys.unraisablehook`, as `_thread` reports an error that ends a thread it started."""
+    `sys.unraisablehook`, as `_thread` reports an error that ends a thread it started: from Python 3.13 the function
+    is part of the message (`... started by <function worker ...>:`, no object), as `_thread` there passes it."""
     tb = exc.__traceback__.tb_next if exc.__traceback__ is not None else None
     args = _UNRAISABLE_ARGS or _unraisable_args()
-    sys.unraisablehook(args((type(exc), exc.with_traceback(tb), tb, "Exception ignored in thread started by", function)))
+    if sys.version_info >= (3, 13):
+        message, obj = f"Exception ignored in thread started by {function!r}", None
+    else:
+        message, obj = "Exception ignored in thread started by", function
+    sys.unraisablehook(args((type(exc), exc.with_traceback(tb), tb, message, obj)))
 
 
 _UNRAISABLE_ARGS: Any = None

@@ -78,6 +78,11 @@ def test_the_workflow_runs_as_written_in_a_fresh_environment(tmp_path):
     checks, with the README's own pytest example as the project's test."""
     from .wheel_env import build, clean_env, fresh_venv, source_copy
 
+    if sys.version_info[:2] != (3, 11):
+        # (./dev compat runs the suite on other Pythons; the pinned CPU build is on this machine for 3.11 only, and
+        # with no network its first step cannot install it there)
+        pytest.skip("the workflow's torch==2.13.0 CPU build lies on this machine for Python 3.11 only (offline run)")
+
     _, wheel = build(source_copy(tmp_path / "src"), tmp_path / "dist")
     python = fresh_venv(tmp_path / "venv")
     project = tmp_path / "project"
