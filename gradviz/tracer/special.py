@@ -162,10 +162,10 @@ class SpecialCalls:
         try:
             with _quiet():
                 tid = self._tid(target)
-                grad_fn = self.trace.tensors[tid].grad_fn
                 fn = _grad_fn(target)
-                if fn is not None:
-                    grad_fn = self._node(fn, output=tid)
+                # the history it has now: none for a tensor detached already (its record keeps the node it was made
+                # by), whose second `detach_()` changes nothing autograd saved
+                grad_fn = self._node(fn, output=tid) if fn is not None else None
         except Exception as exc:
             self._internal(exc)
             return func(*args, **kwargs)

@@ -231,11 +231,12 @@ def _reaches_freed(tensor: torch.Tensor, differentiated: set[int]) -> bool:
     return False
 
 
-def _enters_after_freeing(tensor: torch.Tensor, differentiated: set[int], freed_by: dict[int, tuple[int, int]]) -> bool:
+def _enters_after_freeing(tensor: torch.Tensor, differentiated: set[int], freed_by: dict[int, int]) -> bool:
     """Whether the tensor's graph enters a freed graph through a node made after the backward that freed it (a state
     carried into the next step's graph), rather than only through nodes made before it (a side branch the freeing
-    backward passed by: a stored loss of a step no backward ran through). `freed_by`: id of a freed node -> (its
-    sequence number, the autograd sequence number when the backward that freed it started)."""
+    backward passed by: a stored loss of a step no backward ran through). `freed_by`: a freed node's sequence number
+    (unique in a thread; a node's Python object may be made anew at each visit on some torch versions, so its id is
+    no key) -> the autograd sequence number when the backward that freed it started."""
     seen: set[int] = set()
     keep = []
     stack = [tensor.grad_fn]
@@ -248,9 +249,9 @@ def _enters_after_freeing(tensor: torch.Tensor, differentiated: set[int], freed_
         if _freed(node):
             continue
         for nxt in _next(node):
-            freed = freed_by.get(id(nxt))
-            if freed is not None and freed[0] == nxt._sequence_nr() and _freed(nxt):  # type: ignore[attr-defined]
-                if node._sequence_nr() >= freed[1]:  # type: ignore[attr-defined]
+            start = freed_by.get(nxt._sequence_nr())  # type: ignore[attr-defined]
+            if start is not None and _freed(nxt):
+                if node._sequence_nr() >= start:  # type: ignore[attr-defined]
                     return True
             else:
                 stack.append(nxt)
@@ -258,7 +259,7 @@ def _enters_after_freeing(tensor: torch.Tensor, differentiated: set[int], freed_
 
 
 def _built_on_freed(
-    tensor: torch.Tensor, differentiated: set[int] | None = None, freed_by: dict[int, tuple[int, int]] | None = None
+    tensor: torch.Tensor, differentiated: set[int] | None = None, freed_by: dict[int, int] | None = None
 ) -> bool:
     if tensor.grad_fn is None or _spent(tensor):
         return False
@@ -285,7 +286,7 @@ class Truth:
         self.nodes = 0
         self.built_on_freed = False
         losses: list[object] = []  # the grad_fn of every root of backward / autograd.grad (held: ids stay unique)
-        freed_by: dict[int, tuple[int, int]] = {}  # freed node -> (its sequence number, its backward's start)
+        freed_by: dict[int, int] = {}  # a freed node's sequence number -> where its freeing backward started
         backward, grad = torch.autograd.backward, torch.autograd.grad
 
         def freed_now(roots: object, start: int) -> None:
@@ -300,8 +301,8 @@ class Truth:
                     continue
                 seen.add(id(node))
                 keep.append(node)
-                if _freed(node) and (id(node) not in freed_by or freed_by[id(node)][0] != node._sequence_nr()):
-                    freed_by[id(node)] = (node._sequence_nr(), start)
+                if node._sequence_nr() not in freed_by and _freed(node):
+                    freed_by[node._sequence_nr()] = start
                 stack.extend(_next(node))
 
         def note(roots: object) -> None:
