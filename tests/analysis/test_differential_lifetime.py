@@ -44,6 +44,7 @@ Findings must agree exactly on all three. The named regression cases below also 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -214,8 +215,9 @@ def _spent(tensor: torch.Tensor) -> bool:
     return False
 
 
-def _reaches_freed(tensor: torch.Tensor, differentiated: set[int]) -> bool:
-    """A walk from the tensor's grad_fn, stopping at losses the program differentiated, meets a freed node."""
+def _walk(tensor: torch.Tensor, differentiated: set[int], follow: Callable[[object], list[object]]) -> Iterator[object]:
+    """Each node reachable from the tensor's grad_fn, once, not through losses the program differentiated; `follow`:
+    the nodes to go on to from one (held while walking: ids stay unique)."""
     seen: set[int] = set()
     keep = []
     stack = [tensor.grad_fn]
@@ -225,10 +227,13 @@ def _reaches_freed(tensor: torch.Tensor, differentiated: set[int]) -> bool:
             continue
         seen.add(id(node))
         keep.append(node)
-        if _freed(node):
-            return True
-        stack.extend(_next(node))
-    return False
+        yield node
+        stack.extend(follow(node))
+
+
+def _reaches_freed(tensor: torch.Tensor, differentiated: set[int]) -> bool:
+    """A walk from the tensor's grad_fn, stopping at losses the program differentiated, meets a freed node."""
+    return any(_freed(node) for node in _walk(tensor, differentiated, _next))
 
 
 def _enters_after_freeing(tensor: torch.Tensor, differentiated: set[int], freed_by: dict[int, int]) -> bool:
@@ -237,24 +242,19 @@ def _enters_after_freeing(tensor: torch.Tensor, differentiated: set[int], freed_
     backward passed by: a stored loss of a step no backward ran through). `freed_by`: a freed node's sequence number
     (unique in a thread; a node's Python object may be made anew at each visit on some torch versions, so its id is
     no key) -> the autograd sequence number when the backward that freed it started."""
-    seen: set[int] = set()
-    keep = []
-    stack = [tensor.grad_fn]
-    while stack:
-        node = stack.pop()
-        if id(node) in seen or id(node) in differentiated:
-            continue
-        seen.add(id(node))
-        keep.append(node)
-        if _freed(node):
-            continue
-        for nxt in _next(node):
-            start = freed_by.get(nxt._sequence_nr())  # type: ignore[attr-defined]
-            if start is not None and _freed(nxt):
-                if node._sequence_nr() >= start:  # type: ignore[attr-defined]
-                    return True
-            else:
-                stack.append(nxt)
+
+    def freed_start(node: object) -> int | None:
+        start = freed_by.get(node._sequence_nr())  # type: ignore[attr-defined]
+        return start if start is not None and _freed(node) else None
+
+    def follow(node: object) -> list[object]:  # up to the freed graph, not into it
+        return [] if _freed(node) else [nxt for nxt in _next(node) if freed_start(nxt) is None]
+
+    for node in _walk(tensor, differentiated, follow):
+        if not _freed(node):
+            starts = [start for nxt in _next(node) if (start := freed_start(nxt)) is not None]
+            if any(node._sequence_nr() >= start for start in starts):  # type: ignore[attr-defined]
+                return True
     return False
 
 
