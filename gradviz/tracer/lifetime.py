@@ -87,10 +87,13 @@ def mark_held(recorder: Any) -> None:
     marker = object()
     referrers = gc.get_referrers(marker, *candidates) if len(candidates) <= _FEW else gc.get_objects()
     for referrer in referrers:
-        if referrer is candidates or isinstance(referrer, (types.FrameType, torch.Tensor)) or _ours(referrer, marker):
+        # (the object's type, never isinstance: an object may answer `__class__` itself, with a warning the program
+        # would not have printed: torch.distributed's deprecated `reduce_op`)
+        cls = type(referrer)
+        if referrer is candidates or issubclass(cls, (types.FrameType, torch.Tensor)) or _ours(referrer, marker):
             continue  # this search's own list and arguments, frames still running (ours), tensors (a view's base)
         # a module's namespace (the program's globals) holds variables; any other object is a container
-        kind = "names" if isinstance(referrer, dict) and "__builtins__" in referrer else "objects"
+        kind = "names" if issubclass(cls, dict) and "__builtins__" in referrer else "objects"
         referents = gc.get_referents(referrer)
         for obj in referents:
             tid = ids.get(id(obj))
@@ -140,7 +143,7 @@ def _growing(container: object) -> bool:
     """A container a loop adds to, one value per step: a list, a deque, a set, a dict keyed by step numbers
     (`history[step] = loss`). Not an object's attributes or a dict of named metrics (`{"val": loss, "train": ...}`):
     one value per name, however long the run, where another name's value of the same kind is no second step."""
-    if isinstance(container, (list, collections.deque, set)):
+    if issubclass(type(container), (list, collections.deque, set)):
         return True
     return type(container) is dict and not all(type(key) is str for key in container)
 

@@ -41,8 +41,11 @@ class VariableNaming:
         # asked at every event, over every variable of the frame (a script's globals): tensors first, cheaply
         live_of = self._live.get
         tensors = self.trace.tensors
+        # (by the value's type, never isinstance: that asks a non-tensor for its `__class__`, which an object may
+        # answer with code of its own, a warning the program never printed; the same cost for a tensor)
         for name, value in list(namespace.items()):
-            if isinstance(value, _Tensor):
+            kind = type(value)
+            if issubclass(kind, _Tensor):
                 if name.startswith("__"):
                     continue
                 live = live_of(id(value))
@@ -50,7 +53,7 @@ class VariableNaming:
                     names = tensors[live.tid].names
                     if name not in names:
                         names.append(name)
-            elif modules and isinstance(value, torch.nn.Module) and not name.startswith("__"):
+            elif modules and issubclass(kind, torch.nn.Module) and not name.startswith("__"):
                 for param_name, param in value.named_parameters():
                     live = self._live.get(id(param))
                     if live is None or live() is not param:

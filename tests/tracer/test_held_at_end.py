@@ -63,3 +63,36 @@ def test_only_what_the_program_stores_is_held_on_every_python(trace_of) -> None:
     assert len(relus) == len(outputs) == 4
     assert all(t.freed is None for t in relus)  # alive at the end, through the graphs' saved tensors
     assert trace.held_at_end == {t.id: "objects" for t in sorted(outputs, key=lambda t: t.seq)}
+
+
+def test_the_search_reads_no_objects_class_attribute(tmp_path) -> None:
+    """The end-of-run search looks at every object the program made (more than 16 tensors asked about): it must not
+    ask an object for `__class__`, which may run the program's code or warn (torch 2.14's deprecated
+    `torch.distributed.reduce_op` printed a FutureWarning under gradviz that the program never printed)."""
+    import subprocess
+    import sys
+
+    program = tmp_path / "loud.py"
+    program.write_text(
+        "import warnings\n"
+        "import torch\n"
+        "class Loud:\n"
+        "    @property\n"
+        "    def __class__(self):\n"
+        "        warnings.warn('asked for my class', FutureWarning)\n"
+        "        return Loud\n"
+        "loud = Loud()\n"
+        "w = torch.randn(3, 3, requires_grad=True)\n"
+        "outs = []\n"
+        "for i in range(20):\n"
+        "    h = (torch.randn(2, 3) @ w).tanh()\n"
+        "    outs.append(h.pow(2))\n"
+        "print('done')\n",
+        encoding="utf-8",
+    )
+    plain = subprocess.run([sys.executable, str(program)], capture_output=True, text=True, timeout=120)
+    traced = subprocess.run([sys.executable, "-m", "gradviz", "check", str(program)], capture_output=True, text=True,
+                            timeout=240, cwd=tmp_path)
+    assert plain.stderr == "" and plain.stdout == "done\n"
+    assert "asked for my class" not in traced.stderr, traced.stderr
+    assert "graph_kept_alive" in traced.stdout  # the search ran: the list of 20 graphs was found
