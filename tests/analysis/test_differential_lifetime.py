@@ -215,12 +215,14 @@ def _spent(tensor: torch.Tensor) -> bool:
     return False
 
 
-def _walk(tensor: torch.Tensor, differentiated: set[int], follow: Callable[[object], list[object]]) -> Iterator[object]:
-    """Each node reachable from the tensor's grad_fn, once, not through losses the program differentiated; `follow`:
-    the nodes to go on to from one (held while walking: ids stay unique)."""
+def _walk(
+    tensors: torch.Tensor | list[torch.Tensor], differentiated: set[int], follow: Callable[[object], list[object]]
+) -> Iterator[object]:
+    """Each node reachable from the tensors' grad_fns, once, not through losses the program differentiated;
+    `follow`: the nodes to go on to from one (held while walking: ids stay unique)."""
     seen: set[int] = set()
     keep = []
-    stack = [tensor.grad_fn]
+    stack = [t.grad_fn for t in (tensors if isinstance(tensors, list) else [tensors]) if t.grad_fn is not None]
     while stack:
         node = stack.pop()
         if id(node) in seen or id(node) in differentiated:
@@ -291,19 +293,10 @@ class Truth:
 
         def freed_now(roots: object, start: int) -> None:
             """The nodes a backward from `roots` just freed, with the sequence number when it started."""
-            stack = [r.grad_fn for r in (roots if isinstance(roots, (list, tuple)) else [roots])
-                     if isinstance(r, torch.Tensor) and r.grad_fn is not None]
-            seen: set[int] = set()
-            keep = []
-            while stack:
-                node = stack.pop()
-                if id(node) in seen:
-                    continue
-                seen.add(id(node))
-                keep.append(node)
-                if node._sequence_nr() not in freed_by and _freed(node):
-                    freed_by[node._sequence_nr()] = start
-                stack.extend(_next(node))
+            tensors = [r for r in (roots if isinstance(roots, (list, tuple)) else [roots]) if isinstance(r, torch.Tensor)]
+            for node in _walk(tensors, set(), _next):
+                if node._sequence_nr() not in freed_by and _freed(node):  # type: ignore[attr-defined]
+                    freed_by[node._sequence_nr()] = start  # type: ignore[attr-defined]
 
         def note(roots: object) -> None:
             for root in roots if isinstance(roots, (list, tuple)) else [roots]:
