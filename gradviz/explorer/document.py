@@ -19,6 +19,7 @@ from ..model import EventKind, Trace
 from ..paths import relative
 from ..picture.memory_select import relevant_tensors
 from ..picture.palette import Mark, page_legend
+from ..picture.per_step import steps_text
 from ..picture.picture import Picture
 from ..picture.simplify import find_repeats
 from .hierarchy import Groups, module_of_parameter
@@ -497,9 +498,7 @@ def _step_boxes(groups: Groups, rolls: list[StepRoll]) -> dict[str, str]:
     roll_of: dict[str, str] = {}
     for roll in rolls:
         numbers = roll.numbers
-        span = f"step {numbers[0]}" if len(numbers) == 1 else (
-            f"steps {numbers[0]}-{numbers[-1]}" if numbers[-1] - numbers[0] + 1 == len(numbers)
-            else f"steps {', '.join(map(str, numbers[:6]))}{', ...' if len(numbers) > 6 else ''}")
+        span = f"step {numbers[0]}" if len(numbers) == 1 else f"steps {steps_text(numbers)}"
         label = (f"\N{CLOCKWISE OPEN CIRCLE ARROW} step \N{MULTIPLICATION SIGN}{len(numbers)} ({span})"
                  if len(numbers) > 1 else f"step {numbers[0]}")
         if roll.kind:  # traced again after the window: `step 105: validation after step 500`

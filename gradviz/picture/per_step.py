@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..analysis.names import number_ranges
 from ..model import Trace
 
 if TYPE_CHECKING:
@@ -132,14 +133,13 @@ def fold_repeats(
 
 
 def steps_text(numbers: Sequence[int]) -> str:
-    """`1-100`, `1, 3, …, 199`, `2, 5, 9`: step numbers as a person writes them."""
+    """`1-100`, `1-120, 122-150`, `3, 7, 9`, `1, 3, …, 199`: step numbers as a person writes them (runs as
+    analysis.names.number_ranges writes them everywhere), at most six parts."""
     numbers = sorted(numbers)
-    if len(numbers) > 2:
-        gap = numbers[1] - numbers[0]
-        if all(b - a == gap for a, b in zip(numbers, numbers[1:])):
-            if gap == 1:
-                return f"{numbers[0]}-{numbers[-1]}"
-            if len(numbers) > 3:
-                return f"{numbers[0]}, {numbers[1]}, \N{HORIZONTAL ELLIPSIS}, {numbers[-1]}"
-    shown = ", ".join(str(n) for n in numbers[:6])
-    return shown + (f", \N{HORIZONTAL ELLIPSIS} ({len(numbers)} steps)" if len(numbers) > 6 else "")
+    parts = number_ranges(numbers).split(", ")
+    if len(parts) <= 6:
+        return ", ".join(parts)
+    gap = numbers[1] - numbers[0]
+    if all(b - a == gap for a, b in zip(numbers, numbers[1:])):  # every other step, every third...
+        return f"{numbers[0]}, {numbers[1]}, \N{HORIZONTAL ELLIPSIS}, {numbers[-1]}"
+    return ", ".join(parts[:6]) + f", \N{HORIZONTAL ELLIPSIS} ({len(numbers)} steps)"

@@ -15,6 +15,7 @@ from ..analysis.names import statement
 from ..analysis.steps import is_leaf
 from ..picture.annotate import Annotations
 from ..picture.palette import PALETTE, Mark
+from ..picture.per_step import steps_text
 from ..picture.simplify import Core, CoreNode, Roll
 from ..picture.steps import StepRoll
 from .escape import FONT, html_label_text, quote_id, shorten
@@ -221,19 +222,11 @@ def _step_label(roll: StepRoll) -> str:
     if len(numbers) == 1:
         title = f"step {numbers[0]}{each}"
     else:
-        title = f"\N{CLOCKWISE OPEN CIRCLE ARROW} step \N{MULTIPLICATION SIGN}{len(numbers)} (steps {_numbers(numbers)}){each}"
+        title = f"\N{CLOCKWISE OPEN CIRCLE ARROW} step \N{MULTIPLICATION SIGN}{len(numbers)} (steps {steps_text(numbers)}){each}"
     if roll.difference:
         title += f": {roll.difference},"
         at = at.replace(": ", " ", 1)
     return "\n".join([title + at, *roll.notes])
-
-
-def _numbers(numbers: list[int]) -> str:
-    """`2-48` or `3, 7, 9`: step numbers as a person would write them."""
-    if len(numbers) > 2 and numbers == list(range(numbers[0], numbers[-1] + 1)):
-        return f"{numbers[0]}-{numbers[-1]}"
-    shown = ", ".join(str(n) for n in numbers[:6])
-    return shown + (", \N{HORIZONTAL ELLIPSIS}" if len(numbers) > 6 else "")
 
 
 def _header(trace: Trace, script: str | None) -> str:
@@ -316,7 +309,7 @@ def _node_rows(record: NodeRecord, trace: Trace, *, big: bool, marks: list[int] 
         rows.append(f'<FONT POINT-SIZE="8" COLOR="blue">{html_label_text(_RECOMPUTED)}</FONT>')
     if marks:
         which = "step" if len(marks) == 1 else "steps"
-        rows.append(f'<FONT POINT-SIZE="8" COLOR="red">{html_label_text(f"finding in {which} {_numbers(marks)}")}</FONT>')
+        rows.append(f'<FONT POINT-SIZE="8" COLOR="red">{html_label_text(f"finding in {which} {steps_text(marks)}")}</FONT>')
     return rows
 
 

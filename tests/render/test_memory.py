@@ -187,10 +187,14 @@ def test_steps_are_written_as_a_person_writes_them() -> None:
     from gradviz.picture.per_step import steps_text
 
     assert steps_text([1, 2, 3, 4]) == "1-4"
-    assert steps_text([1, 3, 5, 7, 9]) == "1, 3, …, 9"
+    assert steps_text([1, 3, 5, 7, 9]) == "1, 3, 5, 7, 9"
+    assert steps_text([1, 3, 5, 7, 9, 11, 13]) == "1, 3, …, 13"
     assert steps_text([1, 3, 5]) == "1, 3, 5"
     assert steps_text([2, 5]) == "2, 5"
-    assert steps_text([1, 2, 4, 8, 9, 11, 12, 20]) == "1, 2, 4, 8, 9, 11, … (8 steps)"
+    assert steps_text([1, 2, 4, 8, 9, 11, 12, 20]) == "1-2, 4, 8-9, 11-12, 20"  # (as the window's "steps 1-2 of 5")
+    assert steps_text([1, 2, 4, 8, 10, 11, 13, 20, 22]) == "1-2, 4, 8, 10-11, 13, 20, … (9 steps)"
+    assert steps_text([*range(1, 121), *range(122, 151)]) == "1-120, 122-150"  # (a validation step rolled apart)
+    assert steps_text([1, 3, 6, 8, 11, 13, 16, 18]) == "1, 3, 6, 8, 11, 13, … (8 steps)"
 
 
 def test_the_alias_a_finding_names_is_the_one_drawn_with_its_versions(  # type: ignore[no-untyped-def]

@@ -214,7 +214,7 @@ def test_window_draws_nothing_of_the_next_step(tmp_path: Path) -> None:
     assert sum(1 for n in trace.nodes.values() if n.name == "TanhBackward0") == 3
     source = render(trace).source
     assert source.count("<B>TanhBackward0</B>") == 1
-    assert _step_clusters(source) == [(2, "1, 2")]
+    assert _step_clusters(source) == [(2, "1-2")]
 
 
 def test_cli_says_which_depth_and_takes_depth(tmp_path: Path) -> None:
@@ -310,7 +310,7 @@ def test_a_wider_layer_is_not_called_a_batch_and_a_cut_off_graph_is_said(traces:
         # step 4 also draws the first layer's output, made before its backward and cut off by the detach
         "step 4: also holds the graph cut off by torch.relu(layer(inputs)).detach() at line 15, backward at line 13",
         # the second layer is another model under the same loop variable: its steps train other parameters
-        "↻ step ×2 (steps 5, 6): the same ops on other parameters (layer#2.weight, layer#2.bias), backward at line 13",
+        "↻ step ×2 (steps 5-6): the same ops on other parameters (layer#2.weight, layer#2.bias), backward at line 13",
     ]
 
 
@@ -322,7 +322,7 @@ def test_gradient_accumulation_counts_optimizer_steps_as_the_window_does(tmp_pat
     windowed = gradviz.trace_script(script, steps=2)
     assert windowed.window is not None and windowed.window.unit == "step"
     assert windowed.window.describe().startswith("steps 1-2 ")
-    assert "↻ step ×2 (steps 1, 2), 2 backward calls each: backward at line 12" in render(windowed).source
+    assert "↻ step ×2 (steps 1-2), 2 backward calls each: backward at line 12" in render(windowed).source
 
 
 def test_an_op_saving_many_tensors_draws_them_as_one_box(traces: dict[str, Trace]) -> None:
