@@ -70,9 +70,11 @@ def dead_parameter_findings(ctx: Context, found: list[Cut]) -> list[Finding]:
                 if op.checkpoint_line is not None:
                     file, line = op.checkpoint_file, op.checkpoint_line
                     code = source_line(trace, file, line)
+                passed = "use_reentrant" in statement(code)
+                how = "with `use_reentrant=True`" if passed else "with `use_reentrant` not passed (True then, and PyTorch warned to pass it)"
                 reason = (
                     f"their values reach the loss only through `checkpoint` at {ctx.at(file, line)} (`{statement(code)}`), "
-                    "which with `use_reentrant=True` runs its function without gradient tracking and passes "
+                    f"which {how} runs its function without gradient tracking and passes "
                     "gradients back only through inputs that require grad, and none of its inputs does (PyTorch "
                     f"warned: \"{CHECKPOINT_WARNING}\")"
                 )

@@ -39,9 +39,11 @@ print([p.grad is None for p in (*fc1.parameters(), *fc2.parameters(), *head.para
 CALL = 17  # the line of `h = torch.utils.checkpoint.checkpoint(...)`
 
 
-def _program(tmp_path: Path, reentrant: bool) -> Path:
+def _program(tmp_path: Path, reentrant: bool | None) -> Path:
+    """`reentrant`: the `use_reentrant` passed, None: not passed (PyTorch warns and takes True)."""
     script = tmp_path / f"checkpointed_{reentrant}.py"
-    script.write_text(PROGRAM.replace("REENTRANT", str(reentrant)), encoding="utf-8")
+    text = PROGRAM.replace(", use_reentrant=REENTRANT", "") if reentrant is None else PROGRAM.replace("REENTRANT", str(reentrant))
+    script.write_text(text, encoding="utf-8")
     assert script.read_text().splitlines()[CALL - 1].lstrip().startswith("h = torch.utils.checkpoint.checkpoint(")
     return script
 
@@ -79,3 +81,17 @@ def test_the_non_reentrant_twin_trains_and_gets_no_finding(tmp_path: Path) -> No
     assert none == [False] * 6  # every parameter gets a gradient
     findings = gradviz.diagnose(gradviz.trace_script(script))
     assert [f.kind for f in findings if f.kind is FindingKind.DEAD_PARAMETER] == []
+
+
+def test_a_checkpoint_not_passed_use_reentrant_is_said_to_be_reentrant_by_default(tmp_path: Path) -> None:
+    script = _program(tmp_path, None)
+    none, warned = _pytorch(script)
+    assert none == [True, True, True, True, False, False]  # as with use_reentrant=True
+    assert "the use_reentrant parameter should be passed explicitly" in warned
+    (dead,) = [f for f in gradviz.diagnose(gradviz.trace_script(script)) if f.kind is FindingKind.DEAD_PARAMETER]
+    assert dead.line == CALL
+    assert (
+        "`checkpoint` at line 17 (`h = torch.utils.checkpoint.checkpoint(block, x)`), which with `use_reentrant` not "
+        "passed (True then, and PyTorch warned to pass it) runs its function without gradient tracking"
+    ) in dead.message
+    assert dead.fix.startswith("Pass `use_reentrant=False` to `checkpoint`")
