@@ -4,6 +4,7 @@ prints it without gradviz's frames. Nothing here keeps the live exception."""
 from __future__ import annotations
 
 import os
+import sys
 import traceback
 from collections.abc import Sequence
 from types import TracebackType
@@ -107,5 +108,8 @@ def format_program_error(error: BaseException) -> str:
         frames = list(current.stack)
         keep = script_frames([(f.filename, f.name) for f in frames])
         current.stack = traceback.StackSummary.from_list([f for f, kept in zip(frames, keep) if kept])
+        if sys.version_info < (3, 11) and getattr(current, "_str", None) == f"<unprintable {current.exc_type.__name__} object>":
+            # (3.10's traceback module words it apart from the interpreter; a private field, set as it reads it)
+            current._str = "<exception str() failed>"  # type: ignore[attr-defined,unused-ignore]
         stack.extend(e for e in (current.__cause__, current.__context__) if e is not None)
     return "".join(te.format())

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 
-import tomllib
-
 import gradviz.explorer
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # (Python 3.10: the package tomllib was made from, a test dependency there)
+    import tomli as tomllib
 
 PACKAGE = Path(gradviz.explorer.__file__).resolve().parent
 ROOT = PACKAGE.parent.parent

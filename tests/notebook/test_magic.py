@@ -45,7 +45,7 @@ def run(shell, cell):
     from IPython.utils.capture import capture_output
 
     with capture_output() as captured:
-        result = shell.run_cell(cell)
+        result = shell.run_cell(cell, store_history=True)  # (as a notebook runs a cell: numbered on every IPython)
     return result, captured
 
 
@@ -199,7 +199,9 @@ def test_cells_are_named_as_ipython_names_them(shell) -> None:
     assert f"In[{number}]:3: out = a.tanh()" in labels, labels
     assert not [t for texts in svgs(captured) for t in texts if "ipython-input" in t or "ipykernel" in t]
 
-    result = shell.run_cell("import gradviz\nwith gradviz.trace() as traced:\n    b = torch.ones(2, requires_grad=True).exp()\n")
+    result = shell.run_cell(
+        "import gradviz\nwith gradviz.trace() as traced:\n    b = torch.ones(2, requires_grad=True).exp()\n", store_history=True
+    )
     trace = shell.user_ns["traced"]
     (file,) = {n.created.file for n in trace.nodes.values()}
     assert trace.file_labels == {file: f"In[{result.execution_count}]"}
@@ -242,7 +244,8 @@ def test_messages_name_each_line_with_its_cell(shell) -> None:
 
     result = shell.run_cell(
         "import gradviz\nwith gradviz.trace() as traced:\n    a = torch.tensor([1, 2, 3.], requires_grad=True)\n"
-        "    out = a.tanh()\n    c = out.detach()\n    c.zero_()\n    out.sum().backward()\n"
+        "    out = a.tanh()\n    c = out.detach()\n    c.zero_()\n    out.sum().backward()\n",
+        store_history=True,
     )
     cell = f"In[{result.execution_count}]"
     (finding,) = gradviz.diagnose(shell.user_ns["traced"])
