@@ -15,6 +15,7 @@ import re
 import sys
 import threading
 import types
+import weakref
 from collections.abc import Callable
 from types import FrameType
 from typing import Any
@@ -158,6 +159,10 @@ class Recorder(
         self._thread_paused: dict[int, int] = {}
         self._thread_names: dict[int, str] = {}  # the program's other threads recording now -> their names
         self._unnamed_threads = itertools.count(1)
+        # each thread's name in the trace, unique: a second thread named `worker` is `worker#2` (threads.py numbers
+        # them in the order the program started them); the thread objects weakly (a pool's thread runs many items)
+        self._thread_labels: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+        self._label_uses: dict[str, int] = {}
         self._module_names: dict[int, str] = {}  # id(module) -> its name, while it lives (written by _module_names_live)
         self._module_names_live: LiveIds[str] = LiveIds(self._module_names)
         # the module running during the call being recorded (name, module), read once per call; None: not read yet
@@ -265,18 +270,34 @@ class Recorder(
         self._mode_on = True
         self._uninstall_threads = threads.install(self)
 
-    def enter_thread(self, name: str | None = None) -> bool:
+    def enter_thread(self, name: str | None = None, thread: Any = None) -> bool:
         """Called first thing in a thread the program starts while tracing: the mode is entered there too (torch's
-        mode stack is per thread). `name`: the thread's (None: one `_thread` started, which `threading` does not
-        know: asking it would make a dummy thread object the program could see). False when tracing has ended."""
+        mode stack is per thread). `name`: the thread's, `thread`: its `threading.Thread` (None: one `_thread`
+        started, which `threading` does not know: asking it would make a dummy thread object the program could see;
+        its name is then `thread_name()`'s, taken as it was started). False when tracing has ended."""
         if not self._mode_on or self._paused >= _CLOSED:
             return False
         with self._lock:
             self._numbers.entered()
             self._bystanders.entered.add(threading.get_ident())
-            self._thread_names[threading.get_ident()] = name or f"_thread {next(self._unnamed_threads)}"
+            if thread is None:  # a `_thread` one, named as the program started it (thread_name)
+                label = name if name is not None else self._unique_label(f"_thread {next(self._unnamed_threads)}")
+            else:
+                label = self._thread_labels.get(thread) or self._unique_label(name or "thread")
+                self._thread_labels[thread] = label
+            self._thread_names[threading.get_ident()] = label
         self.__enter__()
         return True
+
+    def thread_name(self) -> str:
+        """The name of a `_thread` about to be started (threads.py: numbered in the order the program starts them)."""
+        with self._lock:
+            return self._unique_label(f"_thread {next(self._unnamed_threads)}")
+
+    def _unique_label(self, name: str) -> str:
+        """`name`, or `name#2`, `name#3` for the later threads of one name (called under the lock)."""
+        uses = self._label_uses[name] = self._label_uses.get(name, 0) + 1
+        return name if uses == 1 else f"{name}#{uses}"
 
     def leave_thread(self) -> None:
         threads.leave(self)

@@ -18,7 +18,9 @@ import torch
 
 
 class ThreadRecording(Protocol):
-    def enter_thread(self, name: str | None = None) -> bool: ...
+    def enter_thread(self, name: str | None = None, thread: Any = None) -> bool: ...
+
+    def thread_name(self) -> str: ...
 
     def leave_thread(self) -> None: ...
 
@@ -38,7 +40,9 @@ def install(recorder: ThreadRecording) -> Callable[[], None]:
     work_item_run = concurrent.futures.thread._WorkItem.run
 
     def traced_bootstrap(thread: threading.Thread) -> None:
-        if not recorder.enter_thread(thread.name):  # tracing ended between start() and here
+        # (called before the thread is marked started: start() returns only after this, so threads are entered in
+        # the order the program started them, and same-named ones numbered so: `worker`, `worker#2`)
+        if not recorder.enter_thread(thread.name, thread):  # tracing ended between start() and here
             return bootstrap(thread)
         try:
             return bootstrap(thread)
@@ -46,7 +50,8 @@ def install(recorder: ThreadRecording) -> Callable[[], None]:
             recorder.leave_thread()
 
     def traced_work_item(item: Any) -> None:
-        if _on_stack(recorder) or not recorder.enter_thread(threading.current_thread().name):
+        here = threading.current_thread()
+        if _on_stack(recorder) or not recorder.enter_thread(here.name, here):
             return work_item_run(item)
         try:
             return work_item_run(item)
@@ -85,10 +90,11 @@ def _traced_start_new_thread(recorder: ThreadRecording, start_new_thread: Callab
         if kwargs or not 2 <= len(args) <= 3 or not callable(args[0]) or not isinstance(args[1], tuple):
             return start_new_thread(*args, **kwargs)
         function = args[0]
+        name = recorder.thread_name()  # (numbered here, in the order the program starts them, not as they run)
 
         @functools.wraps(function)
         def run(*a: Any, **k: Any) -> Any:
-            entered = recorder.enter_thread()  # (False: tracing ended between start and here)
+            entered = recorder.enter_thread(name)  # (False: tracing ended between start and here)
             try:
                 return function(*a, **k)
             except SystemExit:

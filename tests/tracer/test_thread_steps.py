@@ -129,3 +129,93 @@ def test_the_step_window_counts_each_threads_steps(schedule: str) -> None:
         assert grads == {"A": [True] * 4, "B": [True] * 4}
         assert t.window is not None and t.window.describe() == "steps 1-2 of 3 traced"
         assert sorted((s.number, s.thread) for s in split_steps(t)) == [(1, "A"), (2, "A"), (3, "B"), (4, "B")]
+
+
+def _same_named(order: list[tuple[int, int]]) -> tuple[gradviz.Trace, list[list[bool]]]:
+    """Two threads both named `worker` (0 started first, then 1), each training a model of its own in `order`; the
+    second writes `h.data` between tanh and the backward that reads it, in its step 1 (of 0-2)."""
+    turns = {phase: threading.Event() for phase in order}
+    turns[order[0]].set()
+    grads: list[list[bool]] = [[], []]
+
+    def worker(index: int) -> None:
+        torch.manual_seed(index)
+        model = torch.nn.Linear(3, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for step in range(STEPS):
+            assert turns[(index, step)].wait(30)
+            optimizer.zero_grad()
+            h = torch.tanh(model(torch.randn(2, 3)))
+            if index == 1 and step == 1:
+                h.data.mul_(2.0)  # tanh's saved output changed behind autograd's back: its gradient silently wrong
+            h.sum().backward()
+            optimizer.step()
+            at = order.index((index, step))
+            if at + 1 < len(order):
+                turns[order[at + 1]].set()
+        grads[index] = [bool(p.grad.abs().sum() > 0) for p in model.parameters()]
+
+    with gradviz.trace() as t:
+        threads = [threading.Thread(target=worker, args=(i,), name="worker") for i in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    return t, grads
+
+
+@pytest.mark.parametrize("schedule", ["one after the other", "interleaved", "second first"])
+def test_threads_of_one_name_are_told_apart_in_the_order_they_were_started(schedule: str) -> None:
+    order = {
+        "one after the other": [(i, s) for i in range(2) for s in range(STEPS)],
+        "interleaved": [(i, s) for s in range(STEPS) for i in range(2)],
+        "second first": [(i, s) for s in range(STEPS) for i in (1, 0)],
+    }[schedule]
+    for _ in range(REPEAT):
+        t, grads = _same_named(order)
+        assert grads == [[True, True], [True, True]]
+        steps = split_steps(t)
+        # the first started is `worker`, the second `worker#2`, whichever ran first: each with steps of its own
+        assert sorted((s.number, s.thread) for s in steps) == [
+            (1, "worker"), (2, "worker"), (3, "worker"), (4, "worker#2"), (5, "worker#2"), (6, "worker#2")
+        ]
+        findings = gradviz.diagnose(t)
+        assert [f.kind.value for f in findings] == ["silently_corrupted_saved_tensor"]
+        rolls, _ = roll_steps(t, steps, annotate(t, findings))
+        assert [(r.numbers, r.notes[:1]) for r in rolls] == [
+            ([1, 2, 3], ["in thread 'worker'"]), ([4, 5, 6], ["in thread 'worker#2'"])
+        ]
+        assert {t.tensors[tid].parameter for tid in t.tensors if t.tensors[tid].parameter} == {
+            "model#worker.weight", "model#worker.bias", "model#worker#2.weight", "model#worker#2.bias"
+        }
+        # the write is drawn in the second thread's step 2 (step 5 of the run), not in the first thread's
+        (dot,) = [render(t, view="graph", step=5).source]
+        assert "h.data" in dot and "model#worker#2" in dot and "model#worker." not in dot
+
+
+def test_threads_started_with_thread_module_are_numbered_in_the_order_they_were_started() -> None:
+    """`_thread.start_new_thread` threads have no name: `_thread 1` is the first the program started, even where the
+    second one runs first."""
+    import _thread
+
+    for _ in range(REPEAT // 2):
+        second_done, done = threading.Event(), [threading.Event(), threading.Event()]
+
+        def worker(index: int, second_done: threading.Event = second_done, done: list[threading.Event] = done) -> None:
+            if index == 0:
+                assert second_done.wait(30)  # the first started trains last
+            w = torch.randn(3, requires_grad=True)
+            (w * (index + 1)).sum().backward()
+            if index == 1:
+                second_done.set()
+            done[index].set()
+
+        with gradviz.trace() as t:
+            for index in range(2):
+                _thread.start_new_thread(worker, (index,))
+            assert all(event.wait(30) for event in done)
+        mul = {s.thread: [t.nodes[n].name for n in s.nodes] for s in split_steps(t)}
+        assert sorted(mul) == ["_thread 1", "_thread 2"]
+        # the second started ran first: its backward is the earlier event, and it is still `_thread 2`
+        backwards = [e for e in t.events if e.kind == "backward"]
+        assert [e.data.get("thread") for e in backwards] == ["_thread 2", "_thread 1"]
