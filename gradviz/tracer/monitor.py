@@ -11,7 +11,10 @@ sentinel as on Python 3.11 (sentinel.py): a call from a site never seen re-arms 
 `Tensor.backward`, `torch.autograd.backward` and `torch.autograd.grad` puts the mode on the stack before their first
 line, so that their dispatch reaches it (a `loss.backward()` from a site and root the window saw, where an optimizer
 steps, is only counted there). The mode comes off again where no torch function is being handled: as an
-optimizer step starts (sentinel.py) and as one of those backward functions returns to the program.
+optimizer step starts (sentinel.py) and as one of those backward functions returns to the program. PY_RETURN of
+`nn.Module.train` (which `eval()` calls) tells the sentinel that a model may now run with a training flag never
+recorded: only then is its global forward pre-hook on (a global module hook puts every module call on nn.Module's
+slow path; on 3.11 it is on for the whole sentinel).
 
 The tool id is one PEP 669 leaves unassigned, taken only where it is free (a coverage tool or a debugger keeps its
 own): where none is, the mode stays on the stack as on 3.11. Everything is given back when tracing stops.
@@ -38,6 +41,7 @@ _LIBRARY = tuple(os.path.join(os.path.dirname(torch.__file__), part) + os.sep fo
 _depth = torch._C._len_torch_function_stack
 _top = torch._C._get_function_stack_at
 _TENSOR_BACKWARD = torch.Tensor.backward.__code__
+_MODULE_TRAIN = torch.nn.Module.train.__code__  # (`eval()` calls it too)
 
 
 def available() -> bool:
@@ -72,19 +76,22 @@ class Watch:
             events = monitoring.events
             monitoring.register_callback(tool, events.LINE, self._line)
             monitoring.register_callback(tool, events.PY_START, self._backward_starts)
-            monitoring.register_callback(tool, events.PY_RETURN, self._backward_returns)
+            monitoring.register_callback(tool, events.PY_RETURN, self._returns)
             monitoring.set_events(tool, events.LINE)
             return True
         return False
 
     def watch_backwards(self) -> None:
-        """After the window: every backward() call puts the mode on the stack for its dispatch (see the module)."""
+        """After the window: every backward() call puts the mode on the stack for its dispatch (see the module), and
+        each return of `nn.Module.train` is reported to the sentinel (its training-flag hook, sentinel.py)."""
         if self.tool is None or self._codes:
             return
         monitoring = sys.monitoring  # type: ignore[attr-defined,unused-ignore]
         self._codes = _backward_codes()
         for code in self._codes:
             monitoring.set_local_events(self.tool, code, monitoring.events.PY_START | monitoring.events.PY_RETURN)
+        self._codes.append(_MODULE_TRAIN)
+        monitoring.set_local_events(self.tool, _MODULE_TRAIN, monitoring.events.PY_RETURN)
 
     def stop(self) -> None:
         """Turn every event off, drop the callbacks and free the id (idempotent)."""
@@ -141,9 +148,13 @@ class Watch:
             del frame
             recorder._probe()
 
-    def _backward_returns(self, code: Any, offset: int, value: Any) -> None:
+    def _returns(self, code: Any, offset: int, value: Any) -> None:
         recorder = self._recorder
+        if code is _MODULE_TRAIN:  # (it returns the module)
+            recorder._trained(value)
+            return
         if recorder._sentinel and recorder._mode_on and threading.get_ident() == recorder._thread:
             depth = _depth()
             if depth and _top(depth - 1) is recorder:  # (inside the mode's own handling it is off the stack)
                 recorder._unprobe()
+

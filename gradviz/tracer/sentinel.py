@@ -152,17 +152,39 @@ class SentinelRecording:
         return False
 
     def _module_call(self, module: Any, args: Any) -> None:
-        """A global forward pre-hook, on in sentinel mode: a named model called with a training flag it was never
+        """A global forward pre-hook, on in sentinel mode (on 3.12+ only from a `train()` that left a named model
+        in a flag never recorded, to that model's next call: _trained): a named model called with a training flag it was never
         recorded with (`model.eval()` before the first validation pass) re-arms the window before its forward runs:
         the pass is recorded from its first module call, its nodes inside their modules, not from its first new
         call site (its loss, after a whole batch ran untraced)."""
         known = self._root_flags.get(id(module))
-        if known is None or module.training in known[1] or not self._sentinel or known[0]() is not module:
+        if known is None or known[0]() is not module or threading.get_ident() != self._thread:
             return
-        if threading.get_ident() != self._thread or _is_compiling():
+        if module.training not in known[1] and self._sentinel and not _is_compiling():
+            known[1].add(module.training)
+            self._rearm("a model's training flag changed", None, sys._getframe(1))
+        hook = self._flag_hook
+        if self._watch is not None and hook is not None and not self._unknown_flags():  # (3.12+: see _trained)
+            hook.remove()
+            self._flag_hook = None
+
+    def _trained(self, module: Any) -> None:
+        """Python 3.12+ (monitor.py): `module.train(mode)` returned. A named model now in a training flag it was never
+        recorded with gets the forward pre-hook that re-arms at its next call (_module_call); until then the hook is
+        off, since a global module hook puts every module call on nn.Module's slow path."""
+        if self._flag_hook is not None or not self._sentinel or threading.get_ident() != self._thread:
             return
-        known[1].add(module.training)
-        self._rearm("a model's training flag changed", None, sys._getframe(1))
+        known = self._root_flags.get(id(module))
+        if known is not None and known[0]() is module and module.training not in known[1]:
+            self._flag_hook = torch.nn.modules.module.register_module_forward_pre_hook(self._module_call)
+
+    def _unknown_flags(self) -> bool:
+        """Whether a named model has a training flag now that it was never recorded with."""
+        for ref, flags in self._root_flags.values():
+            model = ref()
+            if model is not None and model.training not in flags:
+                return True
+        return False
 
     def _in_eval_mode(self) -> bool:
         """Whether a module that was training when recording stopped is in eval mode now (a validation pass)."""
@@ -362,7 +384,7 @@ class SentinelRecording:
             from torch.optim.optimizer import register_optimizer_step_pre_hook
 
             self._sentinel_hook = register_optimizer_step_pre_hook(self._sentinel_step_pre)
-        if self._flag_hook is None and self._root_flags:
+        if self._flag_hook is None and self._root_flags and self._watch is None:  # (3.12+: see _trained)
             self._flag_hook = torch.nn.modules.module.register_module_forward_pre_hook(self._module_call)
         self._sentinel = True
         if self._watch is not None:  # Python 3.12+: off the stack now where it is safe, else at the next safe place

@@ -131,3 +131,44 @@ def test_a_data_write_on_a_line_never_run_before_is_traced_again_and_found(tmp_p
         assert any("made before recording" in text for text in trace.internal_errors), trace.internal_errors
         return
     assert ("silently_corrupted_saved_tensor", 10) in found
+
+
+def _global_pre_hooks() -> int:
+    return len(torch.nn.modules.module._global_forward_pre_hooks)
+
+
+@needs_monitoring
+def test_the_training_flag_hook_is_on_only_from_eval_to_the_models_next_call() -> None:
+    """A global module pre-hook puts every module call on nn.Module's slow path: on 3.12+ the sentinel's is on only
+    while a named model has a training flag never recorded (from `eval()` to the model's next call), and that call
+    still re-arms the window before its forward runs (the pass drawn inside its modules)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x = torch.randn(16, 4)
+    hooks: dict[str, int] = {}
+    val_line = sys._getframe().f_lineno + 13
+    with gradviz.trace(steps=2) as trace:
+        for step in range(8):
+            model.train()
+            opt.zero_grad()
+            loss = model(x).pow(2).mean()
+            loss.backward()
+            opt.step()
+            if step == 4:
+                hooks["training"] = _global_pre_hooks()
+            if step == 5:
+                model.eval()
+                hooks["after eval()"] = _global_pre_hooks()
+                val = model(x).mean()
+                hooks["after the validation call"] = _global_pre_hooks()
+        del val
+    assert hooks == {"training": 0, "after eval()": 1, "after the validation call": 0}
+    assert _global_pre_hooks() == 0
+    assert trace.window is not None
+    assert [(r.step, r.reason, r.kind, r.line) for r in trace.window.rearmed] == [
+        (6, "a model's training flag changed", "validation", val_line)
+    ]
+    rearmed_at = trace.window.rearmed[0].start
+    linears = [n for n in trace.nodes.values() if n.seq > rearmed_at and n.name == "AddmmBackward0"]
+    assert sorted({n.module for n in linears}) == ["model.0", "model.2"]  # (not op by op outside any module)
