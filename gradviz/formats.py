@@ -227,6 +227,7 @@ def github_commands(
         for entry, said in zip(window.rearmed, window.describe_rearmed()):
             lines.append(_command("notice", {"file": _github_path(entry.file), "line": entry.line if entry.file else None,
                                              "title": f"gradviz: {entry.label()}"}, said))
+        lines += [github_notice("notice", f"gradviz: {said}") for said in window.describe_unwatched()]
     exception = trace.exception if trace is not None else None
     if trace is not None and exception is not None and trace.error is not None and not _clean_exit(trace.error):
         location = exception.location

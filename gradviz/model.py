@@ -211,6 +211,9 @@ class WindowRecord:
     stopped: bool = False  # the program was ended at the window's end (`--stop-after`)
     # steps traced again after the window because they ran something the window never saw (the sentinel), in order
     rearmed: list[RearmedStep] = field(default_factory=list)
+    # the program's other threads whose own window closed -> the steps each made after it (0: backward calls, not
+    # counted): the sentinel watches the tracing thread only, so those ran unwatched (said by coverage())
+    unwatched: dict[str, int] = field(default_factory=dict)
 
     def describe_rearmed(self) -> list[str]:
         """`traced again after step 1,500: new code at line 88 (validation)`, one line per re-armed step."""
@@ -230,7 +233,16 @@ class WindowRecord:
     def coverage(self) -> str:
         """What the findings and views of the run cover, in one line: describe() and each step traced again after the
         window (`steps 1-100 of 300 traced; traced again after step 150: new code at line 40 (validation)`)."""
-        return "; ".join([self.describe(), *self.describe_rearmed()])
+        return "; ".join([self.describe(), *self.describe_rearmed(), *self.describe_unwatched()])
+
+    def describe_unwatched(self) -> list[str]:
+        """`in thread 'B', the 25 steps after its window ran unwatched (the sentinel watches the tracing thread)`."""
+        lines = []
+        for thread, after in self.unwatched.items():
+            what = f"the {after:,} steps" if after > 1 else ("the step" if after == 1 else "the backward calls")
+            lines.append(f"in thread {thread!r}, {what} after its window ran unwatched (the sentinel watches the "
+                         "tracing thread only)")
+        return lines
 
     def describe(self) -> str:
         """`steps 1-10 of 6,000 traced`, `backward calls 1-10 of 11+ traced`, `all 4 steps traced`."""

@@ -458,7 +458,7 @@ def _print_render(run: _Run, trace: Trace, findings: list[Finding], suppressed: 
             console.print(f"{rank_prefix()}gradviz: wrote {shown(path)}", highlight=False, markup=False)
         if trace.window is not None and trace.window.closed:
             console.print(f"{rank_prefix()}gradviz: {trace.window.describe()}", highlight=False, markup=False)
-            for line in trace.window.describe_rearmed():
+            for line in [*trace.window.describe_rearmed(), *trace.window.describe_unwatched()]:
                 console.print(f"{rank_prefix()}gradviz: {line}", highlight=False, markup=False)
         unrecorded = trace.unrecorded_threads_summary()
         if unrecorded:

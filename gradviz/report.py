@@ -61,7 +61,7 @@ def print_report(
     print_findings(console, findings, labels=ranks)
     if not quiet and ranks is None:
         if trace.window is not None:  # steps the sentinel traced again after the window
-            for line in trace.window.describe_rearmed():
+            for line in [*trace.window.describe_rearmed(), *trace.window.describe_unwatched()]:
                 console.print(f"{rank_prefix()}gradviz: {line}", highlight=False, markup=False)
         console.print(tally_line(findings, program, trace, suppressed=suppressed), highlight=False, markup=False)
 

@@ -54,6 +54,14 @@ class StepWindow:
     def first_optimizer(self) -> int | None:
         return next(iter(self.steps), None)
 
+    def unwatched(self) -> dict[str, int]:
+        """The other threads whose window closed -> their steps after it (0: backward calls, not counted)."""
+        return {
+            w.name: w.after if w.steps else 0
+            for w in [*self.ended, *self.threads.values()]
+            if w.closed and w.name is not None and (w.after or not w.steps)
+        }
+
     def thread_record(self) -> tuple[str, int, bool, int | None] | None:
         """(unit, traced, closed, total or None) of the other threads' windows, the longest of each, or None when no
         other thread made a step or a backward call."""
@@ -72,7 +80,8 @@ class ThreadWindow:
     """One of the program's other threads' share of the step window: its steps, counted as the window counts the
     tracing thread's (its first optimizer's; backward calls where it steps none)."""
 
-    def __init__(self) -> None:
+    def __init__(self, name: str | None) -> None:
+        self.name = name  # the thread's name in the trace
         self.steps: dict[int, int] = {}  # id(optimizer) -> steps completed, in order of first step
         self.backwards = 0
         self.after = 0  # steps of its first optimizer after its window closed
@@ -169,7 +178,7 @@ class WindowRecording:
         if not was_open or key in self._steps or here not in self._thread_names:
             return
         with self._lock:
-            own = window.threads.setdefault(here, ThreadWindow())
+            own = window.threads.setdefault(here, ThreadWindow(self._thread_names.get(here)))
             self._optimizer_groups[key] = len(optimizer.param_groups)
             own.steps[key] = own.steps.get(key, 0) + 1
             if min(own.steps.values()) >= window.limit:
@@ -201,7 +210,8 @@ class WindowRecording:
             return False
         if threading.get_ident() != self._thread and not window.record.closed:
             with self._lock:
-                own = window.threads.setdefault(threading.get_ident(), ThreadWindow())
+                here = threading.get_ident()
+                own = window.threads.setdefault(here, ThreadWindow(self._thread_names.get(here)))
                 if not own.steps and own.backwards >= window.limit and not self._steps_open_here():
                     own.backwards += 1
                     self._close_thread_window(own)
@@ -321,6 +331,7 @@ class WindowRecording:
         if window is None:
             return None
         record = window.record
+        record.unwatched = window.unwatched()
         threads = window.thread_record()
         if threads is not None and not window.steps and not window.backwards and not record.closed:
             # only the program's other threads trained: the window as each of them counted it

@@ -199,3 +199,42 @@ def test_steps_all_traces_past_the_default_window_of_100_steps(python_m_gradviz,
     assert "window" not in document  # nothing left untraced
     assert [(f["kind"], f["line"]) for f in document["findings"]] == [("silently_corrupted_saved_tensor", 7)]
     assert "done" in whole.stderr  # the whole run ran, to its last line
+
+
+THREAD_TRAIN = """\
+import threading, torch
+def work():
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for i in range(30):
+        opt.zero_grad()
+        h = torch.tanh(model(torch.randn(2, 3)))
+        if i == 20:
+            h.data.mul_(2.0)
+        h.sum().backward()
+        opt.step()
+    print("B done", i + 1)
+t = threading.Thread(target=work, name="B")
+t.start()
+t.join()
+"""
+
+
+def test_steps_a_thread_made_after_its_window_are_said_to_have_run_unwatched(python_m_gradviz, tmp_path):
+    """The sentinel watches the tracing thread: a training thread's steps after its own window ran neither traced nor
+    watched (its step 21 writes `h.data` behind autograd's back), and every output says so instead of a bare "no
+    problems found"."""
+    write(tmp_path, "threaded.py", THREAD_TRAIN)
+    said = "in thread 'B', the 25 steps after its window ran unwatched (the sentinel watches the tracing thread only)"
+    text = python_m_gradviz("check", "threaded.py", "--steps", "5")
+    assert text.returncode == 0, text.stderr
+    assert text.stdout.splitlines()[-2:] == [f"gradviz: {said}", "threaded.py: no problems found (steps 1-5 of 30 traced)"]
+    document = json.loads(python_m_gradviz("check", "threaded.py", "--steps", "5", "--json").stdout)
+    assert document["window"]["unwatched"] == {"B": 25}
+    assert document["window"]["coverage"] == f"steps 1-5 of 30 traced; {said}"
+    github = python_m_gradviz("check", "threaded.py", "--steps", "5", "--format", "github").stdout.splitlines()
+    assert f"::notice::gradviz: {said}" in github
+    # the whole run traced: the write is found, and nothing is said to have run unwatched
+    whole = python_m_gradviz("check", "threaded.py", "--steps", "all")
+    assert "silently_corrupted_saved_tensor" in whole.stdout and "unwatched" not in whole.stdout
