@@ -155,14 +155,7 @@ class Recorder(
         self._saved_names = _SAVED_NAMES
         self._type_names = _TYPE_NAMES
         self._paused = 0  # the tracing thread's (and, from _CLOSED up, every thread's): see hooks.py, window.py
-        # the program's other threads inside an optimizer step, or past their own step window: thread -> its count
-        self._thread_paused: dict[int, int] = {}
-        self._thread_names: dict[int, str] = {}  # the program's other threads recording now -> their names
-        self._unnamed_threads = itertools.count(1)
-        # each thread's name in the trace, unique: a second thread named `worker` is `worker#2` (threads.py numbers
-        # them in the order the program started them); the thread objects weakly (a pool's thread runs many items)
-        self._thread_labels: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
-        self._label_uses: dict[str, int] = {}
+        self._init_threads()
         self._module_names: dict[int, str] = {}  # id(module) -> its name, while it lives (written by _module_names_live)
         self._module_names_live: LiveIds[str] = LiveIds(self._module_names)
         # the module running during the call being recorded (name, module), read once per call; None: not read yet
@@ -207,6 +200,17 @@ class Recorder(
             for method in (_Tensor.register_hook, _Tensor.retain_grad):
                 special[method] = lambda func, args, kwargs: check.hook_registered(recorder, func, args, kwargs)
         return special
+
+    def _init_threads(self) -> None:
+        """The state of the program's other threads (threads.py enters the recorder in each)."""
+        # the program's other threads inside an optimizer step, or past their own step window: thread -> its count
+        self._thread_paused: dict[int, int] = {}
+        self._thread_names: dict[int, str] = {}  # the program's other threads recording now -> their names
+        self._unnamed_threads = itertools.count(1)
+        # each thread's name in the trace, unique: a second thread named `worker` is `worker#2` (threads.py numbers
+        # them in the order the program started them); the thread objects weakly (a pool's thread runs many items)
+        self._thread_labels: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+        self._label_uses: dict[str, int] = {}
 
     def _init_sentinel(self) -> None:
         """The sentinel's state (sentinel.py): after the window, calls from sites seen while recording pass straight
