@@ -211,8 +211,9 @@ class WindowRecord:
     stopped: bool = False  # the program was ended at the window's end (`--stop-after`)
     # steps traced again after the window because they ran something the window never saw (the sentinel), in order
     rearmed: list[RearmedStep] = field(default_factory=list)
-    # the program's other threads whose own window closed -> the steps each made after it (0: backward calls, not
-    # counted): the sentinel watches the tracing thread only, so those ran unwatched (said by coverage())
+    # the program's other threads whose recording stopped (their own window closed, or the tracing thread's) -> the
+    # steps each made after that (0: backward calls, not counted): the sentinel watches the tracing thread only, so
+    # those ran unwatched (said by coverage())
     unwatched: dict[str, int] = field(default_factory=dict)
 
     def describe_rearmed(self) -> list[str]:
@@ -236,12 +237,13 @@ class WindowRecord:
         return "; ".join([self.describe(), *self.describe_rearmed(), *self.describe_unwatched()])
 
     def describe_unwatched(self) -> list[str]:
-        """`in thread 'B', the 25 steps after its window ran unwatched (the sentinel watches the tracing thread)`."""
+        """`in thread 'B', the 25 steps after recording stopped there ran unwatched (the sentinel watches the tracing
+        thread only)`."""
         lines = []
         for thread, after in self.unwatched.items():
             what = f"the {after:,} steps" if after > 1 else ("the step" if after == 1 else "the backward calls")
-            lines.append(f"in thread {thread!r}, {what} after its window ran unwatched (the sentinel watches the "
-                         "tracing thread only)")
+            lines.append(f"in thread {thread!r}, {what} after recording stopped there ran unwatched (the sentinel "
+                         "watches the tracing thread only)")
         return lines
 
     def describe(self) -> str:

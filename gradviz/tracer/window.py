@@ -55,7 +55,7 @@ class StepWindow:
         return next(iter(self.steps), None)
 
     def unwatched(self) -> dict[str, int]:
-        """The other threads whose window closed -> their steps after it (0: backward calls, not counted)."""
+        """The other threads whose recording stopped -> their steps after that (0: backward calls, not counted)."""
         return {
             w.name: w.after if w.steps else 0
             for w in [*self.ended, *self.threads.values()]
@@ -138,6 +138,9 @@ class WindowRecording:
         """
         window = self._window
         if window is not None and window.record.closed:
+            if not self._rearm_left and threading.get_ident() != self._thread:
+                self._thread_step_after(window, optimizer)
+                return
             first = id(optimizer) == window.first_optimizer
             if first:
                 window.after += 1
@@ -183,6 +186,19 @@ class WindowRecording:
             own.steps[key] = own.steps.get(key, 0) + 1
             if min(own.steps.values()) >= window.limit:
                 self._close_thread_window(own)
+
+    def _thread_step_after(self, window: StepWindow, optimizer: Any) -> None:
+        """A step of another thread of the program after recording stopped (the tracing thread's window closed, or
+        this thread's own): counted as a step after its window, never recorded nor watched (coverage() says so)."""
+        here = threading.get_ident()
+        with self._lock:
+            own = window.threads.get(here)
+            if own is None:
+                own = window.threads[here] = ThreadWindow(self._thread_names.get(here))
+            own.closed = True
+            first = own.steps.setdefault(id(optimizer), 0) if not own.steps else None
+            if first is not None or id(optimizer) == next(iter(own.steps)):
+                own.after += 1
 
     def _close_thread_window(self, own: ThreadWindow) -> None:
         """This thread's window is over: its calls pass straight through from now (the mode stays on its stack, as a

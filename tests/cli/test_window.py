@@ -226,7 +226,7 @@ def test_steps_a_thread_made_after_its_window_are_said_to_have_run_unwatched(pyt
     watched (its step 21 writes `h.data` behind autograd's back), and every output says so instead of a bare "no
     problems found"."""
     write(tmp_path, "threaded.py", THREAD_TRAIN)
-    said = "in thread 'B', the 25 steps after its window ran unwatched (the sentinel watches the tracing thread only)"
+    said = "in thread 'B', the 25 steps after recording stopped there ran unwatched (the sentinel watches the tracing thread only)"
     text = python_m_gradviz("check", "threaded.py", "--steps", "5")
     assert text.returncode == 0, text.stderr
     assert text.stdout.splitlines()[-2:] == [f"gradviz: {said}", "threaded.py: no problems found (steps 1-5 of 30 traced)"]

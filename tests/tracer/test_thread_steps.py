@@ -219,3 +219,37 @@ def test_threads_started_with_thread_module_are_numbered_in_the_order_they_were_
         # the second started ran first: its backward is the earlier event, and it is still `_thread 2`
         backwards = [e for e in t.events if e.kind == "backward"]
         assert [e.data.get("thread") for e in backwards] == ["_thread 2", "_thread 1"]
+
+
+def test_a_threads_steps_after_the_tracing_threads_window_are_counted_as_unwatched() -> None:
+    """Thread B trains beside the tracing thread; where the tracing thread's window closes first, recording stops
+    for B too: B's later steps (its step 21 writes `h.data`) ran neither traced nor watched, whatever the schedule,
+    and the window says how many: with the steps of B traced, all 30 of its steps."""
+
+    def work(steps: list[int]) -> None:
+        torch.manual_seed(0)
+        model = torch.nn.Linear(3, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for i in range(30):
+            optimizer.zero_grad()
+            h = torch.tanh(model(torch.randn(2, 3)))
+            if i == 20 and threading.current_thread().name == "B":
+                h.data.mul_(2.0)
+            h.sum().backward()
+            optimizer.step()
+            steps.append(i)
+
+    for _ in range(REPEAT // 2):
+        done: list[int] = []
+        with gradviz.trace(steps=5) as t:
+            thread = threading.Thread(target=work, args=(done,), name="B")
+            thread.start()
+            work([])
+            thread.join()
+        assert len(done) == 30  # PyTorch: B made its 30 steps
+        # B's optimizer steps recorded, and those after recording stopped (a step whose backward was recorded and
+        # whose update came after is one of the latter)
+        traced_b = sum(1 for e in t.events if e.kind == "optimizer_step" and e.data.get("thread") == "B")
+        assert t.window is not None and set(t.window.unwatched) == {"B"}
+        assert traced_b + t.window.unwatched["B"] == 30
+        assert "in thread 'B', the " in t.window.coverage() and "ran unwatched" in t.window.coverage()
