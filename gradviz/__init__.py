@@ -8,7 +8,7 @@ from .torch_support import check_installed
 
 check_installed()  # before anything else: an unsupported torch is refused with one line
 
-from . import notebook, trace_file  # noqa: F401 - they lend the trace its JSON methods and notebook display
+from . import notebook, tracefile  # noqa: F401 - they lend the trace its JSON methods and notebook display
 from .model import Event, EventKind, ExceptionRecord, Location, ProgramError, Trace
 from .render import Diagram, render  # the function shadows the subpackage name on purpose
 from .render.views import PAGES

@@ -441,7 +441,7 @@ class Trace:
         if error is not None:
             raise error
 
-    # ------------------------------------------------------------------ JSON (gradviz/trace_file.py)
+    # ------------------------------------------------------------------ JSON (gradviz/tracefile/write.py)
     def to_dict(self) -> dict[str, Any]:
         """The trace as the JSON-ready document of docs/trace-format.md (a copy: changing it leaves the trace alone)."""
         return _persistence().to_dict(self)
@@ -471,7 +471,7 @@ class Trace:
 
 
 class Persistence(Protocol):
-    """JSON in and out of a trace: gradviz/trace_file.py's functions, which the `Trace` methods above call."""
+    """JSON in and out of a trace: gradviz/tracefile/write.py's functions, which the `Trace` methods above call."""
 
     def to_dict(self, trace: Trace) -> dict[str, Any]: ...
     def to_json(self, trace: Trace, path: str | Path | None, *, indent: int | None) -> str: ...
@@ -483,7 +483,7 @@ class Persistence(Protocol):
 @dataclass(slots=True)
 class Lent:
     """What the layers above lend the plain data, so that it imports none of them: the trace's persistence (set by
-    gradviz/trace_file.py when it is imported) and the notebook displays of a trace and of `diagnose()`'s findings
+    gradviz/tracefile/write.py when it is imported) and the notebook displays of a trace and of `diagnose()`'s findings
     (set by gradviz/notebook.py). Importing `gradviz` imports both, so a `Trace` always has them."""
 
     persistence: Persistence | None = None
@@ -497,5 +497,5 @@ LENT = Lent()
 
 def _persistence() -> Persistence:
     if LENT.persistence is None:  # only when gradviz.model was loaded without its package
-        raise RuntimeError("gradviz.trace_file is not imported: `import gradviz` first")
+        raise RuntimeError("gradviz.tracefile is not imported: `import gradviz` first")
     return LENT.persistence

@@ -3,8 +3,8 @@ ends.
 
 Every module of gradviz/ is parsed (imports inside functions and under TYPE_CHECKING count too: a lazy import
 is still a dependency), and the graph of its imports must have no cycle and no import from a lower layer into a
-higher one. A layer is named by its folder; the top-level modules are listed in TRACE_MODEL, all others are
-front ends (they may import anything, and nothing below them may import them)."""
+higher one. A layer is named by its folder; the trace file's folder (tracefile/) and the top-level modules listed
+in TRACE_MODEL are the trace model, all other top-level modules are front ends (they may import anything, and nothing below them may import them)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "gradviz"
 
-#: Top-level modules that are plain data and its persistence: every layer may import them.
-TRACE_MODEL = {"model", "trace_file", "trace_fields", "trace_decode", "trace_checks", "collector", "paths", "text", "torch_support"}
+#: Top-level modules that are plain data (with tracefile/, its persistence): every layer may import them.
+TRACE_MODEL = {"model", "collector", "paths", "text", "torch_support"}
 
 #: Which layers each layer may import (its own included).
 ALLOWED = {
@@ -44,7 +44,7 @@ def layer(module: str) -> str:
     parts = module.split(".")
     if len(parts) >= 2 and parts[1] in ("tracer", "analysis", "picture", "render", "explorer"):
         return parts[1]
-    if len(parts) == 2 and parts[1] in TRACE_MODEL:
+    if (len(parts) == 2 and parts[1] in TRACE_MODEL) or (len(parts) >= 2 and parts[1] == "tracefile"):
         return "model"
     return "front"
 

@@ -98,7 +98,7 @@ class Diagram:
 
     def to_json(self, *, indent: int | None = None) -> str:
         """The trace file (docs/trace-format.md) with this view's name and findings added: `Trace.load` reads it."""
-        from ..trace_file import dumps
+        from ..tracefile.write import dumps
 
         document = self.trace.to_dict()
         document["view"] = self.view

@@ -1,4 +1,4 @@
-"""The trace file's layout, shared by its writer (trace_file.py) and its reader (trace_decode.py): which versions are
+"""The trace file's layout, shared by its writer (write.py) and its reader (decode.py): which versions are
 read, the fields each requires, the record tables, and what a dataclass field's annotation says of its JSON."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import typing
 from dataclasses import MISSING, fields
 from typing import Any
 
-from .model import (
+from ..model import (
     Event,
     NodeRecord,
     OpRecord,

@@ -13,8 +13,8 @@ import typing
 from pathlib import Path
 from typing import Any
 
-from . import collector
-from .model import (
+from .. import collector
+from ..model import (
     DEFAULT_MAX_BYTES,
     FORMAT_NAME,
     FORMAT_VERSION,
@@ -23,8 +23,8 @@ from .model import (
     Location,
     Trace,
 )
-from .trace_decode import from_document
-from .trace_fields import (
+from .decode import from_document
+from .fields import (
     TABLES,
     field_hints,
     is_record,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .model import EventKind, Trace
+from ..model import EventKind, Trace
 
 
 def check_references(trace: Trace) -> None:

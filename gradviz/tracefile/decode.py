@@ -1,5 +1,5 @@
 """Reading a trace file's document back into a Trace: every column decoded and checked against its record's
-annotation (trace_fields.py), format version 1's one-object-per-record layout included; a file is refused whole,
+annotation (fields.py), format version 1's one-object-per-record layout included; a file is refused whole,
 naming what is wrong and where, never half read."""
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ from collections.abc import Callable
 from dataclasses import MISSING
 from typing import Any
 
-from .model import (
+from ..model import (
     FORMAT_NAME,
     ExceptionRecord,
     Location,
     Trace,
 )
-from .trace_checks import (
+from .checks import (
     check as _check,
     check_event_data,
     check_extras,
@@ -31,7 +31,7 @@ from .trace_checks import (
     is_str as _is_str,
     short as _short,
 )
-from .trace_fields import (
+from .fields import (
     ABSENT,
     INTERNED,
     READABLE_VERSIONS,
