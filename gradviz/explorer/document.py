@@ -503,6 +503,8 @@ def _step_boxes(groups: Groups, rolls: list[StepRoll]) -> dict[str, str]:
                  if len(numbers) > 1 else f"step {numbers[0]}")
         if roll.kind:  # traced again after the window: `step 105: validation after step 500`
             label += f": {roll.kind}"
+        if roll.thread is not None:  # (as the picture's box says it: steps of different threads never roll together)
+            label += f" in thread {roll.thread!r}"
         backward = f"backward at line {roll.line}" if roll.line else "backward"
         groups.add_step(roll.id, label, backward, numbers)
         for nid in roll.nodes:

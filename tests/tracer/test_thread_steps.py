@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import gradviz
+from gradviz.explorer import explorer_document
 from gradviz.picture.annotate import annotate
 from gradviz.picture.steps import roll_steps, split_steps
 from gradviz.render import render
@@ -191,6 +192,11 @@ def test_threads_of_one_name_are_told_apart_in_the_order_they_were_started(sched
         # the write is drawn in the second thread's step 2 (step 5 of the run), not in the first thread's
         (dot,) = [render(t, view="graph", step=5).source]
         assert "h.data" in dot and "model#worker#2" in dot and "model#worker." not in dot
+        # the page's step boxes name their thread, as the picture's do
+        document = explorer_document(t, findings)
+        assert sorted(g["label"] for g in document["groups"] if g["kind"] == "step") == [
+            "↻ step ×3 (steps 1-3) in thread 'worker'", "↻ step ×3 (steps 4-6) in thread 'worker#2'"
+        ]
 
 
 def test_threads_started_with_thread_module_are_numbered_in_the_order_they_were_started() -> None:
