@@ -140,6 +140,8 @@ def print_findings(console: Console, findings: list[Finding], *, labels: dict[in
         head.append(finding.kind.value, style="bold")
         if finding.parameter:
             head.append(f"  ({safe(finding.parameter)})")
+        if finding.thread is not None:
+            head.append(f"  in thread {safe(repr(finding.thread))}")
         if labels and index in labels:
             head.append(f"  [{labels[index]}]")
         console.print(head)
@@ -217,7 +219,8 @@ def github_commands(
     paths relative to the repository root. `labels`: text added to some findings' titles, by index (`rank 1`)."""
     lines = []
     for index, finding in enumerate(findings):
-        title = finding.kind.value + (f" ({labels[index]})" if labels and index in labels else "")
+        title = finding.kind.value + (f" in thread {finding.thread!r}" if finding.thread is not None else "")
+        title += f" ({labels[index]})" if labels and index in labels else ""
         properties = {"file": _github_path(finding.file), "line": finding.line, "title": title}
         text = finding.message if not finding.fix else f"{finding.message}\nfix: {finding.fix}"
         lines.append(_command(_GITHUB_COMMAND[finding.severity], properties, text))

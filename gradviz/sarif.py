@@ -223,6 +223,8 @@ def _result(finding: Finding, trace: Trace, rule_index: int, namer: Namer) -> di
     properties: dict[str, Any] = {}
     if finding.parameter:
         properties["parameter"] = clean(finding.parameter)
+    if finding.thread is not None:
+        properties["thread"] = clean(finding.thread)
     if finding.evidence:  # the facts the message states, as data (the first occurrence's)
         summary = evidence_summary(finding.evidence[0], namer)
         properties["evidence"] = {k: clean(v) if isinstance(v, str) else v for k, v in summary.items()}

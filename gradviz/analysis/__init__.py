@@ -4,7 +4,7 @@ without gradient and graph lifetimes; `diagnose` runs every pass, one module per
 from __future__ import annotations
 
 from .. import collector
-from ..model import Trace
+from ..model import EventKind, Trace
 from .collection import Diagnosis, Findings
 from .context import Context
 from .cuts import cut_edge_findings, cuts
@@ -15,6 +15,7 @@ from .graphs import Dataflow, autograd_graph, dataflow_graph
 from .kept_alive import graph_kept_alive_findings, kept_alive
 from .lifetime import Lifetimes, lifetimes
 from .saved_tensors import saved_tensor_findings
+from .steps import thread_of
 from .updates import manual_update_findings, update_without_gradient_findings
 
 __all__ = [
@@ -52,7 +53,18 @@ def _diagnose(trace: Trace, life: Lifetimes | None = None, ctx: Context | None =
     kept = kept_alive(trace, life)
     findings += graph_kept_alive_findings(trace, life, kept) + backward_through_freed_graph_findings(trace, life)
     findings += manual_update_findings(trace, {tid for finding in dead for tid in finding.tensors})
-    return sorted(_merge_repeats(findings), key=Finding.sort_key)
+    merged = _merge_repeats(findings)
+    _name_threads(trace, merged)
+    return sorted(merged, key=Finding.sort_key)
+
+
+def _name_threads(trace: Trace, findings: list[Finding]) -> None:
+    """Each finding whose backward ran in another thread of the program names that thread (the tracing thread's
+    are unnamed): two threads running the same code tell `line 12` apart by it."""
+    threads = {e.seq: thread_of(e) for e in trace.events if e.kind == EventKind.BACKWARD}
+    for finding in findings:
+        if finding.affected_backward is not None:
+            finding.thread = threads.get(finding.affected_backward)
 
 
 def _merge_repeats(findings: list[Finding]) -> list[Finding]:

@@ -165,6 +165,8 @@ class Finding:
     # occurrence (a loop's repeats add theirs, up to EVIDENCE_LIMIT); empty for the kinds that have none yet and
     # for findings loaded from files written before evidence was recorded
     evidence: list[Evidence] = field(default_factory=list)
+    # the program's thread that ran the backward this finding explains, where not the tracing thread (`worker#2`)
+    thread: str | None = None
 
     @property
     def severity(self) -> Severity:
@@ -206,6 +208,8 @@ class Finding:
             out["measured"] = self.measured.to_dict()
         if self.evidence:
             out["evidence"] = [evidence_to_dict(e) for e in self.evidence]
+        if self.thread is not None:
+            out["thread"] = self.thread
         return out
 
     @classmethod
@@ -228,4 +232,5 @@ class Finding:
             parameters=list(data.get("parameters", [])),
             measured=Measurement.from_dict(data["measured"]) if isinstance(data.get("measured"), dict) else None,
             evidence=[e for e in map(evidence_from_dict, _list(data.get("evidence"))) if e is not None],
+            thread=data["thread"] if isinstance(data.get("thread"), str) else None,
         )

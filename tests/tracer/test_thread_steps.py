@@ -182,6 +182,8 @@ def test_threads_of_one_name_are_told_apart_in_the_order_they_were_started(sched
         ]
         findings = gradviz.diagnose(t)
         assert [f.kind.value for f in findings] == ["silently_corrupted_saved_tensor"]
+        # the finding names the thread whose backward used the changed values (the same line runs in both)
+        assert findings[0].thread == "worker#2" and findings[0].to_dict()["thread"] == "worker#2"
         rolls, _ = roll_steps(t, steps, annotate(t, findings))
         assert [(r.numbers, r.notes[:1]) for r in rolls] == [
             ([1, 2, 3], ["in thread 'worker'"]), ([4, 5, 6], ["in thread 'worker#2'"])
