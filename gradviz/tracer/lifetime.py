@@ -90,8 +90,12 @@ def mark_held(recorder: Any) -> None:
         # (the object's type, never isinstance: an object may answer `__class__` itself, with a warning the program
         # would not have printed: torch.distributed's deprecated `reduce_op`)
         cls = type(referrer)
-        if referrer is candidates or issubclass(cls, (types.FrameType, torch.Tensor)) or _ours(referrer, marker):
-            continue  # this search's own list and arguments, frames still running (ours), tensors (a view's base)
+        if referrer is candidates or issubclass(cls, _NOT_ASKED) or _ours(referrer, marker):
+            # this search's own list and arguments, frames still running (ours), tensors (a view's base), and module
+            # objects (their variables are their namespace dict's, asked apart): on Python 3.12 before 3.12.6 the
+            # referents of the `_asyncio` module include its free list's freed memory, and taking them hangs the
+            # program's next collection (CPython gh-122695)
+            continue
         # a module's namespace (the program's globals) holds variables; any other object is a container
         kind = "names" if issubclass(cls, dict) and "__builtins__" in referrer else "objects"
         referents = gc.get_referents(referrer)
@@ -105,6 +109,9 @@ def mark_held(recorder: Any) -> None:
     candidates.clear()
     trace.held_at_end = {tid: held[tid] for tid in sorted(held, key=lambda t: trace.tensors[t].seq)}
     trace.untraced_kin = {tid: kin[tid] for tid in sorted(kin, key=lambda t: trace.tensors[t].seq) if kin[tid]}
+
+
+_NOT_ASKED = (types.FrameType, torch.Tensor, types.ModuleType)
 
 
 def _asked(recorder: Any) -> tuple[list[Any], dict[int, str], set[str]]:

@@ -96,3 +96,43 @@ def test_the_search_reads_no_objects_class_attribute(tmp_path) -> None:
     assert plain.stderr == "" and plain.stdout == "done\n"
     assert "asked for my class" not in traced.stderr, traced.stderr
     assert "graph_kept_alive" in traced.stdout  # the search ran: the list of 20 graphs was found
+
+
+ASYNCIO_FIRST_IMPORTED_WHILE_TRACING = '''\
+import gc
+import gradviz
+import torch
+
+w = torch.randn(4, requires_grad=True)
+with gradviz.trace() as t:
+    import asyncio  # first imported while tracing: its `_asyncio` module is not among the objects frozen at the start
+    loop = asyncio.new_event_loop()
+    it = iter(loop.create_future())
+    del it  # a Future's iterator freed: its memory goes to `_asyncio`'s free list
+    a, b = [], []
+    for i in range(10):  # 20 values of two lines alive at the end: the search goes over every object
+        a.append((w * i).tanh())
+        b.append((w * i).sigmoid())
+loop.close()
+print(sorted(set(t.held_at_end.values())), flush=True)
+gc.collect()  # on Python 3.12 before 3.12.6 this hung when the end-of-run search had taken `_asyncio`'s referents
+print("collected", flush=True)
+'''
+
+
+def test_the_end_of_run_search_leaves_module_objects_alone(tmp_path) -> None:
+    """The search for what holds tensors at the end takes no module object's referents: those of `_asyncio` include
+    freed memory on Python 3.12.0-3.12.5 (CPython gh-122695), and taking them hung the program's next collection
+    (seen on 3.12.1: the program below never ended). Run as the program runs, in a process of its own."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = tmp_path / "asyncio_first.py"
+    script.write_text(ASYNCIO_FIRST_IMPORTED_WHILE_TRACING)
+    root = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONPATH": root}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["['objects']", "collected"]  # the lists' values found held, then collected
