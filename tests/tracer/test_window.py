@@ -122,8 +122,11 @@ def test_after_the_window_the_program_runs_unchanged_with_no_mode_hooks_or_gc_ch
     # (the final lines are new code: recorded again, with the recorder's optimizer pre-hook beside the sentinel's, and
     # the sentinel's module pre-hook, which reads a model's training flag)
     _, watched = _traced(path, capsys, "30", steps=2)
-    assert watched.replace("modes 1 ", "modes 0 ").replace("hooks 1 0 2", "hooks 0 0 0") == plain
-    assert "modes 1 " in watched and "hooks 1 0 2" in watched
+    # (on Python 3.12+ the module pre-hook is on only after a `train()` that leaves a model in a flag never
+    # recorded: sentinel.py)
+    hooks = "hooks 0 0 2" if sys.version_info >= (3, 12) else "hooks 1 0 2"
+    assert watched.replace("modes 1 ", "modes 0 ").replace(hooks, "hooks 0 0 0") == plain
+    assert "modes 1 " in watched and hooks in watched
     _, full = _traced(path, capsys, "30")
     assert "modes 1 " in full  # without a window the recorder is still on at the end: the check above means it
 
