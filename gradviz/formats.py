@@ -13,7 +13,7 @@ from .analysis.findings import Finding, FindingKind, Severity
 from .model import Trace
 from .paths import relative, source_lines
 from .terminal import shown
-from .text import clean, for_terminal
+from .text import clean, for_terminal, in_thread
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -141,7 +141,7 @@ def print_findings(console: Console, findings: list[Finding], *, labels: dict[in
         if finding.parameter:
             head.append(f"  ({safe(finding.parameter)})")
         if finding.thread is not None:
-            head.append(f"  in thread {safe(repr(finding.thread))}")
+            head.append(f"  {safe(in_thread(finding.thread))}")
         if labels and index in labels:
             head.append(f"  [{labels[index]}]")
         console.print(head)
@@ -219,7 +219,7 @@ def github_commands(
     paths relative to the repository root. `labels`: text added to some findings' titles, by index (`rank 1`)."""
     lines = []
     for index, finding in enumerate(findings):
-        title = finding.kind.value + (f" in thread {finding.thread!r}" if finding.thread is not None else "")
+        title = finding.kind.value + (f" {in_thread(finding.thread)}" if finding.thread is not None else "")
         title += f" ({labels[index]})" if labels and index in labels else ""
         properties = {"file": _github_path(finding.file), "line": finding.line, "title": title}
         text = finding.message if not finding.fix else f"{finding.message}\nfix: {finding.fix}"

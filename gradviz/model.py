@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from .text import in_thread
+
 #: Version of the JSON format written by :meth:`Trace.to_json`. Bumped on any incompatible change (2: columns).
 FORMAT_VERSION = 2
 FORMAT_NAME = "gradviz-trace"
@@ -242,7 +244,7 @@ class WindowRecord:
         lines = []
         for thread, after in self.unwatched.items():
             what = f"the {after:,} steps" if after > 1 else ("the step" if after == 1 else "the backward calls")
-            lines.append(f"in thread {thread!r}, {what} after recording stopped there ran unwatched (the sentinel "
+            lines.append(f"{in_thread(thread)}, {what} after recording stopped there ran unwatched (the sentinel "
                          "watches the tracing thread only)")
         return lines
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-__all__ = ["clean", "for_terminal", "safe_repr", "safe_str", "type_name"]
+__all__ = ["clean", "for_terminal", "in_thread", "safe_repr", "safe_str", "type_name"]
 
 # C0 and C1 control characters but tab and newline, DEL, lone surrogates: never written raw to a terminal or a log
 _UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
@@ -67,3 +67,8 @@ def type_name(obj: Any) -> str:
     """The name of `obj`'s class (a metaclass can make `__name__` anything: fall back to `?`)."""
     name = getattr(type(obj), "__name__", None)
     return clean(name) if isinstance(name, str) else "?"
+
+
+def in_thread(name: str) -> str:
+    """`in thread 'worker#2'`: how every view names one of the program's threads (the tracing thread is unnamed)."""
+    return f"in thread {name!r}"

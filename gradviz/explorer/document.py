@@ -22,6 +22,7 @@ from ..picture.palette import Mark, page_legend
 from ..picture.per_step import steps_text
 from ..picture.picture import Picture
 from ..picture.simplify import find_repeats
+from ..text import in_thread
 from .hierarchy import Groups, module_of_parameter
 
 if TYPE_CHECKING:
@@ -504,7 +505,7 @@ def _step_boxes(groups: Groups, rolls: list[StepRoll]) -> dict[str, str]:
         if roll.kind:  # traced again after the window: `step 105: validation after step 500`
             label += f": {roll.kind}"
         if roll.thread is not None:  # (as the picture's box says it: steps of different threads never roll together)
-            label += f" in thread {roll.thread!r}"
+            label += f" {in_thread(roll.thread)}"
         backward = f"backward at line {roll.line}" if roll.line else "backward"
         groups.add_step(roll.id, label, backward, numbers)
         for nid in roll.nodes:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Hashable
 
 from ..analysis.steps import is_leaf as _is_leaf, numbered_steps, thread_of
+from ..text import in_thread
 from .simplify import MIN_REPEATS
 
 if TYPE_CHECKING:
@@ -258,7 +259,7 @@ def _roll(
         roll.notes.insert(0, roll.kind)
     roll.thread = rep.thread
     if rep.thread is not None:  # (steps of different threads are never rolled together)
-        roll.notes.insert(0, f"in thread {rep.thread!r}")
+        roll.notes.insert(0, in_thread(rep.thread))
     return roll
 
 

@@ -13,6 +13,7 @@ from ..picture.annotate import Annotations
 from ..picture.picture import Picture
 from ..picture.simplify import Core, CoreNode
 from ..picture.steps import Step, StepRoll, after_window, only_step
+from ..text import in_thread
 
 if TYPE_CHECKING:
     from ..model import NodeRecord, SavedTensorRecord, Trace
@@ -61,7 +62,7 @@ def prepare(trace: Trace, notes: Annotations, *, show_saved: bool, step: int | N
         own = [s for s in steps if s.thread == shown.thread]
         index = own.index(shown) + 1
         prefix = "" if index == step else f"step {step}: "
-        where = f" in thread {shown.thread!r}" if shown.thread is not None else ""
+        where = f" {in_thread(shown.thread)}" if shown.thread is not None else ""
         core.notes.append(f"{prefix}backward {index} of {len(own)}{where} (line {shown.line})")
 
     # 0. training steps, episodes, closure calls: steps that built the same graph are drawn once
