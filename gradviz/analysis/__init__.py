@@ -53,9 +53,8 @@ def _diagnose(trace: Trace, life: Lifetimes | None = None, ctx: Context | None =
     kept = kept_alive(trace, life)
     findings += graph_kept_alive_findings(trace, life, kept) + backward_through_freed_graph_findings(trace, life)
     findings += manual_update_findings(trace, {tid for finding in dead for tid in finding.tensors})
-    merged = _merge_repeats(findings)
-    _name_threads(trace, merged)
-    return sorted(merged, key=Finding.sort_key)
+    _name_threads(trace, findings)
+    return sorted(_merge_repeats(findings), key=Finding.sort_key)
 
 
 def _name_threads(trace: Trace, findings: list[Finding]) -> None:
@@ -71,7 +70,8 @@ def _merge_repeats(findings: list[Finding]) -> list[Finding]:
     """A loop repeats the same mistake at the same line: report it once, counting the repeats."""
     merged: dict[tuple[object, ...], Finding] = {}
     for finding in findings:
-        key = (finding.kind, finding.file, finding.line, finding.parameter)
+        # (two threads running the same code make the same mistake at one line: each its own finding, naming it)
+        key = (finding.kind, finding.file, finding.line, finding.parameter, finding.thread)
         first = merged.get(key)
         if first is None:
             merged[key] = finding

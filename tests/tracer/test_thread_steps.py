@@ -132,9 +132,9 @@ def test_the_step_window_counts_each_threads_steps(schedule: str) -> None:
         assert sorted((s.number, s.thread) for s in split_steps(t)) == [(1, "A"), (2, "A"), (3, "B"), (4, "B")]
 
 
-def _same_named(order: list[tuple[int, int]]) -> tuple[gradviz.Trace, list[list[bool]]]:
-    """Two threads both named `worker` (0 started first, then 1), each training a model of its own in `order`; the
-    second writes `h.data` between tanh and the backward that reads it, in its step 1 (of 0-2)."""
+def _same_named(order: list[tuple[int, int]], buggy: tuple[int, ...] = (1,)) -> tuple[gradviz.Trace, list[list[bool]]]:
+    """Two threads both named `worker` (0 started first, then 1), each training a model of its own in `order`; those
+    in `buggy` (the second) write `h.data` between tanh and the backward that reads it, in their step 1 (of 0-2)."""
     turns = {phase: threading.Event() for phase in order}
     turns[order[0]].set()
     grads: list[list[bool]] = [[], []]
@@ -147,7 +147,7 @@ def _same_named(order: list[tuple[int, int]]) -> tuple[gradviz.Trace, list[list[
             assert turns[(index, step)].wait(30)
             optimizer.zero_grad()
             h = torch.tanh(model(torch.randn(2, 3)))
-            if index == 1 and step == 1:
+            if index in buggy and step == 1:
                 h.data.mul_(2.0)  # tanh's saved output changed behind autograd's back: its gradient silently wrong
             h.sum().backward()
             optimizer.step()
@@ -222,8 +222,8 @@ def test_threads_started_with_thread_module_are_numbered_in_the_order_they_were_
             for index in range(2):
                 _thread.start_new_thread(worker, (index,))
             assert all(event.wait(30) for event in done)
-        mul = {s.thread: [t.nodes[n].name for n in s.nodes] for s in split_steps(t)}
-        assert sorted(mul) == ["_thread 1", "_thread 2"]
+        by_thread = {s.thread: [t.nodes[n].name for n in s.nodes] for s in split_steps(t)}
+        assert sorted(by_thread) == ["_thread 1", "_thread 2"]
         # the second started ran first: its backward is the earlier event, and it is still `_thread 2`
         backwards = [e for e in t.events if e.kind == "backward"]
         assert [e.data.get("thread") for e in backwards] == ["_thread 2", "_thread 1"]
@@ -261,3 +261,15 @@ def test_a_threads_steps_after_the_tracing_threads_window_are_counted_as_unwatch
         assert t.window is not None and set(t.window.unwatched) == {"B"}
         assert traced_b + t.window.unwatched["B"] == 30
         assert "in thread 'B', the " in t.window.coverage() and "ran unwatched" in t.window.coverage()
+
+
+def test_one_mistake_made_in_two_threads_is_a_finding_for_each() -> None:
+    """The same line writes `h.data` in both threads: one finding per thread, each naming it (not one finding
+    counted twice under the name of whichever thread came first)."""
+    for _ in range(REPEAT // 2):
+        t, grads = _same_named([(i, s) for s in range(STEPS) for i in range(2)], buggy=(0, 1))
+        assert grads == [[True, True], [True, True]]
+        findings = gradviz.diagnose(t)
+        assert [(f.kind.value, f.thread, f.count) for f in findings] == [
+            ("silently_corrupted_saved_tensor", "worker", 1), ("silently_corrupted_saved_tensor", "worker#2", 1)
+        ]
