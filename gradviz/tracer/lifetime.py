@@ -92,7 +92,7 @@ def mark_held(recorder: Any) -> None:
         cls = type(referrer)
         if referrer is candidates or issubclass(cls, _NOT_ASKED) or _ours(referrer, marker):
             # this search's own list and arguments, frames still running (ours), tensors (a view's base), and module
-            # objects (their variables are their namespace dict's, asked apart): on Python 3.12 before 3.12.6 the
+            # objects (their variables are their namespace dict's, asked apart): on Python 3.12 (3.12.1 seen) the
             # referents of the `_asyncio` module include its free list's freed memory, and taking them hangs the
             # program's next collection (CPython gh-122695)
             continue

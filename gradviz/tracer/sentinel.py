@@ -152,9 +152,9 @@ class SentinelRecording:
         return False
 
     def _module_call(self, module: Any, args: Any) -> None:
-        """A global forward pre-hook, on in sentinel mode (on 3.12+ only from a `train()` that left a named model
-        in a flag never recorded, to that model's next call: _trained): a named model called with a training flag it was never
-        recorded with (`model.eval()` before the first validation pass) re-arms the window before its forward runs:
+        """A global forward pre-hook, on in sentinel mode (on 3.12+ only from a `train()` that left a named model in
+        a flag never recorded to that model's next call: _trained): a named model called with a training flag it was
+        never recorded with (`model.eval()` before the first validation pass) re-arms the window before its forward runs:
         the pass is recorded from its first module call, its nodes inside their modules, not from its first new
         call site (its loss, after a whole batch ran untraced)."""
         known = self._root_flags.get(id(module))

@@ -115,14 +115,14 @@ with gradviz.trace() as t:
         b.append((w * i).sigmoid())
 loop.close()
 print(sorted(set(t.held_at_end.values())), flush=True)
-gc.collect()  # on Python 3.12 before 3.12.6 this hung when the end-of-run search had taken `_asyncio`'s referents
+gc.collect()  # on Python 3.12.1 this hung when the end-of-run search had taken `_asyncio`'s referents
 print("collected", flush=True)
 '''
 
 
 def test_the_end_of_run_search_leaves_module_objects_alone(tmp_path) -> None:
     """The search for what holds tensors at the end takes no module object's referents: those of `_asyncio` include
-    freed memory on Python 3.12.0-3.12.5 (CPython gh-122695), and taking them hung the program's next collection
+    freed memory on Python 3.12 before CPython fixed gh-122695 (3.12.1 here), and taking them hung the program's next collection
     (seen on 3.12.1: the program below never ended). Run as the program runs, in a process of its own."""
     import os
     import subprocess
