@@ -11,7 +11,7 @@ the SVG written, without interpreter start-up and imports:
   diagnose, render the graph view, write SVG.
 - gradviz draw: run forward + loss, gradviz.draw(loss) (graph walk, no tracing), write SVG.
 - torchviz: run forward + loss, torchviz.make_dot(loss, params), write SVG with dot.
-- gradviz make_dot: the same, with gradviz.compat.make_dot (torchviz's picture, no simplification).
+- gradviz make_dot: the same, with gradviz.integrations.compat.make_dot (torchviz's picture, no simplification).
 """
 
 from __future__ import annotations
@@ -134,7 +134,7 @@ def _run(tool: str, script: Path, out: Path) -> dict[str, float | int]:
     import torchviz  # noqa: F401
 
     import gradviz.analysis  # noqa: F401
-    import gradviz.compat  # noqa: F401
+    import gradviz.integrations.compat  # noqa: F401
     import gradviz.render.graph  # noqa: F401
     import gradviz.tracer  # noqa: F401
     import gradviz.tracer.walk  # noqa: F401
@@ -170,7 +170,7 @@ def _run(tool: str, script: Path, out: Path) -> dict[str, float | int]:
         if tool == "torchviz":
             from torchviz import make_dot
         else:
-            from gradviz.compat import make_dot
+            from gradviz.integrations.compat import make_dot
         digraph = make_dot(loss, params=params)
         dot_at = time.perf_counter()
         out.write_bytes(digraph.pipe(format="svg"))

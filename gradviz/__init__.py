@@ -8,12 +8,12 @@ from .torch_support import check_installed
 
 check_installed()  # before anything else: an unsupported torch is refused with one line
 
-from . import notebook, tracefile  # noqa: F401 - they lend the trace its JSON methods and notebook display
+from . import tracefile  # noqa: F401 - they lend the trace its JSON methods and notebook display
+from .integrations import notebook  # noqa: F401
 from .model import Event, EventKind, ExceptionRecord, Location, ProgramError, Trace
 from .render import Diagram, render  # the function shadows the subpackage name on purpose
 from .render.views import PAGES
-
-__version__ = "0.1.0"
+from .version import __version__
 
 __all__ = [
     "Event",
@@ -46,14 +46,14 @@ PAGES.make = _explorer_page  # the report view: render draws the images, the exp
 
 def load_ipython_extension(ipython: Any) -> None:
     """`%load_ext gradviz`: registers the `%%gradviz` cell magic (IPython is imported only here)."""
-    from .notebook import load_ipython_extension as load
+    from .integrations.notebook import load_ipython_extension as load
 
     load(ipython)
 
 
 def _get_sg_image_scraper() -> Any:
     """sphinx-gallery's hook: `image_scrapers: ("gradviz",)` uses this scraper."""
-    from .sphinx import scraper
+    from .integrations.sphinx import scraper
 
     return scraper
 
@@ -69,7 +69,7 @@ def __getattr__(name: str) -> Any:
 
         return getattr(analysis, name)
     if name in ("make_dot", "draw"):
-        from . import compat
+        from .integrations import compat
 
         return getattr(compat, name)
     raise AttributeError(f"module 'gradviz' has no attribute {name!r}")

@@ -1,6 +1,6 @@
 """`python -m gradviz`: the same command line as `gradviz`."""
 
-from .cli import main
+from .cli.command import main
 
 if __name__ == "__main__":
     raise SystemExit(main(prog="python -m gradviz"))

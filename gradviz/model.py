@@ -426,7 +426,7 @@ class Trace:
         return f"<gradviz.Trace {len(self.tensors)} tensors, {len(self.nodes)} nodes, {len(self.events)} events>"
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        """A notebook's display: whatever the notebook front end registered (gradviz/notebook.py: the explorer)."""
+        """A notebook's display: whatever the notebook front end registered (gradviz/integrations/notebook.py: the explorer)."""
         if LENT.display is None:
             return {"text/plain": repr(self)}
         return LENT.display(self, include, exclude)
@@ -486,7 +486,7 @@ class Persistence(Protocol):
 class Lent:
     """What the layers above lend the plain data, so that it imports none of them: the trace's persistence (set by
     gradviz/tracefile/write.py when it is imported) and the notebook displays of a trace and of `diagnose()`'s findings
-    (set by gradviz/notebook.py). Importing `gradviz` imports both, so a `Trace` always has them."""
+    (set by gradviz/integrations/notebook.py). Importing `gradviz` imports both, so a `Trace` always has them."""
 
     persistence: Persistence | None = None
     display: Callable[[Trace, Any, Any], dict[str, Any]] | None = None  # (trace, include, exclude) -> MIME bundle

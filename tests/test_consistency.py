@@ -15,14 +15,14 @@ import pytest
 
 import gradviz
 from gradviz.analysis.findings import CutEvidence, SavedTensorEvidence, version_text
+from gradviz.cli.formats import findings_text
+from gradviz.cli.sarif import sarif_results
 from gradviz.explorer.document import explorer_document
-from gradviz.formats import findings_text
 from gradviz.picture.palette import PALETTE, SEVERITIES, css_variables
 from gradviz.render import Picture, render
 from gradviz.render.graph_dot import LEGEND
 from gradviz.render.memory_boxes import FINDING_COLOURS
 from gradviz.render.timeline import SEVERITY_COLOURS
-from gradviz.sarif import sarif_results
 
 pytest.importorskip("torch")
 

@@ -4,7 +4,9 @@ ends.
 Every module of gradviz/ is parsed (imports inside functions and under TYPE_CHECKING count too: a lazy import
 is still a dependency), and the graph of its imports must have no cycle and no import from a lower layer into a
 higher one. A layer is named by its folder; the trace file's folder (tracefile/) and the top-level modules listed
-in TRACE_MODEL are the trace model, all other top-level modules are front ends (they may import anything, and nothing below them may import them)."""
+in TRACE_MODEL are the trace model; the front ends are the command line (cli/), the integrations (integrations/) and
+the package's facade (`gradviz/__init__.py`, `__main__.py`): they may import anything, and nothing below them may
+import them. No other module sits at the top level."""
 
 from __future__ import annotations
 
@@ -16,7 +18,11 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "gradviz"
 
 #: Top-level modules that are plain data (with tracefile/, its persistence): every layer may import them.
-TRACE_MODEL = {"model", "collector", "paths", "text", "torch_support"}
+TRACE_MODEL = {"model", "collector", "paths", "text", "torch_support", "version"}
+
+#: The front ends' folders: the command line, and the notebook, pytest, gallery, Sphinx and torchviz integrations
+FRONT_FOLDERS = {"cli", "integrations"}
+FACADE = {"__init__", "__main__"}
 
 #: Which layers each layer may import (its own included).
 ALLOWED = {
@@ -142,12 +148,20 @@ def test_the_graph_sees_function_level_imports() -> None:
     graph = import_graph()
     # the CLI imports its pipeline inside a function, the pipeline the tracer's runner for its types only: each is
     # an edge all the same
-    assert "gradviz.pipeline" in graph["gradviz.cli"]
-    assert "gradviz.tracer.runner" in graph["gradviz.pipeline"]
-    assert "gradviz.tracer" in graph["gradviz.pipeline"]  # and with it the subpackage's __init__
+    assert "gradviz.cli.pipeline" in graph["gradviz.cli.command"]
+    assert "gradviz.tracer.runner" in graph["gradviz.cli.pipeline"]
+    assert "gradviz.tracer" in graph["gradviz.cli.pipeline"]  # and with it the subpackage's __init__
     assert layer("gradviz.model") == "model" and layer("gradviz.render.graph") == "render"
     assert layer("gradviz.picture.steps") == "picture" and layer("gradviz.picture") == "picture"
-    assert layer("gradviz.notebook") == "front" and layer("gradviz") == "front"
+    assert layer("gradviz.integrations.notebook") == "front" and layer("gradviz") == "front"
+
+
+def test_every_top_level_module_is_the_facade_or_the_trace_model() -> None:
+    top = sorted(path.stem for path in PACKAGE.glob("*.py"))
+    folders = sorted(path.name for path in PACKAGE.iterdir() if (path / "__init__.py").is_file())
+    assert [name for name in top if name not in FACADE | TRACE_MODEL] == [], "a front end goes in cli/ or integrations/"
+    assert set(folders) == {"tracer", "tracefile", "analysis", "picture", "render", "explorer"} | FRONT_FOLDERS
+    assert layer("gradviz.cli.pipeline") == layer("gradviz.integrations.notebook") == layer("gradviz") == "front"
 
 
 def test_cycle_finder_finds_a_circle() -> None:

@@ -19,7 +19,7 @@ class Findings(list[Finding]):
     """A plain list of :class:`Finding` (compare, slice, JSON it as one), plus displays: `_repr_html_` draws a table
     (severity, where, kind, what happened, the fix) in Jupyter; IPython's text display prints each finding as
     `gradviz check` does. `file_labels` names files as displays do (`In[6]` for a notebook cell). The displays are
-    the notebook front end's (gradviz/notebook.py lends them through `model.LENT`)."""
+    the notebook front end's (gradviz/integrations/notebook.py lends them through `model.LENT`)."""
 
     def __init__(self, items: Iterable[Finding] = (), *, file_labels: dict[str, str] | None = None) -> None:
         super().__init__(items)

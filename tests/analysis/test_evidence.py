@@ -16,8 +16,8 @@ from gradviz.analysis.findings import (
     SavedTensorEvidence,
     version_text,
 )
+from gradviz.cli.sarif import sarif_results
 from gradviz.model import Trace
-from gradviz.sarif import sarif_results
 
 torch = pytest.importorskip("torch")
 

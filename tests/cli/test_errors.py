@@ -166,7 +166,7 @@ def test_internal_error_is_one_line_with_a_hint_and_exit_3(tmp_path, monkeypatch
     """A bug in the analysis: the diagram is still written, then one line and exit 3 (run in-process)."""
     import importlib
 
-    from gradviz import cli
+    from gradviz.cli import command as cli
 
     def broken(trace):
         raise KeyError("boom")
@@ -188,7 +188,8 @@ def test_internal_error_is_one_line_with_a_hint_and_exit_3(tmp_path, monkeypatch
 def test_internal_error_in_rendering_writes_the_trace(tmp_path, monkeypatch, capsys):
     import importlib
 
-    from gradviz import cli, model
+    from gradviz import model
+    from gradviz.cli import command as cli
 
     def broken(*args, **kwargs):
         raise ZeroDivisionError("division by zero")
@@ -209,14 +210,14 @@ def test_internal_error_in_rendering_writes_the_trace(tmp_path, monkeypatch, cap
 def test_importing_the_cli_is_light():
     import subprocess
 
-    code = "import gradviz.cli, gradviz.runner_options, sys; print(sorted({'torch', 'IPython', 'rich'} & set(sys.modules)))"
+    code = "import gradviz.cli, gradviz.cli.runner_options, sys; print(sorted({'torch', 'IPython', 'rich'} & set(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
 
 def test_outputs_in_each_format(tmp_path, monkeypatch, capsys):
     """The suffix picks the format; the report defaults to .html (in-process: the format, not the start, matters)."""
-    from gradviz import cli
+    from gradviz.cli import command as cli
 
     monkeypatch.chdir(tmp_path)
     statuses = [

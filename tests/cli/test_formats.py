@@ -9,8 +9,8 @@ from pathlib import Path
 
 import jsonschema
 
-from gradviz import formats
 from gradviz.analysis.findings import Finding, FindingKind
+from gradviz.cli import formats
 from gradviz.model import Trace
 
 from .conftest import GALLERY, ROOT

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from gradviz.cli import build_parser
-from gradviz.config import Config
-from gradviz.options import MAGIC, Options
-from gradviz.runner_options import OptionsError
-from gradviz.window_options import WindowOptionsError
+from gradviz.cli.command import build_parser
+from gradviz.cli.config import Config
+from gradviz.cli.options import MAGIC, Options
+from gradviz.cli.runner_options import OptionsError
+from gradviz.cli.window_options import WindowOptionsError
 
 FLAGS = [
     [],

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gradviz.pipeline import exit_status_of
-from gradviz.terminal import EXIT_FINDINGS, EXIT_OK
+from gradviz.cli.pipeline import exit_status_of
+from gradviz.cli.terminal import EXIT_FINDINGS, EXIT_OK
 
 
 @pytest.mark.parametrize(

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from gradviz.options import Options
-from gradviz.ranks import Rank, current_rank
+from gradviz.cli.options import Options
+from gradviz.cli.ranks import Rank, current_rank
 
 
 def output_paths(options: Options, stem: str, *, rank: int | None = None) -> list[Path]:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from gradviz.analysis.findings import FindingKind
-from gradviz.suppress import EVERY_KIND, comment_kinds
+from gradviz.cli.suppress import EVERY_KIND, comment_kinds
 
 from .conftest import GALLERY, write
 from .test_formats import validate
@@ -153,7 +153,7 @@ def test_output_dir_from_the_table_and_a_bad_table_is_a_usage_error(python_m_gra
 @pytest.mark.parametrize("line", ["", "# gradviz: ignore[silently_corrupted_saved_tensor]"])
 def test_suppression_module_decides_on_a_finding_from_its_own_line(tmp_path, line):
     from gradviz.analysis.findings import Finding, FindingKind
-    from gradviz.suppress import split
+    from gradviz.cli.suppress import split
 
     source = write(tmp_path, "s.py", f"a = 1\n{line}\nb = 2\n")
     finding = Finding(FindingKind.SILENTLY_CORRUPTED_SAVED_TENSOR, str(source), 3, "m", "f")
@@ -191,7 +191,7 @@ def test_ignore_words_inside_strings_and_docstrings_accept_nothing(python_m_grad
 
 
 def test_comments_are_read_by_the_tokenizer_and_a_broken_file_keeps_what_came_before():
-    from gradviz.suppress import comments
+    from gradviz.cli.suppress import comments
 
     assert comments(['x = "# not a comment"  # a comment\n', "s = '''\n", "# inside a string\n", "'''  # after\n"]) == {
         1: "# a comment", 4: "# after"}
@@ -203,7 +203,7 @@ def test_comments_are_read_by_the_tokenizer_and_a_broken_file_keeps_what_came_be
 
 def test_a_finding_in_a_file_that_no_longer_tokenizes_stands(tmp_path):
     from gradviz.analysis.findings import Finding, FindingKind
-    from gradviz.suppress import split
+    from gradviz.cli.suppress import split
 
     source = write(tmp_path, "edited.py", 'HELP = """\n# gradviz: ignore\nc.zero_()\n')  # never closed
     finding = Finding(FindingKind.SILENTLY_CORRUPTED_SAVED_TENSOR, str(source), 3, "m", "f", code="c.zero_()")

@@ -85,8 +85,8 @@ def test_check_traces_the_first_100_steps_by_default_and_all_on_request(python_m
 
 
 def test_steps_all_traces_the_whole_run():
-    from gradviz.cli import build_parser
-    from gradviz.options import Options
+    from gradviz.cli.command import build_parser
+    from gradviz.cli.options import Options
 
     def window(*argv: str) -> dict[str, object]:
         return Options.from_namespace(build_parser().parse_args(list(argv))).window()

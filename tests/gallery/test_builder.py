@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gradviz.gallery import CACHE_NAME, GalleryError, build, parse_example
+from gradviz.integrations.gallery import CACHE_NAME, GalleryError, build, parse_example
 
 pytestmark = pytest.mark.dot
 
@@ -119,7 +119,7 @@ def test_wrong_declaration_fails_naming_the_example(src: Path) -> None:
     assert results["plot_03_detach_raises"].mismatch is None
 
     done = subprocess.run(
-        [sys.executable, "-m", "gradviz.gallery", str(src), "-o", str(src / "_build")],
+        [sys.executable, "-m", "gradviz.integrations.gallery", str(src), "-o", str(src / "_build")],
         capture_output=True, text=True, timeout=300,
     )
     assert done.returncode == 1
@@ -138,20 +138,20 @@ def test_missing_expected_exception_is_a_mismatch(src: Path) -> None:
 
 def test_command_line_as_a_user_runs_it(src: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "gradviz.gallery", str(src)], capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "gradviz.integrations.gallery", str(src)], capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, done.stderr
     assert "2 examples (2 rebuilt, 0 mismatched)" in done.stdout
     assert (src / "_build" / "index.html").is_file()
     missing = subprocess.run(
-        [sys.executable, "-m", "gradviz.gallery", str(src / "nope")], capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "gradviz.integrations.gallery", str(src / "nope")], capture_output=True, text=True, timeout=60
     )
     assert missing.returncode == 2
     assert "no such gallery folder" in missing.stderr
 
 
 def test_gradviz_gallery_command(src: Path) -> None:
-    from gradviz.cli import COMMANDS
+    from gradviz.cli.command import COMMANDS
 
     assert "gallery" in COMMANDS
     done = subprocess.run(

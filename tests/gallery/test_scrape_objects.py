@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import graphviz
 
+from gradviz.integrations.sphinx import scrape_objects
 from gradviz.model import Trace
 from gradviz.render import Diagram
-from gradviz.sphinx import scrape_objects
 
 
 def _diagram(trace: Trace, view: str = "graph") -> Diagram:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import gradviz
-from gradviz.notebook import _FindingsBelow, findings_table
+from gradviz.integrations.notebook import _FindingsBelow, findings_table
 
 webdriver = pytest.importorskip("selenium.webdriver")
 from selenium.webdriver.chrome.service import Service  # noqa: E402 - after the importorskip above

@@ -36,7 +36,7 @@ def shell():
     from IPython.testing.globalipapp import start_ipython
 
     ip = get_ipython() or start_ipython()
-    ip.run_line_magic("load_ext", "gradviz.notebook")
+    ip.run_line_magic("load_ext", "gradviz.integrations.notebook")
     ip.run_cell("import torch")
     return ip
 
@@ -75,7 +75,7 @@ def test_magic_displays_the_annotated_graph_and_keeps_the_cells_variables(shell)
 
 def test_findings_point_at_cell_lines_and_tensors_get_the_cells_names(shell):
     from gradviz.analysis import diagnose
-    from gradviz.notebook import run_cell_traced
+    from gradviz.integrations.notebook import run_cell_traced
 
     body = DATA_CELL.format(options="").split("\n", 1)[1]
     trace, value, error = run_cell_traced(shell, body)
@@ -153,8 +153,8 @@ def test_an_unwritable_output_is_reported_without_hiding_the_diagram(shell, tmp_
 
 
 def test_magic_options_parser_is_the_clis():
-    from gradviz.options import Options
-    from gradviz.runner_options import OptionsError, parse_magic_line
+    from gradviz.cli.options import Options
+    from gradviz.cli.runner_options import OptionsError, parse_magic_line
 
     def render_kwargs(line: str) -> dict[str, object]:
         return Options.from_magic_line(line).render_kwargs()
@@ -182,7 +182,7 @@ def test_magic_options_parser_is_the_clis():
 
 
 def test_importing_gradviz_and_its_notebook_module_does_not_import_ipython():
-    code = "import gradviz, gradviz.notebook, sys; print('IPython' in sys.modules, 'torch' in sys.modules)"
+    code = "import gradviz, gradviz.integrations.notebook, sys; print('IPython' in sys.modules, 'torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]
 

@@ -25,13 +25,13 @@ def shell():
     from IPython.testing.globalipapp import start_ipython
 
     ip = get_ipython() or start_ipython()
-    ip.run_line_magic("load_ext", "gradviz.notebook")
+    ip.run_line_magic("load_ext", "gradviz.integrations.notebook")
     ip.run_cell("import torch")
     return ip
 
 
 def test_magic_line_takes_verify() -> None:
-    from gradviz.runner_options import parse_magic_line
+    from gradviz.cli.runner_options import parse_magic_line
 
     assert parse_magic_line("--verify").verify is True
     assert parse_magic_line("").verify is False

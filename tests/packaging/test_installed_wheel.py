@@ -103,12 +103,12 @@ def test_the_sdist_and_wheel_are_named_torch_gradviz_and_carry_the_package_data_
     assert {
         "gradviz/py.typed", "gradviz/explorer/assets/panels/helpers.js", "gradviz/explorer/assets/panels/start.js",
         "gradviz/explorer/assets/explorer.css", "gradviz/explorer/document.schema.json",
-        "gradviz/explorer/assets/vendor/dagre.min.js", "gradviz/explorer/assets/vendor/LICENSE-dagre.txt", "gradviz/cli.py",
+        "gradviz/explorer/assets/vendor/dagre.min.js", "gradviz/explorer/assets/vendor/LICENSE-dagre.txt", "gradviz/cli/command.py",
     } <= names
     assert not any(name.startswith("tests/") for name in names)
     assert f"\nName: {DISTRIBUTION}\n" in metadata
-    assert "[console_scripts]\ngradviz = gradviz.cli:main" in entry_points
-    assert "[pytest11]\ngradviz = gradviz.pytest_plugin" in entry_points
+    assert "[console_scripts]\ngradviz = gradviz.cli.command:main" in entry_points
+    assert "[pytest11]\ngradviz = gradviz.integrations.pytest_plugin" in entry_points
     with tarfile.open(installed["sdist"]) as sdist:
         members = {Path(name).relative_to("torch_gradviz-0.1.0").as_posix() for name in sdist.getnames() if "/" in name}
     assert {"pyproject.toml", "README.md", "gradviz/explorer/assets/vendor/dagre.min.js", "gradviz/__init__.py"} <= members
@@ -165,7 +165,7 @@ def test_the_magic_and_the_sphinx_scraper_hook_from_the_wheel(installed):
     assert "image/svg+xml" in kinds and drawn == "True"
     assert scraper.returncode == 0, scraper.stderr
     module, rst, again = scraper.stdout.splitlines()[-3:]
-    assert module == "gradviz.sphinx"
+    assert module == "gradviz.integrations.sphinx"
     image = installed["work"] / "sphx_glr_plot_example_001.svg"  # the block's diagram, saved as SVG
     assert image.read_text(encoding="utf-8").lstrip().startswith(("<?xml", "<svg")) and "TanhBackward0" in image.read_text()
     assert ".. image-sg:: /sphx_glr_plot_example_001.svg" in rst  # the rST sphinx-gallery puts under the block

@@ -278,11 +278,11 @@ def test_bad_marker_options_are_one_clear_error(tmp_path):
     )
     assert proc.returncode == 1
     assert "@pytest.mark.gradviz(allow=...): unknown finding kind 'cut_edges'; the kinds are cut_edge, " in proc.stdout
-    assert "Traceback" not in proc.stdout and "gradviz/pytest_plugin.py" not in proc.stdout
+    assert "Traceback" not in proc.stdout and "gradviz/integrations/pytest_plugin.py" not in proc.stdout
 
 
 def test_plugin_load_imports_no_torch():
-    code = "import sys, pytest, gradviz.pytest_plugin; print(sorted(m for m in ('torch', 'networkx') if m in sys.modules))"
+    code = "import sys, pytest, gradviz.integrations.pytest_plugin; print(sorted(m for m in ('torch', 'networkx') if m in sys.modules))"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.stdout.strip() == "[]", proc.stderr
     listed = subprocess.run(

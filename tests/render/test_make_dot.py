@@ -1,4 +1,4 @@
-"""gradviz.compat.make_dot: torchviz's picture where torchviz works, marked states where torchviz crashes; draw()."""
+"""gradviz.integrations.compat.make_dot: torchviz's picture where torchviz works, marked states where torchviz crashes; draw()."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch")
 torchviz = pytest.importorskip("torchviz")
 nn = torch.nn
 
-from gradviz.compat import draw, make_dot  # noqa: E402
+from gradviz.integrations.compat import draw, make_dot  # noqa: E402
 from gradviz.render import Diagram  # noqa: E402
 
 _ATTR = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|[^ \]]+)')

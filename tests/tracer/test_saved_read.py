@@ -14,7 +14,7 @@ import torch
 
 import gradviz
 from gradviz.analysis import diagnose
-from gradviz.compat import make_dot
+from gradviz.integrations.compat import make_dot
 from gradviz.tracer import nodes, saved_read
 from gradviz.tracer.saved_read import contents_without_data
 

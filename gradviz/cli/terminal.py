@@ -13,12 +13,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from .text import for_terminal, safe_str, type_name
+from ..text import for_terminal, safe_str, type_name
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from .model import Trace, WindowRecord
+    from ..model import Trace, WindowRecord
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -188,7 +188,7 @@ class RunProgress:
             self._thread.join(timeout=2)
 
     def _count(self, trace: Trace) -> None:
-        from .model import EventKind
+        from ..model import EventKind
 
         events = trace.events
         end = len(events)

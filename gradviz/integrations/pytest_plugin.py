@@ -13,11 +13,11 @@ import pytest
 # Nothing from gradviz's tracer or torch is imported here: pytest loads this module in every session of every
 # project where gradviz is installed, and without --gradviz or a marked test it must cost nothing.
 if TYPE_CHECKING:
-    from .analysis.findings import Finding
-    from .config import Config
-    from .model import Trace
-    from .suppress import Suppressed
-    from .tracer import trace as Tracer  # noqa: N812 - the class `trace` (named to read like a function), as a type
+    from ..analysis.findings import Finding
+    from ..cli.config import Config
+    from ..cli.suppress import Suppressed
+    from ..model import Trace
+    from ..tracer import trace as Tracer  # noqa: N812 - the class `trace` (named to read like a function), as a type
 
 MARKER = "gradviz"
 FIXTURE = "gradviz_trace"
@@ -108,7 +108,7 @@ def _settings_for(item: pytest.Item) -> _Settings | None:
 
 def _project_config(item: pytest.Item) -> Config:
     """`[tool.gradviz]` from the test file's folder upwards (as `gradviz check` finds it from the script's)."""
-    from .config import ConfigError, load_config
+    from ..cli.config import ConfigError, load_config
 
     folder = Path(str(getattr(item, "path", item.config.rootpath))).parent
     cache = item.config.stash[_CONFIGS]
@@ -124,7 +124,7 @@ def _project_config(item: pytest.Item) -> Config:
 
 
 def _marker_options(marker: pytest.Mark, strict: bool) -> tuple[bool, frozenset[str]]:
-    from .analysis.findings import FindingKind
+    from ..analysis.findings import FindingKind
 
     unknown_options = set(marker.kwargs) - {"strict", "allow", "verify"}
     if marker.args or unknown_options:
@@ -167,7 +167,7 @@ def gradviz_trace(request: pytest.FixtureRequest) -> Iterator[Trace]:
 
 def _tracer(settings: _Settings) -> Tracer:
     if settings.tracer is None:
-        from .tracer import trace
+        from ..tracer import trace
 
         settings.tracer = trace(verify=settings.verify)
     return settings.tracer
@@ -218,8 +218,8 @@ def _stop(settings: _Settings, tracer: Tracer, exc: BaseException | None) -> Non
 
 
 def _analyse(settings: _Settings) -> None:
-    from .analysis import diagnose
-    from .config import Config, ConfigError, accepted
+    from ..analysis import diagnose
+    from ..cli.config import Config, ConfigError, accepted
 
     try:
         found = diagnose(settings.trace) if settings.trace is not None else []
@@ -238,7 +238,7 @@ def _failing(settings: _Settings) -> list[Finding]:
 
 
 def _failure_text(failing: list[Finding], settings: _Settings) -> str:
-    from .formats import findings_text, where
+    from ..cli.formats import findings_text, where
 
     first = failing[0]
     # the first line is what pytest's short summary shows
@@ -271,7 +271,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         return report
     if report.failed and not settings.failed_by_findings and settings.findings:
         # the test failed for its own reason: that failure stays, the findings may explain it
-        from .formats import findings_text
+        from ..cli.formats import findings_text
 
         report.sections.append(("gradviz findings", findings_text(settings.findings).rstrip() + "\n"))
     if settings.problem:
@@ -299,7 +299,7 @@ def _hide_tracer_frames(item: pytest.Item) -> None:
     def without_tracer(excinfo: pytest.ExceptionInfo[BaseException]) -> Any:
         from _pytest._code.code import Traceback
 
-        from .tracer.exceptions import script_frames
+        from ..tracer.exceptions import script_frames
 
         entries = list(pytest_filter(excinfo))
         keep = script_frames([(str(entry.path), entry.name) for entry in entries])
@@ -309,7 +309,7 @@ def _hide_tracer_frames(item: pytest.Item) -> None:
 
 
 def _write_report(item: pytest.Item, trace: Trace, findings: list[Finding], folder: str) -> str:
-    from .explorer import explorer_html
+    from ..explorer import explorer_html
 
     out_dir = Path(item.config.invocation_params.dir, folder)
     path = out_dir / (_file_name(item.nodeid) + ".html")
@@ -335,7 +335,7 @@ def _relative(path: Path, start: Path) -> str:
 
 
 def _suppressed_text(suppressed: list[Suppressed]) -> str:
-    from .formats import where
+    from ..cli.formats import where
 
     return "".join(f"{where(s.finding.file, s.finding.line)}  {s.finding.kind.value}  by {s.reason}\n" for s in suppressed)
 

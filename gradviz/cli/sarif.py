@@ -8,12 +8,12 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .analysis.evidence import evidence_summary
-from .analysis.findings import Finding, FindingKind, Severity
-from .analysis.names import Namer
-from .model import EventKind, Location, Trace
-from .paths import relative, root_uri, source_root, uri_of
-from .text import clean
+from ..analysis.evidence import evidence_summary
+from ..analysis.findings import Finding, FindingKind, Severity
+from ..analysis.names import Namer
+from ..model import EventKind, Location, Trace
+from ..paths import relative, root_uri, source_root, uri_of
+from ..text import clean
 
 if TYPE_CHECKING:
     from .suppress import Suppressed

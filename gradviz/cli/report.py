@@ -10,19 +10,19 @@ from collections.abc import Iterator
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, TextIO
 
-from . import __version__
+from ..text import safe_str
+from ..version import __version__
 from .formats import ci_text, finding_dict, print_findings, print_suppressed
 from .run import Program, exit_status
 from .terminal import can_encode, rank_prefix, shown, stdout_console
-from .text import safe_str
 
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.text import Text
 
-    from .analysis.findings import Finding
-    from .analysis.names import Namer
-    from .model import Trace
+    from ..analysis.findings import Finding
+    from ..analysis.names import Namer
+    from ..model import Trace
     from .suppress import Suppressed
 
 __all__ = [

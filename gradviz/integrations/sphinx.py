@@ -2,8 +2,8 @@
 
 Use it in a Sphinx `conf.py`::
 
-    sphinx_gallery_conf = {..., "image_scrapers": ("gradviz.sphinx.scraper",)}
-    # or ("gradviz",) once gradviz exposes _get_sg_image_scraper, or the `scraper` object itself
+    sphinx_gallery_conf = {..., "image_scrapers": ("gradviz",)}  # (gradviz._get_sg_image_scraper returns `scraper`)
+    # or the `scraper` object itself
 
 Each block's new `Diagram` objects are saved as SVG (graph, memory and timeline views); a `Trace` with no
 Diagram drawn from it is drawn as its graph view. Set `gallery_conf["gradviz_image_format"] = "png"` for PNG.
@@ -34,8 +34,8 @@ def scrape_objects(namespace: dict[str, Any], seen: list[Any]) -> list[Any]:
 
     A Trace counts when no Diagram in `namespace` shows it; it is drawn as its graph view.
     """
-    from .model import Trace
-    from .render import Diagram
+    from ..model import Trace
+    from ..render import Diagram
 
     diagrams = [v for v in namespace.values() if isinstance(v, Diagram) and v.digraph is not None]
     drawn_traces = [d.trace for d in diagrams]
@@ -54,8 +54,8 @@ def scraper(block: Any, block_vars: dict[str, Any], gallery_conf: dict[str, Any]
     """sphinx-gallery's scraper protocol: save this block's new gradviz diagrams, return their rST."""
     from sphinx_gallery.scrapers import figure_rst
 
-    from .model import Trace
-    from .render import render
+    from ..model import Trace
+    from ..render import render
 
     fmt = str(gallery_conf.get("gradviz_image_format", "svg")).lower()
     if fmt not in _FORMATS:
@@ -82,9 +82,9 @@ def trace_plain_example(src_file: str | Path, gallery_conf: dict[str, Any] | Non
     """Run a plain example script under the tracer, as `gradviz render` would, and draw it: one Diagram per view
     of `gradviz_views` (default: the graph view). Its printed output is discarded (sphinx-gallery already showed
     the first run's)."""
-    from .analysis import diagnose
-    from .render import VIEWS, render
-    from .tracer import trace_script
+    from ..analysis import diagnose
+    from ..render import VIEWS, render
+    from ..tracer import trace_script
 
     conf = gallery_conf or {}
     views = tuple(conf.get("gradviz_views", ("graph",)))

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..text import safe_str
 from .errors import UsageError
 from .formats import print_findings
 from .options import Options
@@ -54,18 +55,17 @@ from .terminal import (
     shown,
     stdout_console,
 )
-from .text import safe_str
 
 if TYPE_CHECKING:
-    from .analysis.collection import Diagnosis
-    from .analysis.findings import Finding
-    from .analysis.lifetime import Lifetimes
-    from .analysis.names import Namer
+    from ..analysis.collection import Diagnosis
+    from ..analysis.findings import Finding
+    from ..analysis.lifetime import Lifetimes
+    from ..analysis.names import Namer
+    from ..model import Trace, WindowRecord
+    from ..picture.picture import Picture
+    from ..tracer.runner import HardExitHandler, ProgramRun
     from .config import Config
-    from .model import Trace, WindowRecord
-    from .picture.picture import Picture
     from .suppress import Suppressed
-    from .tracer.runner import HardExitHandler, ProgramRun
 
 __all__ = ["exit_status_of", "run_command"]
 
@@ -247,7 +247,7 @@ def _check_step(trace: Trace, program: Program, options: Options) -> None:
     step = options.step
     if step is None:
         return
-    from .picture.steps import split_steps, traced_text
+    from ..picture.steps import split_steps, traced_text
 
     steps = split_steps(trace)
     count = len(steps)
@@ -269,7 +269,7 @@ def _warn_if_empty(trace: Trace, program: Program) -> None:
 
 def _diagnose(trace: Trace, progress: Progress) -> tuple[Diagnosis | None, Exception | None]:
     """The diagnosis, or none and the error when the analysis itself fails (the diagram is still drawn)."""
-    from .analysis import diagnosis
+    from ..analysis import diagnosis
 
     with progress.spinner("analysing the trace"):
         try:
@@ -399,7 +399,7 @@ def _write_outputs(
 ) -> tuple[list[Path], list[UsageError]]:
     """Every -o of the run, drawn from one picture model: those written, and why the others were not (dot missing,
     a file unwritable: the findings are still worth showing). A bug in gradviz saves the trace beside the output."""
-    from .picture.picture import Picture
+    from ..picture.picture import Picture
 
     written: list[Path] = []
     problems: list[UsageError] = []
@@ -423,8 +423,8 @@ def _write_diagram(
     trace: Trace, findings: list[Finding], out: Path, options: Options, progress: Progress, said: set[str],
     picture: Picture | None = None,
 ) -> Path:
-    from .render import render
-    from .render.diagram import INSTALL_ADVICE, GraphvizNotFound
+    from ..render import render
+    from ..render.diagram import INSTALL_ADVICE, GraphvizNotFound
 
     with progress.spinner(f"laying out the {options.view} view"):
         try:

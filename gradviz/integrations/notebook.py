@@ -10,17 +10,17 @@ from collections.abc import Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from .model import LENT
-from .options import Options
-from .runner_options import OptionsError, check_suffix
-from .window_options import WindowOptionsError
+from ..cli.options import Options
+from ..cli.runner_options import OptionsError, check_suffix
+from ..cli.window_options import WindowOptionsError
+from ..model import LENT
 
 if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
 
-    from .analysis.findings import Finding
-    from .model import Trace
-    from .render.diagram import Diagram
+    from ..analysis.findings import Finding
+    from ..model import Trace
+    from ..render.diagram import Diagram
 
 __all__ = ["count_phrase", "findings_table", "gradviz_cell", "load_ipython_extension", "run_cell_traced"]
 
@@ -81,8 +81,8 @@ def run_cell_traced(shell: InteractiveShell, cell: str, **window: Any) -> tuple[
     """Execute `cell` in the user namespace under `gradviz.trace()`: the trace, the value of a final
     expression, and the exception the cell raised (recorded in the trace, returned, not raised).
     `window`: `steps`, `stop_after` and `verify`, as for `gradviz.trace` (a cell stopped there raises nothing)."""
-    from .tracer import trace as tracing
-    from .tracer.window import WindowStop
+    from ..tracer import trace as tracing
+    from ..tracer.window import WindowStop
 
     filename, module, last = _compile_cell(shell, cell)
     namespace = shell.user_ns
@@ -141,13 +141,13 @@ def _cell_number(shell: InteractiveShell) -> int:
 
 
 def _diagnose(trace: Trace) -> list[Finding]:
-    from .analysis import diagnose
+    from ..analysis import diagnose
 
     return list(diagnose(trace))
 
 
 def _render(trace: Trace, findings: list[Finding], options: Options) -> Diagram:
-    from .render import render
+    from ..render import render
 
     return render(trace, findings=findings, **options.render_kwargs())
 
@@ -181,7 +181,7 @@ def _labelled(findings: Sequence[Finding], file_labels: dict[str, str]) -> list[
 
 def findings_plain_text(findings: Sequence[Finding], *, file_labels: dict[str, str] | None = None) -> str:
     """The findings as `gradviz check` prints them (severity, cell or file:line, kind, source line, message, fix)."""
-    from .formats import findings_text
+    from ..cli.formats import findings_text
 
     if not findings:
         return "gradviz: no findings"
@@ -222,7 +222,7 @@ class _FindingsBelow:
         self.file_labels = dict(file_labels)
 
     def _repr_html_(self) -> str:
-        from .formats import findings_text
+        from ..cli.formats import findings_text
 
         opened = " open" if any(f.severity.value == "error" for f in self.findings) else ""
         first = _labelled(self.findings[:1], self.file_labels)[0]
@@ -244,14 +244,14 @@ def _shown(diagram: Diagram) -> Any:
     """The graph view (the default) is shown as the explorer, with the static picture beside it in the output."""
     if diagram.view != "graph":
         return diagram
-    from .explorer.inline import Explorer
+    from ..explorer.inline import Explorer
 
     return Explorer(diagram)
 
 
 def _from_cell(tb: TracebackType | None) -> TracebackType | None:
     """The traceback as the cell alone would have raised it: without gradviz's frames and the tracer's detour."""
-    from .tracer.exceptions import script_frames
+    from ..tracer.exceptions import script_frames
 
     entries = []
     while tb is not None:
@@ -269,7 +269,7 @@ def _save(diagram: Diagram, name: str) -> None:
     """Save as -o asked; a failure is reported below the diagram and does not hide the cell's own error."""
     import sys
 
-    from .render.diagram import GraphvizNotFound
+    from ..render.diagram import GraphvizNotFound
 
     try:
         diagram.save(_path(name))
@@ -291,8 +291,8 @@ def _path(name: str) -> Any:
 
 def _trace_display(trace: Trace, include: Any, exclude: Any) -> dict[str, Any]:
     """A trace shown in a notebook: the explorer, with the graph view's picture beside it."""
-    from .explorer.inline import Explorer
-    from .render import render
+    from ..explorer.inline import Explorer
+    from ..render import render
 
     return Explorer(render(trace))._repr_mimebundle_(include=include, exclude=exclude)
 

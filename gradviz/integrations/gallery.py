@@ -17,12 +17,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .terminal import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE
-from .text import safe_str, type_name
+from ..cli.terminal import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE
+from ..text import safe_str, type_name
 
 if TYPE_CHECKING:
-    from .analysis.findings import Finding
-    from .model import Trace
+    from ..analysis.findings import Finding
+    from ..model import Trace
 
 __all__ = ["Example", "GalleryError", "Result", "add_arguments", "build", "main", "parse_example", "run"]
 
@@ -134,7 +134,7 @@ def _is_underline(text: str) -> bool:
 
 
 def _check_kinds(path: Path, kinds: frozenset[str]) -> None:
-    from .analysis.findings import FindingKind
+    from ..analysis.findings import FindingKind
 
     valid = {k.value for k in FindingKind}
     unknown = sorted(kinds - valid)
@@ -187,10 +187,10 @@ def build(src: str | os.PathLike[str] = "gallery", out: str | os.PathLike[str] |
 
 
 def _build_one(example: Example, out: Path, digest: str) -> Result:
-    from .analysis import diagnosis
-    from .picture.picture import Picture
-    from .render import render
-    from .tracer import trace_script
+    from ..analysis import diagnosis
+    from ..picture.picture import Picture
+    from ..render import render
+    from ..tracer import trace_script
 
     result = Result(
         name=example.name,
@@ -417,7 +417,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m gradviz.gallery", description="Build the gradviz gallery.")
+    parser = argparse.ArgumentParser(prog="python -m gradviz.integrations.gallery", description="Build the gradviz gallery.")
     add_arguments(parser)
     return run(parser.parse_args(argv))
 

@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .analysis.findings import Finding, FindingKind
+from ..analysis.findings import Finding, FindingKind
+from ..paths import source_lines
+from ..text import clean
 from .errors import ConfigError
-from .paths import source_lines
-from .text import clean
 
 __all__ = ["Suppressed", "check_comments", "comment_kinds", "comments", "split", "suppressed_text"]
 

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .analysis.findings import Finding, FindingKind
+from ..analysis.findings import Finding, FindingKind
+from ..text import clean
 from .errors import ConfigError
-from .text import clean
 
 if TYPE_CHECKING:
     from .suppress import Suppressed

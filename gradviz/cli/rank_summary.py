@@ -8,20 +8,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import __version__, formats
-from .analysis.findings import Finding as FindingRecord
+from ..analysis.findings import Finding as FindingRecord
+from ..text import for_terminal
+from ..version import __version__
+from . import formats
 from .formats import finding_dict, print_findings
 from .ranks import Rank, gather, publish, release, stop_signal, timeout_seconds
 from .report import plural, print_json, print_report, script_exception, severe, tally_line, write_stdout
 from .run import Program, exit_status
 from .sarif import merge_results, sarif_results, script_notifications
 from .terminal import error, stdout_console
-from .text import for_terminal
 
 if TYPE_CHECKING:
-    from .analysis.findings import Finding
-    from .analysis.names import Namer
-    from .model import Trace
+    from ..analysis.findings import Finding
+    from ..analysis.names import Namer
+    from ..model import Trace
     from .suppress import Suppressed
 
 __all__ = ["Merged", "merge_ranks", "print_ci_merged"]

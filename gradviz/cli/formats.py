@@ -9,16 +9,16 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .analysis.findings import Finding, FindingKind, Severity
-from .model import Trace
-from .paths import relative, source_lines
+from ..analysis.findings import Finding, FindingKind, Severity
+from ..model import Trace
+from ..paths import relative, source_lines
+from ..text import clean, for_terminal, in_thread
 from .terminal import shown
-from .text import clean, for_terminal, in_thread
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from .analysis.names import Namer
+    from ..analysis.names import Namer
     from .suppress import Suppressed
 
 #: The choices of `gradviz check --format`; the first is the default.

@@ -54,7 +54,7 @@ def positive_int(text: str) -> int:
 def add_render_options(parser: argparse.ArgumentParser, *, output: bool = True, many_outputs: bool = False) -> None:
     """Add the options that shape a diagram: -o, --view, --max-nodes, --collapse-modules, --show-saved.
     With `many_outputs`, -o may be given several times (options.output is then a list)."""
-    from .render import VIEWS
+    from ..render import VIEWS
 
     if output:
         _add_output_option(parser, many_outputs=many_outputs)
@@ -105,7 +105,7 @@ def add_render_options(parser: argparse.ArgumentParser, *, output: bool = True, 
 
 def _add_output_option(parser: argparse.ArgumentParser, *, many_outputs: bool) -> None:
     """-o: the file to write (with `many_outputs`, one of several)."""
-    from .render.diagram import SAVE_FORMATS
+    from ..render.diagram import SAVE_FORMATS
 
     parser.add_argument(
         "-o",
@@ -134,7 +134,7 @@ def add_verify_option(parser: argparse.ArgumentParser) -> None:
 
 def check_suffix(path: Path, *, shown: str | None = None) -> str:
     """The output format of `path`; raises OptionsError naming the valid suffixes for any other."""
-    from .render.diagram import SAVE_FORMATS
+    from ..render.diagram import SAVE_FORMATS
 
     suffix = path.suffix.lower()
     if suffix not in SAVE_FORMATS:

@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING, Any
 
 import graphviz
 
-from .render import Diagram, render
+from ..render import Diagram, render
 
 if TYPE_CHECKING:
-    from .tracer.walk import Walk
+    from ..tracer.walk import Walk
 
 __all__ = ["draw", "make_dot", "resize_graph"]
 
@@ -38,7 +38,7 @@ def make_dot(
     backward reads "freed by backward" (white, dashed). The walk is iterative, so deep graphs do not hit
     Python's recursion limit.
     """
-    from .tracer.walk import walk
+    from ..tracer.walk import walk
 
     if params is not None:
         import torch
@@ -175,8 +175,8 @@ def draw(tensor: Any, **options: Any) -> Diagram:
     Accepts a tensor or a tuple of tensors and the keyword options of `render`, plus `params`
     (a dict of name -> parameter, as in torchviz) to name leaves.
     """
-    from .analysis.walked import walked_graph_findings
-    from .tracer.walk import walk_graph
+    from ..analysis.walked import walked_graph_findings
+    from ..tracer.walk import walk_graph
 
     params = options.pop("params", None)
     trace = walk_graph(tensor, params=params)

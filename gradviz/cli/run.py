@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from .text import safe_str
+from ..text import safe_str
 
 if TYPE_CHECKING:
-    from .model import Trace
-    from .tracer.runner import HardExitHandler, ProgramRun, StartHandler
+    from ..model import Trace
+    from ..tracer.runner import HardExitHandler, ProgramRun, StartHandler
 
 #: Suffixes read as a saved trace rather than run as a script.
 TRACE_SUFFIXES = (".json",)
@@ -118,7 +118,7 @@ def input_file(program: Program) -> Path | None:
     """The file the program is read from: the script, the saved trace, or the module's file (None if not found)."""
     if program.kind != "module":
         return Path(program.target).expanduser()
-    from .tracer.runner import module_origin
+    from ..tracer.runner import module_origin
 
     saved = list(sys.path)
     sys.path.insert(0, os.getcwd())
@@ -165,7 +165,7 @@ def check_module(name: str) -> None:
     parts = name.split(".")
     if not name or not all(part.isidentifier() for part in parts):
         raise ScriptError(f"-m {name!r}: not a module name (expected dotted names like pkg.train)")
-    from .tracer.runner import module_origin
+    from ..tracer.runner import module_origin
 
     # `python -m` looks in the current folder first; parent packages are found without importing them (their
     # __init__ is the program's code: it runs under the tracer)
@@ -186,7 +186,7 @@ def syntax_message(exc: SyntaxError, name: str) -> str:
 
 def load_trace(program: Program) -> Trace:
     """A saved trace, read without running anything; ScriptError naming what is wrong with the file."""
-    from .model import Trace
+    from ..model import Trace
 
     try:
         # reads every version gradviz wrote, the {view, trace, findings} of older `render -o x.json` included, and
@@ -205,7 +205,7 @@ def run_program(
     may change in this process (stdout, stderr, working folder). ScriptError when it cannot be run at all.
     `on_start`: called with the live trace as tracing begins (a progress display).
     `window`: `steps` and `stop_after` (the step window), as `window_options.window_kwargs` gives them."""
-    from .tracer.runner import run_module, run_script
+    from ..tracer.runner import run_module, run_script
 
     stdout, stderr, cwd = sys.stdout, sys.stderr, os.getcwd()
 

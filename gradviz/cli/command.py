@@ -9,7 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import __version__
+from ..text import safe_str
+from ..version import __version__
 from .config import ConfigError, add_config_options
 from .errors import UsageError
 from .formats import FORMATS
@@ -25,7 +26,6 @@ from .terminal import (
     error as _error,
     internal_error as _internal_error,
 )
-from .text import safe_str
 from .window_options import DEFAULT_CHECK_STEPS, WindowOptionsError, add_window_options
 
 __all__ = ["COMMANDS", "EXIT_FINDINGS", "EXIT_INTERNAL", "EXIT_OK", "EXIT_USAGE", "build_parser", "main"]
@@ -214,7 +214,7 @@ def _run_command(parsed: argparse.Namespace) -> int:
 
 
 def _gallery() -> Any:
-    from . import gallery  # the builder pulls in rendering: load it only for this command
+    from ..integrations import gallery  # the builder pulls in rendering: load it only for this command
 
     return gallery
 
