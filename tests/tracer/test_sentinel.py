@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 import json
+import weakref
 import os
 import subprocess
 import sys
@@ -305,6 +306,29 @@ def test_a_one_step_window_sees_zero_grad_run_its_loop_at_step_2():
             model(torch.ones(3, 2)).sum().backward()
             opt.step()
     assert t.window.rearmed == []
+
+
+def test_a_training_flag_set_directly_is_found_at_the_steps_end_even_with_a_module_freed():
+    """`model[1].training = False` (no `eval()`), from a line every step runs: the flags are read at the end of each
+    optimizer step, so the next step is traced again for it; a module of the model freed after the window (its weak
+    reference dead) leaves the reading of the others intact (PyTorch: the dropout really stopped dropping)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Dropout(0.5), torch.nn.Linear(4, 1))
+    model.extra = torch.nn.Linear(1, 1)  # (a module of the model, never called)
+    extra = weakref.ref(model.extra)
+    opt = torch.optim.SGD([p for layer in model[::2] for p in layer.parameters()], lr=0.01)
+    x = torch.ones(8, 4)
+    with gradviz.trace(steps=2) as t:
+        for step in range(1, 9):
+            model._modules.pop("extra") if step == 4 else None  # freed at the 4th step
+            model[1].training = step < 6  # set directly, from the 6th step on
+            opt.zero_grad()
+            model(x).sum().backward()
+            opt.step()
+    assert extra() is None
+    assert bool((model[1](torch.ones(100)) == 1).all())  # PyTorch: the flag set directly turned dropout off
+    assert [(r.reason, r.kind) for r in t.window.rearmed] == [("a model's training flag changed", "training flag")]
+    assert t.window.rearmed[0].step == 6  # found at the end of the 6th step: the 7th is traced
 
 
 def test_old_traces_without_rearmed_steps_still_load():
