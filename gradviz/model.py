@@ -7,7 +7,7 @@ import enum
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict
 
 from .text import in_thread
 
@@ -153,6 +153,67 @@ class VersionChange:
     after: int | None
 
 
+class ErrorInfo(TypedDict):
+    """An exception as a backward() raised it."""
+
+    type: str
+    message: str
+
+
+class EventData(TypedDict, total=False):
+    """What an event keeps in `data`, per key (docs/trace-format.md, "Events", says which kind holds which; the trace
+    file's checks, tracefile/checks.py, check the ids). Every read and write of an event's data is type-checked
+    against this one vocabulary."""
+
+    # data_get, detach (and the cut pass's re-wraps, never in a file): the source's node, its flag, the expression
+    source_grad_fn: str | None
+    source_requires_grad: bool
+    expression: str
+    rewrap: str  # (analysis only: the op that re-wrapped a detached tensor, `nn.Parameter(...)`)
+    # data_set: the storages before and after, the bytes it covers now
+    old_storage: str | None
+    new_storage: str | None
+    byte_range: list[int]  # [start, stop) (inplace_write: the bytes written)
+    # detach_: `source_grad_fn` above, and its error when it raised (a string: "RuntimeError: ...")
+    # requires_grad_
+    requires_grad: bool
+    # inplace_write
+    storage: str | None
+    counter: str | None
+    grad_fn: str | None  # the written tensor's new grad_fn
+    module: str | None  # the module it happened inside (its qualified name) and the module as constructed
+    module_call: str
+    unversioned: bool  # a batch norm changed its running statistics without moving their version
+    readers: list[str]  # the nodes that read them at backward (for an unversioned write)
+    backward: int  # a write by a custom Function's backward: that backward's seq, the node running, nodes to read it
+    backward_node: str
+    read_later: list[str]
+    verify_kept: int  # --verify: the bytes kept to compare with
+    # backward
+    api: str  # "Tensor.backward", "autograd.backward", "autograd.grad"
+    roots: list[str]
+    reached_nodes: list[str]
+    reached_leaves: list[str]
+    inputs: list[str] | None
+    retain_graph: bool
+    create_graph: bool
+    nested_leaves: list[str]
+    outcome: str  # "ok" or "error" (optimizer_step: "error" only)
+    error: ErrorInfo | str  # backward: {type, message}; detach_: "Type: message"
+    verify: dict[str, Any]  # --verify's record (analysis/verify.py reads it)
+    thread: str  # backward, optimizer_step: the thread it ran in, where not the main one
+    # optimizer_step
+    optimizer: str
+    optimizer_id: str
+    changed: list[str]
+    grads: dict[str, str]
+    grad_given: list[str]
+    grad_given_at: list[Any]  # [file, line, code]
+    # exception
+    type: str
+    message: str
+
+
 @dataclass(slots=True)
 class Event:
     """One recorded event, in program order."""
@@ -164,7 +225,7 @@ class Event:
     result: str | None = None  # the tensor produced (the `.data` / `.detach()` alias)
     op: str | None = None  # the call that caused it
     versions: list[VersionChange] = field(default_factory=list)
-    data: dict[str, Any] = field(default_factory=dict)  # kind-specific details
+    data: EventData = field(default_factory=lambda: EventData())  # kind-specific details
 
     def written(self) -> list[VersionChange]:
         """The changes of the tensors whose bytes this event wrote. An in-place call lists exactly those (a tensor

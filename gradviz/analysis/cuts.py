@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from ..model import Event, EventKind, Location, OpRecord, TensorRecord
+from ..model import Event, EventData, EventKind, Location, OpRecord, TensorRecord
 from .context import Context, source_line
 from .findings import CutEvidence, Finding, FindingKind
 from .graphs import rewrapped
@@ -105,7 +105,7 @@ def _rewraps(ctx: Context) -> list[tuple[Event, str]]:
             continue
         location = Location(op.file, op.line, source_line(trace, op.file, op.line)) if op.file and op.line else None
         record = trace.tensors[source]
-        data = {"source_grad_fn": record.grad_fn, "source_requires_grad": True, "rewrap": _REWRAP_OPS[op.name]}
+        data = EventData(source_grad_fn=record.grad_fn, source_requires_grad=True, rewrap=_REWRAP_OPS[op.name])
         found.append((Event(op.seq, EventKind.DETACH, location, source, op.outputs[0], op.name, [], data), op.outputs[0]))
     return found
 

@@ -112,9 +112,10 @@ def _node_deaths(trace: Trace) -> tuple[dict[str, int], list[tuple[str, str]]]:
         if record.grad_fn is not None and record.origin != "saved":
             current[record.id] = (record.grad_fn, record.seq)
     for event in trace.events:
-        if event.kind is EventKind.INPLACE_WRITE and event.tensor and event.data.get("grad_fn"):
+        grad_fn = event.data.get("grad_fn") if event.kind is EventKind.INPLACE_WRITE else None
+        if event.tensor and grad_fn:
             release(event.tensor, event.seq)
-            current[event.tensor] = (event.data["grad_fn"], event.seq)
+            current[event.tensor] = (grad_fn, event.seq)
         elif event.kind is EventKind.DETACH_ and event.tensor and not event.data.get("error"):
             release(event.tensor, event.seq)  # `state.detach_()`: the tensor lives on, holding no graph
     # what was freed after the program ended went with its variables: alive at its end

@@ -94,12 +94,12 @@ def check_event_data(trace: Trace) -> None:
         for name, value, needs in (("tensor", event.tensor, _NEEDS_TENSOR), ("result", event.result, _NEEDS_RESULT)):
             check(value is not None or kind not in needs, "events[{}].{} must name a tensor for a {} event", i, name, kind.value)
         specs = _EVENT_DATA[kind]
-        for key, value in event.data.items():
+        for key, held in event.data.items():
             spec = specs.get(key)
             if spec is None:
-                check(is_json_plain(value), "events[{}].data.{} holds a value of unsupported type", i, key)
+                check(is_json_plain(held), "events[{}].data.{} holds a value of unsupported type", i, key)
             else:
-                problem = _value_problem(value, spec, tables)
+                problem = _value_problem(held, spec, tables)
                 if problem is not None:
                     raise ValueError(f"events[{i}].data.{key}{problem}")
 

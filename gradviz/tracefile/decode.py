@@ -223,7 +223,7 @@ def _decode_column(values: list[Any], hint: Any, table: str, name: str, location
         if is_record(item):
             return _nested_column(item, values, table, name, locations)
         return _list_column(column, item)
-    if origin is dict:  # Event.data: kind-specific, checked once the whole trace is built
+    if origin is dict or typing.is_typeddict(base):  # Event.data: kind-specific, checked once the trace is built
         if not column.types_are(dict):
             column.each(lambda v: isinstance(v, dict), "must be an object")
         return values

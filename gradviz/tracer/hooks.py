@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import torch
 
-from ..model import EventKind, Trace, VersionChange
+from ..model import EventData, EventKind, Trace, VersionChange
 from . import source
 from .holders import holders_in as _holders_in, is_self as _is_self, shown_path as _shown_path
 from .live_ids import LiveIds
@@ -384,12 +384,7 @@ class HookRecording:
                 if live is not None:
                     live.version = after
             file, line = step.where
-            data: dict[str, Any] = {
-                "optimizer": step.name,
-                "optimizer_id": step.ident,
-                "changed": changed,
-                "grads": grads,
-            }
+            data: EventData = {"optimizer": step.name, "optimizer_id": step.ident, "changed": changed, "grads": grads}
             if outcome != "ok":
                 data["outcome"] = outcome  # raised inside step(); what it changed before that is still listed
             if given:

@@ -16,7 +16,7 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any
 
-from ..model import Event, EventKind, ExceptionRecord, Trace
+from ..model import Event, EventData, EventKind, ExceptionRecord, Trace
 from . import source
 from .exceptions import record_exception
 from .recorder import Recorder
@@ -395,6 +395,6 @@ def _add_exception(recorder: Recorder, record: ExceptionRecord) -> None:
             seq=next(recorder._seq),
             kind=EventKind.EXCEPTION,
             location=record.location,
-            data={"type": record.type, "message": record.message},
+            data=EventData(type=record.type, message=record.message),
         )
     )

@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 import torch
 
-from ..model import Event, EventKind, Location, Trace, VersionChange
+from ..model import Event, EventData, EventKind, Location, Trace, VersionChange
 from ..text import safe_str, type_name
 from . import source
 from .callsite import call as _call, caller as _caller, site as _site, torch_own
@@ -101,7 +101,7 @@ class SpecialCalls:
         fn = _grad_fn(src_tensor)
         grad_fn = self._node(fn) if fn is not None else None
         version = self.trace.tensors[rid].version
-        data: dict[str, Any] = {"source_grad_fn": grad_fn, "source_requires_grad": src_tensor.requires_grad}
+        data: EventData = {"source_grad_fn": grad_fn, "source_requires_grad": src_tensor.requires_grad}
         event = self._event(kind, file, line, tensor=src, result=rid, op=attribute, data=data)
         event.versions = [VersionChange(src, _version(src_tensor), _version(src_tensor)), VersionChange(rid, version, version)]
         if event.location is not None:
@@ -145,11 +145,11 @@ class SpecialCalls:
                     tensor=tid,
                     result=vid,
                     op="data",
-                    data={
-                        "old_storage": old_storage,
-                        "new_storage": self._storage_ids.get(live.storage) if live.storage is not None else None,
-                        "byte_range": list(live.byte_range),
-                    },
+                    data=EventData(
+                        old_storage=old_storage,
+                        new_storage=self._storage_ids.get(live.storage) if live.storage is not None else None,
+                        byte_range=list(live.byte_range),
+                    ),
                 )
                 if kept is not None:
                     self._check.after_data_set(kept, target, event)
@@ -173,11 +173,11 @@ class SpecialCalls:
         try:
             result = func(*args, **kwargs)
         except Exception as exc:
-            self._event(EventKind.DETACH_, file, line, tensor=tid, op="detach_", data={"source_grad_fn": grad_fn, "error": f"{type_name(exc)}: {safe_str(exc)}"})
+            self._event(EventKind.DETACH_, file, line, tensor=tid, op="detach_", data=EventData(source_grad_fn=grad_fn, error=f"{type_name(exc)}: {safe_str(exc)}"))
             raise
         try:
             with _quiet():
-                self._event(EventKind.DETACH_, file, line, tensor=tid, op="detach_", data={"source_grad_fn": grad_fn})
+                self._event(EventKind.DETACH_, file, line, tensor=tid, op="detach_", data=EventData(source_grad_fn=grad_fn))
         except Exception as exc:
             self._internal(exc)
         return result
@@ -188,7 +188,7 @@ class SpecialCalls:
             with _quiet():
                 file, line = self._where()
                 flag = args[1] if len(args) > 1 else kwargs.get("requires_grad", True)
-                self._event(EventKind.REQUIRES_GRAD_, file, line, tensor=self._tid(args[0]), op="requires_grad_", data={"requires_grad": bool(flag)})
+                self._event(EventKind.REQUIRES_GRAD_, file, line, tensor=self._tid(args[0]), op="requires_grad_", data=EventData(requires_grad=bool(flag)))
         except Exception as exc:
             self._internal(exc)
         return result
@@ -250,7 +250,7 @@ class SpecialCalls:
 
     def _backward_data(
         self, func: Any, args: Any, kwargs: Any, root_ids: list[str], reached_nodes: list[str], reached_leaves: list[str]
-    ) -> tuple[dict[str, Any], list[str] | None]:
+    ) -> tuple[EventData, list[str] | None]:
         """A backward event's data (which API, its roots, what it reaches, its inputs) and the tensor ids of its
         `inputs=`, or None where it has none."""
         is_grad = func is AUTOGRAD_GRAD
@@ -260,7 +260,7 @@ class SpecialCalls:
         inputs = [self._tid(t) for t in _flatten((inputs_arg,), None, [])] if inputs_arg is not None else None
         retain = kwargs.get("retain_graph")
         create = kwargs.get("create_graph", False)
-        data: dict[str, Any] = {
+        data: EventData = {
             "api": "autograd.grad" if is_grad else ("autograd.backward" if func is AUTOGRAD_BACKWARD else "Tensor.backward"),
             "roots": root_ids,
             "reached_nodes": reached_nodes,

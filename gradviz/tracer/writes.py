@@ -7,7 +7,7 @@ from typing import Any, Callable
 
 import torch
 
-from ..model import Event, EventKind, Trace, VersionChange
+from ..model import Event, EventData, EventKind, Trace, VersionChange
 from .tensors import _grad_fn, _Tensor, _version
 from .tracking import _Live
 
@@ -85,7 +85,7 @@ class WriteRecording:
             counter_versions[counter] = after
         start, stop = live.byte_range or (0, 0)
         changes += self._aliases_moved(live, counter, after)
-        data: dict[str, Any] = {
+        data: EventData = {
             "storage": self._storage_ids.get(live.storage) if live.storage is not None else None,
             "byte_range": [start, stop],
             "counter": counter,

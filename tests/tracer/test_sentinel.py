@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import html
 import json
-import weakref
 import os
 import subprocess
 import sys
 import textwrap
+import weakref
 from pathlib import Path
 from typing import Any
 
