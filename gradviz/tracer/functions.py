@@ -14,16 +14,17 @@ import io
 import sys
 import weakref
 from types import FrameType
-from typing import Any, Callable
+from typing import Any
 
 import torch
 import torch.utils.checkpoint
 from torch.overrides import TorchFunctionMode
 
-from ..model import Event, Location, Trace
+from ..model import Event, Location
 from . import verify
 from .callsite import site as _site
 from .source import frame_variables, user_frame_from
+from .state import RecorderState
 from .tensors import _byte_span, _flatten, _storage_key, _version
 from .window import _CLOSED
 
@@ -73,21 +74,12 @@ def _takes_its_node(frame: FrameType) -> bool:
     return isinstance(frame_variables(frame).get(code.co_varnames[0]), _CONTEXT)
 
 
-class FunctionRecording:
+class FunctionRecording(RecorderState):
     """The custom-Function half of the Recorder (mixed into it; uses its nodes, tensors and locations)."""
 
-    trace: Trace
     # the Recorder's state and methods this half uses (recorder.py sets them up)
     _forwards: list[_Forward]
-    _by_tid: dict[str, Any]
-    _node_ids: dict[Any, str]
-    _node: Callable[..., str]
-    _location: Callable[[str | None, int | None], Location | None]
-    _running_module: Callable[..., tuple[str | None, Any]]
-    _internal: Callable[..., None]
-    _backwards: list[tuple[Any, list[Any]]]
     _applied: set[str]  # nodes recorded when their apply saved: their backward is called through _Backward
-    _paused: int
 
     def _watch_backward(self, ctx: Any) -> BackwardWatch | None:
         """The watch for a recorded Function's backward, run by the program's backward now running through it."""

@@ -11,16 +11,17 @@ import textwrap
 import threading
 import types
 import weakref
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
-from ..model import EventData, EventKind, Trace, VersionChange
+from ..model import EventData, EventKind, VersionChange
 from . import source
 from .holders import holders_in as _holders_in, is_self as _is_self, shown_path as _shown_path
 from .live_ids import LiveIds
 from .modules import module_frames, module_of
 from .nodes import _grad_key
+from .state import RecorderState
 from .tensors import _version, local_parts as _local
 from .window import _CLOSED
 
@@ -31,35 +32,18 @@ _is_compiling = torch.compiler.is_compiling
 _jit_tracing = torch._C._get_tracing_state
 
 
-class HookRecording:
+class HookRecording(RecorderState):
     """The module- and optimizer-hook half of the Recorder (mixed into it; uses its tensor tracking and state)."""
 
-    trace: Trace
     # the Recorder's state and methods this half uses (recorder.py owns them)
-    _live: dict[int, Any]
-    _lock: Any  # threading.RLock: the program's other threads may be recording
-    _module_names: dict[int, str]
     _module_names_live: LiveIds[str]
     _named_roots: dict[int, bool]
     _named_roots_live: LiveIds[bool]
-    _held_models: dict[tuple[str, str], list[Any]]
-    _param_roots: dict[str, str]
     _outside: tuple[int, types.CodeType] | None
-    _root_flags: dict[int, tuple[Any, set[bool]]]
-    _thread: int
-    _bystanders: Any  # threads.Bystanders
-    _paused: int
-    _steps: dict[int, Any]
     _step_records: dict[int, Any]
-    _thread_paused: dict[int, int]
-    _thread_names: dict[int, str]
     _optimizer_ids: LiveIds[str]
     _optimizer_count: Any  # itertools.count
-    _fresh_grads: dict[str, tuple[int, int | None]]
     _stepped_grads: dict[str, Any]
-    _tid: Callable[[torch.Tensor], str]
-    _internal: Callable[..., None]
-    _event: Callable[..., Any]
 
     def _name_module(self, module: torch.nn.Module) -> None:
         """Qualified names, from the outermost module called, for its submodules and parameters: the variable the

@@ -8,21 +8,15 @@ from typing import Any
 
 import torch
 
-from ..model import Location, Trace
+from ..model import Location
 from . import source
 from .holders import shown_path as _shown_path, unwrapped
+from .state import RecorderState
 from .tensors import _Tensor
-from .tracking import _Live
 
 
-class VariableNaming:
+class VariableNaming(RecorderState):
     """The naming half of the Recorder (mixed into it; reads its live tensors)."""
-
-    trace: Trace
-    # the Recorder's state and methods this half uses (recorder.py sets them up)
-    _live: dict[int, _Live]
-    _param_roots: dict[str, str]  # parameter's tensor id -> variable name of the model it was found in
-    _locations: dict[tuple[str | None, int | None], Location]
 
     def _name_from_frame_at(self, loc: Location) -> None:
         frame = source.user_frame(3)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import sys
 from types import FrameType
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import torch
 import torch.autograd.grad_mode
 import torch.utils.checkpoint
 
-from ..model import Location, NodeRecord, SavedTensorRecord, Trace
+from ..model import Location, NodeRecord, SavedTensorRecord
 from . import chains
 from .saved_read import (
     HANDLE_DATA,
@@ -21,6 +21,7 @@ from .saved_read import (
     keeps_tensors,
 )
 from .source import frame_variables, user_frame_from
+from .state import RecorderState
 from .tensors import _storage_key, local_parts
 
 
@@ -82,31 +83,15 @@ def _run_function_module(run: Any, names: dict[int, str]) -> str | None:
     return ".".join(common) or None
 
 
-class GraphRecording:
+class GraphRecording(RecorderState):
     """The node-recording half of the Recorder (mixed into it; uses its tensor tracking and state)."""
 
-    trace: Trace
-    _node_ids: dict[Any, str]
     _numbers: Any  # threads.NodeNumbers: which node a number names once other threads record
     _heights: dict[str, int]  # node id -> levels above the nearest held node or leaf (chains.py)
     _checkpoint_calls: dict[int, Location | None]  # a reentrant checkpoint's node (sequence number) -> its call's line
     # the Recorder's state and methods this half uses (recorder.py owns them)
-    _live: dict[int, Any]
-    _seq: Iterator[int]
-    _first_sequence_nr: int
     _saved_names: dict[type, tuple[tuple[str, str, bool], ...]]
     _type_names: dict[type, str]
-    _here_loc: Location | None
-    _storage_ids: dict[int, str]
-    _layout: dict[tuple[Any, ...], str]
-    _tid: Callable[[Any], str]
-    _track: Callable[..., str]
-    _internal: Callable[..., None]
-    _by_tid: dict[str, Any]
-    _module_names: dict[int, str]
-    _module_now: tuple[str | None, Any] | None
-    _running_module: Callable[..., tuple[str | None, Any]]
-    _location: Callable[[str | None, int | None], Location | None]
 
     def _reachable(self, fns: list[Any]) -> tuple[list[str], list[str]]:
         """Node ids a backward from `fns` runs through, and the leaves it feeds: read off the recorded graph.
@@ -307,7 +292,7 @@ class GraphRecording:
         # saved tensors after all records exist: they may point back into this subgraph
         first_number = self._first_sequence_nr
         saved_names = self._saved_names
-        check = self._check  # type: ignore[attr-defined]
+        check = self._check
         for node, record, key, number in new:
             record.seq = seq
             if bound < chains.SEGMENT:

@@ -47,10 +47,12 @@ from .nodes import _SAVED_NAMES, _TYPE_NAMES, GraphRecording
 from .sentinel import SentinelRecording
 from .source import user_frame_from as _user_frame_from
 from .special import _RUNS_PROGRAM_CODE, AUTOGRAD_BACKWARD, AUTOGRAD_GRAD, TENSOR_BACKWARD, SpecialCalls
+from .state import _Live
 from .tensors import _flatten, _Tensor, _version
-from .tracking import TensorTracking, _Live
+from .tracking import TensorTracking
 from .verify import GradientCheck
-from .window import _CLOSED, StepWindow, WindowRecording, _warning_filters
+from .window import _CLOSED, WindowRecording, _warning_filters
+from .windows import StepWindow
 from .writes import _BATCH_NORMS, WriteRecording, _batch_norm_stats
 
 _is_compiling = torch.compiler.is_compiling

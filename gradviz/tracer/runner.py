@@ -20,7 +20,8 @@ from ..model import Event, EventData, EventKind, ExceptionRecord, Trace
 from . import source
 from .exceptions import record_exception
 from .recorder import Recorder
-from .window import StepWindow, WindowStop
+from .window import WindowStop
+from .windows import StepWindow
 
 
 class trace:  # noqa: N801 - used as `with gradviz.trace() as t`, like a function

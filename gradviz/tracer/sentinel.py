@@ -23,9 +23,10 @@ from typing import Any
 
 import torch
 
-from ..model import RearmedStep, Trace
+from ..model import RearmedStep
 from . import callsite, chains, monitor, source
 from .lifetime import watch_stored
+from .state import RecorderState
 from .tensors import _version
 from .window import _CLOSED, _on_top
 
@@ -42,44 +43,25 @@ MAX_REARMED = 50
 _STEPS_PER_REARM = 2
 
 
-class SentinelRecording:
+class SentinelRecording(RecorderState):
     """The sentinel half of the Recorder (mixed into it): what it has seen, and re-arming the window for a step."""
 
-    trace: Trace
-    _window: Any
-    _sentinel: bool  # in sentinel mode now: calls at seen sites pass straight through
     _seen_sites: set[tuple[int, int]]  # (id(code), instruction offset) of every call site seen while recording
     _seen_flips: set[tuple[int, int]]  # the sites of those calls setting requires_grad (never passed at once)
     _seen_codes: dict[int, types.CodeType]  # their code objects, kept so that an id is never reused for other code
     _seen_roots: set[tuple[int, int, str]]  # (call site, root's node type) of every backward seen
-    _optimizer_groups: dict[int, int]  # id(optimizer) -> number of parameter groups, as last seen
     _module_flags: list[tuple[Any, bool]]  # (weakref of a module of a named model, its training flag)
     _queries: frozenset[Any]  # the recorder's reads of metadata (recorder._QUERIES)
-    _rearm_left: int  # steps the re-armed recording still covers (0: not re-armed)
     _survivors: bool  # tensors alive where recording stopped are still watched, until the next step ends
     _off_for: int | None  # id of the optimizer whose step runs with the mode off the stack (see _sentinel_step_pre)
     _sentinel_hook: Any  # the handle of that optimizer pre-hook
     _flag_hook: Any = None  # the handle of the global module forward pre-hook reading training flags (_module_call)
-    # id(named model) -> (weakref, the training flags it was recorded with): for that hook
-    _root_flags: dict[int, tuple[Any, set[bool]]]
-    _check: Any  # --verify's GradientCheck (verify.py), or None
     _watch: monitor.Watch | None = None  # Python 3.12+: sys.monitoring's watch for new lines (monitor.py)
     # the Recorder's state and methods this half uses (recorder.py owns them)
-    _mode_on: bool
-    _thread: int
-    _seq: Any
-    _paused: int
-    _handles: list[Any]
-    _live: dict[int, Any]
-    _fresh_grads: dict[str, tuple[int, int | None]]
-    _held_models: dict[tuple[str, str], list[Any]]
-    _first_sequence_nr: int
     _step_pre: Callable[..., Any]
     _forget_tensor: Callable[[Any], None]
     _name_stack_variables: Callable[[], None]
-    _internal: Callable[..., None]
     __enter__: Callable[[], Any]
-    __exit__: Callable[..., Any]
 
     # ------------------------------------------------------------------ sys.monitoring (Python 3.12+: monitor.py)
     def _watch_start(self) -> None:
@@ -231,7 +213,9 @@ class SentinelRecording:
         return not self._rearm("new code", None, frame)
 
     def _sentinel_backward(self, func: Any, args: Any, kwargs: Any, frame: types.FrameType, seen: bool) -> bool:
-        if self._window.first_optimizer is None:  # (with an optimizer, its step's end is where flags are read)
+        window = self._window
+        assert window is not None  # (sentinel mode: a window closed)
+        if window.first_optimizer is None:  # (with an optimizer, its step's end is where flags are read)
             if self._survivors:
                 self._keep_only_parameters()
             if self._flags_changed():
@@ -242,15 +226,17 @@ class SentinelRecording:
             kind = _root_kind(roots)
         if (id(frame.f_code), frame.f_lasti, kind) not in self._seen_roots or not seen:
             return not self._rearm("a backward from a new root" if seen else "new code", None, frame)
-        self._window.backwards_after += 1  # (a recorded one is counted as the window counts)
+        window.backwards_after += 1  # (a recorded one is counted as the window counts)
         return True
 
     def _known_backward(self, frame: types.FrameType) -> bool:
         """`Tensor.backward` is starting in `frame` (monitor.py, the mode off the stack): True when it is called from a
         site, on a root, the window saw, and an optimizer steps (the flags are read at its step's end): counted, as
         _sentinel_backward counts it. False: the mode goes on the stack and _sentinel_backward looks at it."""
+        window = self._window
+        assert window is not None  # (sentinel mode: a window closed)
         caller = frame.f_back
-        if caller is None or self._window.first_optimizer is None:
+        if caller is None or window.first_optimizer is None:
             return False
         key = (id(caller.f_code), caller.f_lasti)
         if key not in self._seen_sites:
@@ -264,7 +250,7 @@ class SentinelRecording:
         del root
         if (*key, kind) not in self._seen_roots:
             return False
-        self._window.backwards_after += 1
+        window.backwards_after += 1
         return True
 
     def _sentinel_step_pre(self, optimizer: Any, args: Any, kwargs: Any) -> None:
@@ -287,12 +273,14 @@ class SentinelRecording:
     def _sentinel_step(self, optimizer: Any) -> None:
         """At the end of an optimizer step in sentinel mode: a new optimizer, parameter group or training flag?
         (Found at a step's end: the next step is recorded.)"""
+        window = self._window
+        assert window is not None  # (sentinel mode: a window closed)
         if self._off_for == id(optimizer):  # the mode back on the stack (see _sentinel_step_pre)
             self._off_for = None
             if self._watch is None:  # (with sys.monitoring it stays off until a new line or a backward: monitor.py)
                 self.__enter__()
                 self._mode_on = True
-        if self._survivors and id(optimizer) == self._window.first_optimizer:
+        if self._survivors and id(optimizer) == window.first_optimizer:
             self._keep_only_parameters()
         groups = self._optimizer_groups.get(id(optimizer))
         now = len(optimizer.param_groups)
@@ -300,13 +288,14 @@ class SentinelRecording:
             self._optimizer_groups[id(optimizer)] = now
             what = "a new optimizer" if groups is None else "a new parameter group"
             self._rearm(f"{what} ({type(optimizer).__name__})", what.removeprefix("a "), None, at_step_end=True)
-        elif id(optimizer) == self._window.first_optimizer and self._flags_changed():
+        elif id(optimizer) == window.first_optimizer and self._flags_changed():
             self._rearm("a model's training flag changed", "training flag", None, at_step_end=True)
 
     # ------------------------------------------------------------------ re-arming
     def _rearm(self, reason: str, kind: str | None, frame: types.FrameType | None, *, at_step_end: bool = False) -> bool:
         """Record again from here: the rest of this step and the next one. False when no more steps may be."""
         window = self._window
+        assert window is not None  # (sentinel mode: a window closed)
         record = window.record
         if len(record.rearmed) >= MAX_REARMED:
             return False
@@ -357,6 +346,7 @@ class SentinelRecording:
     def _to_sentinel(self) -> None:
         """Stop recording and watch: where the window closes, and where a re-armed recording ends."""
         window = self._window
+        assert window is not None  # (sentinel mode: a window closed)
         if window.record.rearmed and window.record.rearmed[-1].end is None and self._rearm_left <= 0:
             window.record.rearmed[-1].end = next(self._seq)
         self._rearm_left = 0
@@ -396,6 +386,8 @@ class SentinelRecording:
         """Let go of every tensor but the parameters, buffers and leaves that require grad: what a later re-armed
         step must know as the same tensors (their names, their optimizer). The rest are alive at the end of what
         was recorded, as at a window's end (a graph a validation pass leaves held stays held in the trace)."""
+        window = self._window
+        assert window is not None  # (sentinel mode: a window closed)
         self._survivors = False
         forget = self._forget_tensor
         going = [
@@ -403,7 +395,7 @@ class SentinelRecording:
             if live.record.parameter is None and live.record.buffer is None
             and not (live.record.is_leaf and live.record.requires_grad)
         ]
-        record = self._window.record
+        record = window.record
         ends = [r.end for r in record.rearmed if r.end is not None]
         watch_stored(self, going, max([record.closed_at or 0, *ends]))
         for live in going:

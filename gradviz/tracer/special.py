@@ -8,12 +8,12 @@ from typing import Any, Callable
 
 import torch
 
-from ..model import Event, EventData, EventKind, Location, Trace, VersionChange
+from ..model import EventData, EventKind, VersionChange
 from ..text import safe_str, type_name
 from . import source
 from .callsite import call as _call, caller as _caller, site as _site, torch_own
+from .state import RecorderState
 from .tensors import _byte_span, _flatten, _grad_fn, _storage_key, _Tensor, _version
-from .tracking import _Live
 
 # while the recorder reads tensors for its bookkeeping, torch functions go straight to their implementation
 _quiet = torch._C.DisableTorchFunction
@@ -27,38 +27,16 @@ AUTOGRAD_GRAD = torch_own(torch.autograd.grad, "torch.autograd", "grad")
 _RUNS_PROGRAM_CODE = frozenset({TENSOR_BACKWARD, AUTOGRAD_BACKWARD, AUTOGRAD_GRAD})
 
 
-class SpecialCalls:
+class SpecialCalls(RecorderState):
     """The special-call half of the Recorder (mixed into it): each handler makes the call and records what it did."""
 
-    trace: Trace
     # the Recorder's state and methods this half uses (recorder.py sets them up)
-    _lock: Any  # threading.RLock: the program's other threads may be recording
-    _check: Any  # --verify's GradientCheck (verify.py), or None
-    _window: Any
-    _seq: Any
-    _live: dict[int, _Live]
-    _by_tid: dict[str, _Live]
-    _by_storage: dict[int, set[int]]
-    _storage_ids: dict[int, str]
-    _fresh_grads: dict[str, tuple[int, int | None]]
-    _thread: int  # the tracing thread
-    _bystanders: Any  # threads.Bystanders: the program's threads the recorder is not entered in
-    _here: tuple[str | None, int | None]
-    _here_loc: Location | None
-    _location: Callable[[str | None, int | None], Location | None]
-    _internal: Callable[..., None]
-    _tid: Callable[[torch.Tensor], str]
-    _track: Callable[..., str]
     _new_counter: Callable[..., str]
-    _counter_of: Callable[[str], str | None]
-    _node: Callable[..., str]
-    _event: Callable[..., Event]
     _reachable: Callable[[list[Any]], tuple[list[str], list[str]]]
     _nested_watch: Callable[[list[str]], Any]
     _nested_reached: Callable[[Any], list[str]]
     _see_root: Callable[..., None]
     _window_before_backward: Callable[[], bool]
-    _backwards: list[tuple[Event, list[Any]]]
 
     def _where(self) -> tuple[str | None, int | None]:
         frame = source.user_frame(4)

@@ -3,27 +3,13 @@ version counters, and what is forgotten when one is freed."""
 
 from __future__ import annotations
 
-import weakref
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import torch
 
-from ..model import Location, StorageRecord, TensorRecord, Trace, VersionCounterRecord
+from ..model import StorageRecord, TensorRecord, VersionCounterRecord
+from .state import RecorderState, _Live
 from .tensors import _device_name, _device_names, _dtype_name, _dtype_names
-
-
-class _Live(weakref.ref[torch.Tensor]):
-    """What the recorder keeps about a tensor while it is alive: a weak reference to it (call it to get the
-    tensor, or None once freed), never the tensor itself, with the facts that may change while it lives."""
-
-    __slots__ = ("byte_range", "key", "layout", "record", "storage", "tid", "version")
-    tid: str
-    key: int  # id() of the tensor
-    storage: int | None
-    byte_range: Any
-    version: int | None
-    layout: Any
-    record: TensorRecord
 
 
 def _nested_shape(t: torch.Tensor) -> list[int]:
@@ -34,26 +20,13 @@ def _nested_shape(t: torch.Tensor) -> list[int]:
         return [t.size(0), *[-1] * (t.dim() - 1)]
 
 
-class TensorTracking:
+class TensorTracking(RecorderState):
     """The tensor-tracking half of the Recorder (mixed into it): ids, records and live entries of tensors, storages
     and version counters."""
 
-    trace: Trace
     # the Recorder's state and methods this half uses (recorder.py sets them up)
-    _seq: Iterator[int]
-    _lock: Any  # threading.RLock: the program's other threads may be recording
     _finished: bool
-    _live: dict[int, _Live]  # id(tensor) -> live entry
-    _by_tid: dict[str, _Live]
-    _by_storage: dict[int, set[int]]  # storage key -> ids of live tensors in it
-    _storage_ids: dict[int, str]
-    _layout: dict[tuple[Any, ...], str]
-    _layouts_of: dict[int, list[tuple[Any, ...]]]  # storage key -> its layouts in _layout
     _on_dead_callback: Callable[[_Live], None]  # one bound method for every weak reference
-    _here: tuple[str | None, int | None]
-    _locations: dict[tuple[str | None, int | None], Location]
-    _location: Callable[[str | None, int | None], Location | None]
-    _node: Callable[..., str]
 
     def _tid(self, t: torch.Tensor) -> str:
         live = self._live.get(id(t))

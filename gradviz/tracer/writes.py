@@ -3,13 +3,13 @@ running statistics, which move no version."""
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
-from ..model import Event, EventData, EventKind, Trace, VersionChange
+from ..model import Event, EventData, EventKind, VersionChange
+from .state import RecorderState, _Live
 from .tensors import _grad_fn, _Tensor, _version
-from .tracking import _Live
 
 
 def _batch_norm_stats(args: Any, kwargs: Any, mean: int, var: int, training: int) -> tuple[list[Any], bool]:
@@ -41,26 +41,16 @@ def _module_call(module: Any) -> str:
     return f"{prefix}{kind.__name__}({args})"
 
 
-class WriteRecording:
+class WriteRecording(RecorderState):
     """The write-recording half of the Recorder (mixed into it; uses its tensor tracking, nodes and events)."""
 
-    trace: Trace
     # the Recorder's state and methods this half uses (recorder.py sets them up)
-    _live: dict[int, _Live]
-    _by_storage: dict[int, set[int]]
-    _storage_ids: dict[int, str]
     # counter -> its version after the latest write seen through any tensor on it: a view whose bytes that write
     # missed moved too, though its own recorded version did not (see _record_write)
     _counter_versions: dict[str, int]
     # running statistics (tensor id) -> the nodes an eval-mode batch norm made since their last update, which saved
     # them and read them at backward; the train-mode batch norm that next updates them names these in its write
     _stat_readers: dict[str, list[str]]
-    _module_now: tuple[str | None, Any] | None
-    _tid: Callable[[torch.Tensor], str]
-    _counter_of: Callable[[str], str | None]
-    _node: Callable[..., str]
-    _event: Callable[..., Event]
-    _running_module: Callable[..., tuple[str | None, Any]]
 
     def _record_write(
         self,
