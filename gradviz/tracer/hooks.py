@@ -20,9 +20,8 @@ from . import source
 from .holders import holders_in as _holders_in, is_self as _is_self, shown_path as _shown_path
 from .live_ids import LiveIds
 from .modules import module_frames, module_of
-from .nodes import _grad_key
 from .state import RecorderState
-from .tensors import _version, local_parts as _local
+from .tensors import GradKey, _grad_key, _same_grad, _version, local_parts as _local
 from .window import _CLOSED
 
 # Hooks run outside the recorder's own __torch_function__, where the mode is still active: every tensor attribute
@@ -43,7 +42,7 @@ class HookRecording(RecorderState):
     _step_records: dict[int, Any]
     _optimizer_ids: LiveIds[str]
     _optimizer_count: Any  # itertools.count
-    _stepped_grads: dict[str, Any]
+    _stepped_grads: dict[str, GradKey]
 
     def _name_module(self, module: torch.nn.Module) -> None:
         """Qualified names, from the outermost module called, for its submodules and parameters: the variable the
@@ -255,14 +254,14 @@ class HookRecording(RecorderState):
         if g is None:
             return "none"
         live = self._live.get(id(p))
-        if live is not None and self._fresh_grads.get(live.tid) == (id(g), _version(g)):
+        if live is not None and _same_grad(self._fresh_grads.get(live.tid), g):
             # the latest backward wrote this .grad and nothing touched it since: no need to read it
             return "fresh"
         if not any(bool(part.any()) for part in _local(g)):
             return "zero"
         # a gradient no traced backward wrote: the one the previous step saw (stale), or one the program put there
         # since (`p.grad = g` from torch.func.grad, a hand-made gradient); before any step, nothing is stale yet
-        return "nonzero" if live is not None and self._stepped_grads.get(live.tid) == _grad_key(g) else "written"
+        return "nonzero" if live is not None and _same_grad(self._stepped_grads.get(live.tid), g) else "written"
 
     def _traced_closure(self, optimizer: Any, args: Any, kwargs: Any) -> tuple[Any, Any] | None:
         """The step's closure, wrapped so that what it does (zero_grad, forward, backward) is recorded."""

@@ -22,13 +22,7 @@ from .saved_read import (
 )
 from .source import frame_variables, user_frame_from
 from .state import RecorderState
-from .tensors import _storage_key, local_parts
-
-
-def _grad_key(g: torch.Tensor) -> tuple[int, tuple[int, ...]]:
-    """A `.grad` as it stands: which tensor, and how often it (or, for a DTensor, its local shard) was written."""
-    return id(g), (g._version, *(part._version for part in local_parts(g) if part is not g))
-
+from .tensors import GradKey, _grad_key, _same_grad, _storage_key
 
 _PYTHON_FUNCTION = torch.autograd.function.BackwardCFunction  # the node type of every autograd.Function subclass
 
@@ -117,7 +111,7 @@ class GraphRecording(RecorderState):
         return ordered, leaves
 
     # ------------------------------------------------------------------ backwards nested in a backward
-    def _nested_watch(self, reached: list[str]) -> dict[str, tuple[int, tuple[int, ...]] | None] | None:
+    def _nested_watch(self, reached: list[str]) -> dict[str, GradKey | None] | None:
         """The `.grad` of every live leaf that requires grad, when the backward will run a Python-defined node.
 
         Such a node's backward may call backward itself (`checkpoint(..., use_reentrant=True)` recomputes its
@@ -128,7 +122,7 @@ class GraphRecording(RecorderState):
         nodes = self.trace.nodes
         if not any(nodes[n].name.endswith("Backward") for n in reached):  # built-in nodes end in a digit
             return None
-        watched: dict[str, tuple[int, tuple[int, ...]] | None] = {}
+        watched: dict[str, GradKey | None] = {}
         for tid, live in self._by_tid.items():
             t = live()
             try:
@@ -140,14 +134,14 @@ class GraphRecording(RecorderState):
             watched[tid] = None if g is None else _grad_key(g)
         return watched
 
-    def _nested_reached(self, watched: dict[str, tuple[int, tuple[int, ...]] | None]) -> list[str]:
+    def _nested_reached(self, watched: dict[str, GradKey | None]) -> list[str]:
         """The watched leaves whose `.grad` the backward wrote (a new tensor, or an in-place accumulation)."""
         reached = []
         for tid, before in watched.items():
             live = self._by_tid.get(tid)
             t = live() if live is not None else None
             g = t.grad if t is not None else None
-            if g is not None and (before is None or before != _grad_key(g)):
+            if g is not None and not _same_grad(before, g):
                 reached.append(tid)
         return reached
 

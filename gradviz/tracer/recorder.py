@@ -48,7 +48,7 @@ from .sentinel import SentinelRecording
 from .source import user_frame_from as _user_frame_from
 from .special import _RUNS_PROGRAM_CODE, AUTOGRAD_BACKWARD, AUTOGRAD_GRAD, TENSOR_BACKWARD, SpecialCalls
 from .state import _Live
-from .tensors import _flatten, _Tensor, _version
+from .tensors import GradKey, _flatten, _Tensor, _version
 from .tracking import TensorTracking
 from .verify import GradientCheck
 from .window import _CLOSED, WindowRecording, _warning_filters
@@ -150,8 +150,8 @@ class Recorder(
         # id(optimizer) -> o0, o1, ... in order of first step; a freed optimizer's id may come back for another
         self._optimizer_ids: LiveIds[str] = LiveIds()  # (.table: the dict)
         self._optimizer_count = itertools.count()
-        self._fresh_grads: dict[str, tuple[int, int | None]] = {}  # leaf -> its .grad right after the last backward
-        self._stepped_grads: dict[str, Any] = {}  # parameter -> its .grad as the latest step left it (hooks.py)
+        self._fresh_grads: dict[str, GradKey] = {}  # leaf -> its .grad right after the last backward
+        self._stepped_grads: dict[str, GradKey] = {}  # parameter -> its .grad as the latest step left it (hooks.py)
         self._init_tensors()
         self._node_count = 0
         self._saved_names = _SAVED_NAMES

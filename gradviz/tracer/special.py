@@ -13,7 +13,7 @@ from ..text import safe_str, type_name
 from . import source
 from .callsite import call as _call, caller as _caller, site as _site, torch_own
 from .state import RecorderState
-from .tensors import _byte_span, _flatten, _grad_fn, _storage_key, _Tensor, _version
+from .tensors import _byte_span, _flatten, _grad_fn, _grad_key, _storage_key, _Tensor, _version
 
 # while the recorder reads tensors for its bookkeeping, torch functions go straight to their implementation
 _quiet = torch._C.DisableTorchFunction
@@ -260,4 +260,4 @@ class SpecialCalls(RecorderState):
             leaf = live() if live is not None else None
             g = leaf.grad if leaf is not None and leaf.requires_grad else None
             if g is not None:
-                fresh[tid] = (id(g), _version(g))
+                fresh[tid] = _grad_key(g)

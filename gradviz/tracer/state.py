@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from ..model import Event, Location, TensorRecord, Trace
+from .tensors import GradKey
 from .windows import StepWindow
 
 
@@ -63,7 +64,7 @@ class RecorderState:
     _event: Callable[..., Event]
     _check: Any  # --verify's GradientCheck (verify.py), or None
     _window: StepWindow | None
-    _fresh_grads: dict[str, tuple[int, int | None]]
+    _fresh_grads: dict[str, GradKey]  # leaf -> its .grad right after the last backward
     _thread: int  # the tracing thread
     _bystanders: Any  # threads.Bystanders: the program's threads the recorder is not entered in
     _held_models: dict[tuple[str, str], list[Any]]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import torch
@@ -86,3 +87,22 @@ def local_parts(t: torch.Tensor) -> list[torch.Tensor]:
     inner, _ = t.__tensor_flatten__()
     parts = (getattr(t, name) for name in inner)  # (a DTensor lists its device mesh among them too)
     return [plain for part in parts if isinstance(part, torch.Tensor) for plain in local_parts(part)]
+
+
+#: A `.grad` as it stood: a weak reference to that very tensor (not its id: a gradient made after it was freed often
+#: sits at its address) and how often it (or, for a DTensor, its local shard) had been written
+GradKey = tuple[weakref.ref[torch.Tensor], tuple[int | None, ...]]
+
+
+def _grad_key(g: torch.Tensor) -> GradKey:
+    return weakref.ref(g), _grad_versions(g)
+
+
+def _grad_versions(g: torch.Tensor) -> tuple[int | None, ...]:
+    return (_version(g), *(_version(part) for part in local_parts(g) if part is not g))
+
+
+def _same_grad(key: GradKey | None, g: torch.Tensor) -> bool:
+    """Whether `g` is the gradient `key` was taken of, unwritten since (the same object: compared by identity, never
+    by `==`, which a tensor answers element by element)."""
+    return key is not None and key[0]() is g and key[1] == _grad_versions(g)

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 import gradviz
+from gradviz.model import EventKind
 from gradviz.tracer.live_ids import LiveIds
 
 
@@ -76,3 +77,29 @@ def test_an_entry_leaves_with_its_object() -> None:
     assert key not in names
     table.put(3, "an int: no weak reference, kept")  # (ints cannot be weakly referenced)
     assert names[id(3)] == "an int: no weak reference, kept"
+
+
+def test_a_new_grad_at_a_freed_grads_address_is_written_not_the_stale_one() -> None:
+    """`p.grad = None; p.grad = g2` often puts g2 where the freed gradient was. The step must still call g2 a
+    gradient the program wrote, not "nonzero" (the same gradient as at the previous step): PyTorch applied g2."""
+    p = torch.nn.Parameter(torch.zeros(3))
+    opt = torch.optim.SGD([p], lr=0.1)
+    for _ in range(50):
+        with torch.no_grad():
+            p.zero_()
+        with gradviz.trace() as t:
+            p.grad = torch.ones_like(p)
+            opt.step()
+            old = id(p.grad)
+            p.grad = None
+            p.grad = torch.full_like(p, 2.0)
+            reused = id(p.grad) == old
+            opt.step()
+        if reused:
+            break
+    else:
+        pytest.fail("CPython never gave the new gradient the freed one's address: the case could not be made")
+    assert torch.allclose(p.detach(), torch.full((3,), -0.3))  # PyTorch: both gradients were applied, 1 then 2
+    steps = [e for e in t.events if e.kind is EventKind.OPTIMIZER_STEP]
+    tid = steps[0].data["changed"][0]
+    assert [step.data["grads"][tid] for step in steps] == ["written", "written"]
