@@ -72,6 +72,31 @@ _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _originals: dict[Callable[..., Any], Callable[..., Any]] = {}
 
 
+if sys.version_info[:2] == (3, 11):
+    import dis
+
+    _PRECALL, _CALL = dis.opmap["PRECALL"], dis.opmap["CALL"]
+    _CALL_AFTER_PRECALL = 4  # (PRECALL and its one inline cache entry: two code units)
+
+    def twin_offset(code: types.CodeType, offset: int) -> int | None:
+        """Python 3.11: the other offset one call site is reported at. A call of a C function (`setattr`, a tensor's
+        C method) runs from CALL until CPython specializes the code, then from PRECALL, which makes the call itself
+        and skips CALL: `f_lasti` moves back 4 bytes, after the window saw the site at CALL (a function called fewer
+        than 8 times in the window is specialized after it). None: the site has one offset."""
+        raw = code.co_code  # (the instructions unspecialized: PRECALL and CALL as compiled)
+        if offset + _CALL_AFTER_PRECALL < len(raw) and raw[offset] == _PRECALL:
+            return offset + _CALL_AFTER_PRECALL
+        if offset >= _CALL_AFTER_PRECALL and raw[offset] == _CALL and raw[offset - _CALL_AFTER_PRECALL] == _PRECALL:
+            return offset - _CALL_AFTER_PRECALL
+        return None
+
+else:
+
+    def twin_offset(code: types.CodeType, offset: int) -> int | None:
+        """Python 3.10, 3.12+: a call site is reported at one offset (3.12's specialized CALLs keep it)."""
+        return None
+
+
 def unpatched(func: Callable[..., Any]) -> Callable[..., Any]:
     """The torch function whose body handed `func` to the mode: itself, unless the program replaced it.
 

@@ -196,6 +196,12 @@ class SentinelRecording(RecorderState):
         code = frame.f_code
         key = (id(code), frame.f_lasti)
         seen = key in self._seen_sites or key in self._seen_flips
+        if not seen:  # (3.11: the site seen before CPython specialized its call, at the other offset: the same site)
+            twin = callsite.twin_offset(code, frame.f_lasti)
+            for known in (self._seen_sites, self._seen_flips) if twin is not None else ():
+                if (id(code), twin) in known:
+                    known.add(key)
+                    seen = True
         if func in _REQUIRES_GRAD:
             flag = args[1] if len(args) > 1 else (kwargs or {}).get("requires_grad", True)
             with _quiet():

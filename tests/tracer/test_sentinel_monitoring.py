@@ -172,3 +172,26 @@ def test_the_training_flag_hook_is_on_only_from_eval_to_the_models_next_call() -
     rearmed_at = trace.window.rearmed[0].start
     linears = [n for n in trace.nodes.values() if n.seq > rearmed_at and n.name == "AddmmBackward0"]
     assert sorted({n.module for n in linears}) == ["model.0", "model.2"]  # (not op by op outside any module)
+
+
+def test_a_call_site_seen_before_python_specialized_it_is_the_same_site_after() -> None:
+    """Python 3.11 runs a call of a C function (`setattr`, setting `.grad`) from CALL until it specializes the code
+    (a function's 8th call), then from PRECALL, 4 bytes before: the site the window saw is the same site after it,
+    and nothing is recorded again."""
+    torch.manual_seed(0)
+    w = torch.randn(4, 4, requires_grad=True)
+    x = torch.randn(4)
+    opt = torch.optim.SGD([w], lr=0.01)
+
+    def put(grad: torch.Tensor) -> None:
+        setattr(w, "grad", grad)  # noqa: B010 - the call of a C function is the point
+
+    with gradviz.trace(steps=2) as trace:
+        for _ in range(12):
+            opt.zero_grad()
+            (grad,) = torch.autograd.grad((w @ x).sum(), w)
+            put(grad)
+            opt.step()
+    assert trace.window is not None
+    assert trace.window.rearmed == []
+    torch.testing.assert_close(w.grad, torch.outer(torch.ones(4), x))  # (the program's own result, as untraced)
