@@ -8,10 +8,15 @@ and the torch calls of that line (an
 operator, an index, a property: `a @ b`, `z[i]`, `w.T`, which no CALL event reports) and of what follows reach the
 sentinel as on Python 3.11 (sentinel.py): a call from a site never seen re-arms the window at that call. A
 `backward()` is looked at each time (a root never seen, a model's training flag without an optimizer): PY_START of
-`Tensor.backward`, `torch.autograd.backward` and `torch.autograd.grad` puts the mode on the stack before their first
-line, so that their dispatch reaches it (a `loss.backward()` from a site and root the window saw, where an optimizer
+`Tensor.backward` (and of `torch.autograd.backward` and `torch.autograd.grad` where the program was seen calling
+them) puts the mode on the stack before their first line, so that their dispatch reaches it (a `loss.backward()` from a site and root the window saw, where an optimizer
 steps, is only counted there). The mode comes off again where no torch function is being handled: as an
-optimizer step starts (sentinel.py) and as one of those backward functions returns to the program. PY_RETURN of
+optimizer step starts (sentinel.py) and as one of those backward functions returns to the program. Both are watched
+only while the mode is on: from the probe that put it on to the first place it comes off, the backward functions
+report their returns and an optimizer pre-hook is registered. A step that runs only seen code pays for the backward
+functions' starts (two callbacks for a `loss.backward()`) and the step counter's post-hook, nothing more. An
+optimizer step (its code, and a closure it calls) is the library's: a new line or an unknown backward inside one
+puts nothing on (found by walking the stack, only there, not by a hook on every step). PY_RETURN of
 `nn.Module.train` (which `eval()` calls) tells the sentinel that a model may now run with a training flag never
 recorded: only then is its global forward pre-hook on (a global module hook puts every module call on nn.Module's
 slow path; on 3.11 it is on for the whole sentinel).
@@ -25,6 +30,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+from collections.abc import Collection
 from typing import Any
 
 import torch
@@ -39,8 +45,11 @@ _OWN = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # g
 #: site never seen re-arms on 3.11 too); not the compiler's (dynamo reads the mode stack as it compiles)
 _LIBRARY = tuple(os.path.join(os.path.dirname(torch.__file__), part) + os.sep for part in ("nn", "optim"))
 _depth = torch._C._len_torch_function_stack
+_get_ident = threading.get_ident
 _top = torch._C._get_function_stack_at
 _TENSOR_BACKWARD = torch.Tensor.backward.__code__
+#: the code every optimizer's `step` runs in (torch wraps each class's step to call the step hooks)
+_STEP_WRAPPER = torch.optim.Optimizer.profile_hook_step(lambda *args: None).__code__
 _MODULE_TRAIN = torch.nn.Module.train.__code__  # (`eval()` calls it too)
 
 
@@ -48,8 +57,21 @@ def available() -> bool:
     return sys.version_info >= (3, 12)
 
 
-def _backward_codes() -> list[Any]:
-    functions = (torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad)
+def _in_optimizer_step(frame: Any) -> bool:
+    """Whether `frame` runs inside an optimizer's step (its code or a closure it calls): asked only where the watch
+    would put the mode on (a new line, a backward not known), so the steps themselves need no hook (sentinel.py)."""
+    while frame is not None:
+        if frame.f_code is _STEP_WRAPPER:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _backward_codes(called: Collection[Any]) -> list[Any]:
+    """`Tensor.backward`'s code, and that of `torch.autograd.backward` and `grad` where the program was seen calling
+    them itself (`called`): a call of one the window never saw is on a line it never ran (or in a `backward()`), and
+    reaches the mode through that line's probe."""
+    functions = [torch.Tensor.backward, *(f for f in called if f is not torch.Tensor.backward)]
     return [code for code in (getattr(f, "__code__", None) for f in functions) if code is not None]
 
 
@@ -60,6 +82,7 @@ class Watch:
         self._recorder = recorder
         self.tool: int | None = None
         self._codes: list[Any] = []
+        self._returning: list[Any] = []  # the backward codes whose returns are reported now (returns_on)
         self._user: dict[str, bool] = {}  # file name -> the program's own (not torch, gradviz, the standard library)
 
     def start(self) -> bool:
@@ -81,17 +104,40 @@ class Watch:
             return True
         return False
 
-    def watch_backwards(self) -> None:
-        """After the window: every backward() call puts the mode on the stack for its dispatch (see the module), and
-        each return of `nn.Module.train` is reported to the sentinel (its training-flag hook, sentinel.py)."""
-        if self.tool is None or self._codes:
+    def watch_backwards(self, called: Collection[Any]) -> None:
+        """After the window, and after each re-armed recording: every backward() call puts the mode on the stack for
+        its dispatch (see the module), and each return of `nn.Module.train` is reported to the sentinel (its
+        training-flag hook, sentinel.py). `called`: the backward functions the program was seen calling."""
+        if self.tool is None:
             return
         monitoring = sys.monitoring  # type: ignore[attr-defined,unused-ignore]
-        self._codes = _backward_codes()
-        for code in self._codes:
-            monitoring.set_local_events(self.tool, code, monitoring.events.PY_START | monitoring.events.PY_RETURN)
-        self._codes.append(_MODULE_TRAIN)
+        codes = _backward_codes(called)
+        for code in codes:
+            if code not in self._codes:
+                returns = monitoring.events.PY_RETURN if code in self._returning else 0
+                monitoring.set_local_events(self.tool, code, monitoring.events.PY_START | returns)
+        self._codes = [*codes, _MODULE_TRAIN]
         monitoring.set_local_events(self.tool, _MODULE_TRAIN, monitoring.events.PY_RETURN)
+
+    def returns_on(self, code: Any) -> None:
+        """The mode went on the stack (sentinel.py: _probe): the return of the backward `code` that put it there
+        (None: any backward, the mode put on for a new line) takes it off again (_returns). Off the stack, no backward
+        reports its return: a step that runs only seen code pays for one callback per backward, not three."""
+        if self.tool is None or not self._codes or self._returning:
+            return
+        monitoring = sys.monitoring  # type: ignore[attr-defined,unused-ignore]
+        self._returning = [code] if code is not None else self._codes[:-1]
+        for each in self._returning:
+            monitoring.set_local_events(self.tool, each, monitoring.events.PY_START | monitoring.events.PY_RETURN)
+
+    def returns_off(self) -> None:
+        """The mode is off the stack again (sentinel.py: _unprobe)."""
+        returning, self._returning = self._returning, []
+        if self.tool is None:
+            return
+        monitoring = sys.monitoring  # type: ignore[attr-defined,unused-ignore]
+        for code in returning:
+            monitoring.set_local_events(self.tool, code, monitoring.events.PY_START)
 
     def stop(self) -> None:
         """Turn every event off, drop the callbacks and free the id (idempotent)."""
@@ -105,7 +151,7 @@ class Watch:
         monitoring.set_events(tool, 0)
         for code in self._codes:
             monitoring.set_local_events(tool, code, 0)
-        self._codes = []
+        self._codes = self._returning = []
         for event in (monitoring.events.LINE, monitoring.events.PY_START, monitoring.events.PY_RETURN):
             monitoring.register_callback(tool, event, None)
         monitoring.free_tool_id(tool)
@@ -120,12 +166,13 @@ class Watch:
                 user = self._user[filename] = filename.startswith(_LIBRARY) or (
                     source.is_user_file(filename) and not filename.startswith(_OWN)
                 )
-            if user and threading.get_ident() == recorder._thread:
+            if user and _get_ident() == recorder._thread:
                 if _depth():  # a mode of the program's own is on the stack: ours above it would be popped by its exit
                     return None  # (looked at again when the line runs next)
-                recorder._probe()
+                if not _in_optimizer_step(sys._getframe(1)):
+                    recorder._probe()
         # recording (the line is seen), the mode already on, library code, another thread (whose calls the sentinel
-        # leaves alone), inside an optimizer step (the library's): never again here
+        # leaves alone), inside an optimizer step (the library's, or its closure's): never again here
         return sys.monitoring.DISABLE  # type: ignore[attr-defined,unused-ignore]
 
     def _backward_starts(self, code: Any, offset: int) -> None:
@@ -134,26 +181,35 @@ class Watch:
             recorder._sentinel
             and not recorder._mode_on
             and recorder._off_for is None
-            and threading.get_ident() == recorder._thread
+            and _get_ident() == recorder._thread
             and not _depth()
         ):
             # a loss.backward() from a site and root the window saw, with an optimizer (whose step's end reads the
             # flags): counted, and nothing more is asked (the cost of a step stays the program's)
-            frame = sys._getframe(1)
             if code is _TENSOR_BACKWARD:
+                frame = sys._getframe(1)
                 if recorder._known_backward(frame):
                     return
-            elif frame.f_back is not None and frame.f_back.f_code is _TENSOR_BACKWARD:
-                return  # (torch.autograd.backward called by a Tensor.backward looked at above, as on 3.11)
+            else:
+                try:
+                    caller = sys._getframe(2)  # (only the caller's frame is made, not the callee's)
+                except ValueError:  # (called with no Python caller)
+                    caller = None
+                if caller is not None and caller.f_code is _TENSOR_BACKWARD:
+                    return  # (torch.autograd.backward called by a Tensor.backward looked at above, as on 3.11)
+                del caller
+                frame = sys._getframe(1)
+            if _in_optimizer_step(frame):  # (a closure's backward: the library's step, as its new lines)
+                return
             del frame
-            recorder._probe()
+            recorder._probe(code)
 
     def _returns(self, code: Any, offset: int, value: Any) -> None:
         recorder = self._recorder
         if code is _MODULE_TRAIN:  # (it returns the module)
             recorder._trained(value)
             return
-        if recorder._sentinel and recorder._mode_on and threading.get_ident() == recorder._thread:
+        if recorder._sentinel and recorder._mode_on and _get_ident() == recorder._thread:
             depth = _depth()
             if depth and _top(depth - 1) is recorder:  # (inside the mode's own handling it is off the stack)
                 recorder._unprobe()

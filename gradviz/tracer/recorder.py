@@ -222,6 +222,7 @@ class Recorder(
         self._seen_flips: set[tuple[int, int]] = set()
         self._seen_codes: dict[int, types.CodeType] = {}
         self._seen_roots: set[tuple[int, int, str]] = set()
+        self._seen_backwards: set[Any] = set()
         self._optimizer_groups: dict[int, int] = {}
         self._module_flags: list[tuple[Any, bool]] = []
         self._root_flags: dict[int, tuple[Any, set[bool]]] = {}

@@ -50,6 +50,7 @@ class SentinelRecording(RecorderState):
     _seen_flips: set[tuple[int, int]]  # the sites of those calls setting requires_grad (never passed at once)
     _seen_codes: dict[int, types.CodeType]  # their code objects, kept so that an id is never reused for other code
     _seen_roots: set[tuple[int, int, str]]  # (call site, root's node type) of every backward seen
+    _seen_backwards: set[Any]  # the backward functions the program called (Tensor.backward, autograd's backward, grad)
     _module_flags: list[tuple[Any, bool]]  # (weakref of a module of a named model, its training flag)
     _queries: frozenset[Any]  # the recorder's reads of metadata (recorder._QUERIES)
     _survivors: bool  # tensors alive where recording stopped are still watched, until the next step ends
@@ -77,16 +78,28 @@ class SentinelRecording(RecorderState):
         if watch is not None:
             watch.stop()
 
-    def _probe(self) -> None:
+    def _probe(self, code: Any = None) -> None:
         """The mode back on the stack for a line the window never ran, or a backward (from monitor.py's callbacks,
-        where no torch function is being handled and no other mode is on the stack)."""
+        where no torch function is being handled and no other mode is on the stack). An optimizer step that starts
+        with it on takes it off (_sentinel_step_pre: on 3.12+ that hook is on only while the mode may be)."""
         self.__enter__()
         self._mode_on = True
+        self._hook_steps()
+        if self._watch is not None:  # (`code`: the backward whose start put it on, whose return takes it off)
+            self._watch.returns_on(code)
+
+    def _hook_steps(self) -> None:
+        if self._sentinel_hook is None:
+            from torch.optim.optimizer import register_optimizer_step_pre_hook
+
+            self._sentinel_hook = register_optimizer_step_pre_hook(self._sentinel_step_pre)
 
     def _unprobe(self) -> None:
         """The mode off the stack again (monitor.py: where it is on top, no torch function being handled)."""
         self.__exit__(None, None, None)
         self._mode_on = False
+        if self._watch is not None:
+            self._watch.returns_off()
 
     # ------------------------------------------------------------------ what was seen
     def _see(self, frame: types.FrameType | None, func: Any = None) -> None:
@@ -99,8 +112,10 @@ class SentinelRecording(RecorderState):
             seen.add((id(code), frame.f_lasti))
             self._seen_codes[id(code)] = code
 
-    def _see_root(self, frame: types.FrameType | None, roots: list[Any]) -> None:
-        """Note a backward's call site and the kind of its root (the node type of the first root's grad_fn)."""
+    def _see_root(self, frame: types.FrameType | None, roots: list[Any], func: Any) -> None:
+        """Note a backward's call site and the kind of its root (the node type of the first root's grad_fn), and the
+        backward function the program called (`func`: torch's own)."""
+        self._seen_backwards.add(func)
         if frame is not None:
             self._see(frame)
             self._seen_roots.add((id(frame.f_code), frame.f_lasti, _root_kind(roots)))
@@ -270,32 +285,39 @@ class SentinelRecording(RecorderState):
             and not _is_compiling()
         ):
             if self._mode_on and _on_top(self):
-                self.__exit__(None, None, None)
-                self._mode_on = False
+                self._unprobe()
             elif self._mode_on or self._watch is None:
                 return
             self._off_for = id(optimizer)  # (with sys.monitoring, off already: new lines in it are the library's too)
 
-    def _sentinel_step(self, optimizer: Any) -> None:
+    def _sentinel_step(self, optimizer: Any, first: bool) -> None:
         """At the end of an optimizer step in sentinel mode: a new optimizer, parameter group or training flag?
-        (Found at a step's end: the next step is recorded.)"""
-        window = self._window
-        assert window is not None  # (sentinel mode: a window closed)
-        if self._off_for == id(optimizer):  # the mode back on the stack (see _sentinel_step_pre)
+        (Found at a step's end: the next step is recorded.) `first`: the window's first optimizer's step. Called at
+        every step: what it asks of a step that changed nothing is kept to a few reads."""
+        key = id(optimizer)
+        if self._off_for == key:  # the mode back on the stack (see _sentinel_step_pre)
             self._off_for = None
             if self._watch is None:  # (with sys.monitoring it stays off until a new line or a backward: monitor.py)
                 self.__enter__()
                 self._mode_on = True
-        if self._survivors and id(optimizer) == window.first_optimizer:
+        hook = self._sentinel_hook
+        if hook is not None and self._watch is not None and not self._mode_on and self._off_for is None:
+            hook.remove()  # (3.12+: off the stack, the steps to come need no pre-hook until a probe: _probe)
+            self._sentinel_hook = None
+        if self._survivors and first:
             self._keep_only_parameters()
-        groups = self._optimizer_groups.get(id(optimizer))
+        groups = self._optimizer_groups.get(key)
         now = len(optimizer.param_groups)
-        if groups is None or groups != now:
-            self._optimizer_groups[id(optimizer)] = now
+        if groups != now:  # (None: an optimizer never seen)
+            self._optimizer_groups[key] = now
             what = "a new optimizer" if groups is None else "a new parameter group"
             self._rearm(f"{what} ({type(optimizer).__name__})", what.removeprefix("a "), None, at_step_end=True)
-        elif id(optimizer) == window.first_optimizer and self._flags_changed():
-            self._rearm("a model's training flag changed", "training flag", None, at_step_end=True)
+        elif first:
+            for ref, flag in self._module_flags:  # (_flags_changed, inline: one call less per step)
+                module = ref()
+                if module is not None and module.training != flag:
+                    self._rearm("a model's training flag changed", "training flag", None, at_step_end=True)
+                    return
 
     # ------------------------------------------------------------------ re-arming
     def _rearm(self, reason: str, kind: str | None, frame: types.FrameType | None, *, at_step_end: bool = False) -> bool:
@@ -376,17 +398,17 @@ class SentinelRecording(RecorderState):
         self._handles = []
         with _quiet():
             self._snapshot_flags()
-        if self._sentinel_hook is None:
-            from torch.optim.optimizer import register_optimizer_step_pre_hook
-
-            self._sentinel_hook = register_optimizer_step_pre_hook(self._sentinel_step_pre)
+        if self._watch is None or self._mode_on:  # (3.12+, off the stack: from the next probe on)
+            self._hook_steps()
         if self._flag_hook is None and self._root_flags and self._watch is None:  # (3.12+: see _trained)
             self._flag_hook = torch.nn.modules.module.register_module_forward_pre_hook(self._module_call)
         self._sentinel = True
         if self._watch is not None:  # Python 3.12+: off the stack now where it is safe, else at the next safe place
-            self._watch.watch_backwards()
+            self._watch.watch_backwards(self._seen_backwards)
             if self._mode_on and _on_top(self):
                 self._unprobe()
+            elif self._mode_on:  # (closed inside a torch function, a backward's: off as the backward returns)
+                self._watch.returns_on(None)
 
     def _keep_only_parameters(self) -> None:
         """Let go of every tensor but the parameters, buffers and leaves that require grad: what a later re-armed

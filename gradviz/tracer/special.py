@@ -186,7 +186,7 @@ class SpecialCalls(RecorderState):
                 data, inputs = self._backward_data(func, args, kwargs, root_ids, reached_nodes, reached_leaves)
                 event = self._event(EventKind.BACKWARD, file, line, tensor=root_ids[0] if root_ids else None, op=data["api"], data=data)
                 self._bystanders.look()  # (once a step: the threads not recorded, seen running or not)
-                self._see_root(_caller(3, func), roots)
+                self._see_root(_caller(3, func), roots, func)
                 nested = self._nested_watch(reached_nodes) if not is_grad else None
                 check = self._check
                 measuring = check.before_backward(self, func, args, kwargs, event) if check is not None else None

@@ -44,7 +44,7 @@ class WindowRecording(RecorderState):
     name_locals: Callable[..., None]
     # the sentinel's (sentinel.py)
     _to_sentinel: Callable[[], None]
-    _sentinel_step: Callable[[Any], None]
+    _sentinel_step: Callable[[Any, bool], None]
     _rearmed_step_done: Callable[[], None]
 
     def _window_step_post(self, optimizer: Any, args: Any, kwargs: Any) -> None:
@@ -62,7 +62,7 @@ class WindowRecording(RecorderState):
             if first:
                 window.after += 1
             if self._sentinel:
-                self._sentinel_step(optimizer)
+                self._sentinel_step(optimizer, first)
             elif self._rearm_left:
                 self._step_post(optimizer, args, kwargs)
                 if first and id(optimizer) not in self._steps:
@@ -79,7 +79,7 @@ class WindowRecording(RecorderState):
         if window is None or not was_open or key in self._steps:  # not the end of an outermost step of ours
             return
         self._optimizer_groups[key] = len(optimizer.param_groups)
-        window.steps[key] = window.steps.get(key, 0) + 1
+        window.count_step(key)
         # with several optimizers (a GAN's D and G) the window ends once each has made N steps
         if min(window.steps.values()) >= window.limit:
             self._close_window("step", safe=True)

@@ -16,6 +16,8 @@ class StepWindow:
         self.stop_after = stop_after
         self.sentinel = sentinel and not stop_after  # after the window: watch for new code (sentinel.py)
         self.steps: dict[int, int] = {}  # id(optimizer) -> steps completed, in order of first step
+        # the first of them (its steps are the window's): read per step after the window, so kept, not derived
+        self.first_optimizer: int | None = None
         self.backwards = 0  # backward() calls started inside the window
         self.after = 0  # steps of the first optimizer after the window closed
         self.backwards_after = 0  # backward() calls the sentinel saw after the window closed
@@ -25,9 +27,11 @@ class StepWindow:
         self.threads: dict[int, ThreadWindow] = {}  # thread running now -> its window
         self.ended: list[ThreadWindow] = []  # those of threads that ended
 
-    @property
-    def first_optimizer(self) -> int | None:
-        return next(iter(self.steps), None)
+    def count_step(self, optimizer: int) -> None:
+        """A step of the optimizer `id` ended while the window is open."""
+        if self.first_optimizer is None:
+            self.first_optimizer = optimizer
+        self.steps[optimizer] = self.steps.get(optimizer, 0) + 1
 
     def unwatched(self) -> dict[str, int]:
         """The other threads whose recording stopped -> their steps after that (0: backward calls, not counted)."""

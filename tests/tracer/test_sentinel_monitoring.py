@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 import textwrap
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -174,6 +175,112 @@ def test_the_training_flag_hook_is_on_only_from_eval_to_the_models_next_call() -
     assert sorted({n.module for n in linears}) == ["model.0", "model.2"]  # (not op by op outside any module)
 
 
+def _gradviz_step_pre_hooks() -> list[str]:
+    from torch.optim.optimizer import _global_optimizer_pre_hooks
+
+    return [getattr(hook, "__name__", "") for hook in _global_optimizer_pre_hooks.values()]
+
+
+def _what_a_step_pays() -> tuple[list[str], int | None, int, int | None]:
+    """gradviz's optimizer pre-hooks, the events the sentinel's tool has on `Tensor.backward`, the mode stack's depth,
+    the events on `torch.autograd.backward` (which the program never calls itself)."""
+    monitoring = sys.monitoring  # type: ignore[attr-defined,unused-ignore]
+    tool = next((t for t in monitor.TOOL_IDS if monitoring.get_tool(t) == monitor.TOOL_NAME), None)
+    if tool is None:
+        return _gradviz_step_pre_hooks(), None, torch._C._len_torch_function_stack(), None
+    events = monitoring.get_local_events(tool, torch.Tensor.backward.__code__)
+    inner = monitoring.get_local_events(tool, torch.autograd.backward.__code__)
+    return _gradviz_step_pre_hooks(), events, torch._C._len_torch_function_stack(), inner
+
+
+@needs_monitoring
+def test_a_step_of_seen_code_has_no_step_pre_hook_and_one_callback_per_backward() -> None:
+    """What a step after the window pays for on 3.12+: no optimizer pre-hook, and a backward's start only (its
+    return is reported only while the mode is on the stack). A new line puts both back until the mode is off."""
+    monitoring = sys.monitoring  # type: ignore[attr-defined,unused-ignore]
+    w = torch.randn(4, 4, requires_grad=True)
+    x = torch.randn(4)
+    opt = torch.optim.SGD([w], lr=0.01)
+    seen: dict[int, tuple[list[str], int | None, int, int | None]] = {}
+    with gradviz.trace(steps=2) as trace:
+        for step in range(9):
+            opt.zero_grad()
+            loss = (w.sum(1) * x).sum()
+            if step == 6:
+                loss = loss * 2  # a line never run before: the mode goes on the stack for it
+                seen[-6] = _what_a_step_pays()
+            loss.backward()
+            opt.step()
+            seen[step] = _what_a_step_pays()
+    start, both = monitoring.events.PY_START, monitoring.events.PY_START | monitoring.events.PY_RETURN
+    # steps of seen code, after the window; no event on torch.autograd.backward, which only Tensor.backward calls
+    assert seen[3] == seen[4] == seen[5] == ([], start, 0, 0)
+    hooks, events, depth, _ = seen[-6]  # the new line of step 6: the mode on the stack, recording again from there
+    assert "_sentinel_step_pre" in hooks and events == both and depth == 1, seen[-6]
+    assert trace.window is not None
+    assert [(r.step, r.reason) for r in trace.window.rearmed] == [(6, "new code")]
+    assert seen[8] == ([], start, 0, 0)  # the steps recorded again (6, 7), then the sentinel as before
+    assert torch._C._len_torch_function_stack() == 0
+
+
+def test_a_new_line_in_an_lbfgs_closure_after_the_window_is_left_to_the_optimizer_as_on_3_11() -> None:
+    """The optimizer's step (its code and the closure it calls) runs with the mode off on every Python: a line of
+    the closure run for the first time inside it re-arms nothing, and its backward is not looked at."""
+    torch.manual_seed(0)
+    w = torch.randn(4, requires_grad=True)
+    x = torch.randn(8, 4)
+    opt = torch.optim.LBFGS([w], lr=0.1, max_iter=2)
+    calls = {"n": 0}
+
+    def closure() -> torch.Tensor:
+        opt.zero_grad()
+        calls["n"] += 1
+        loss = (x @ w).pow(2).mean()
+        if calls["n"] > 12:
+            loss = loss + w.abs().sum() * 0.0  # new inside the step
+        loss.backward()
+        return loss
+
+    with gradviz.trace(steps=2) as trace:
+        for _ in range(8):
+            opt.step(closure)
+    assert calls["n"] > 12
+    assert trace.window is not None
+    assert trace.window.rearmed == []
+    assert torch._C._len_torch_function_stack() == 0
+    assert _gradviz_step_pre_hooks() == []
+
+
+def _backward_by(api: str, w: torch.Tensor) -> Callable[[torch.Tensor], None]:
+    if api == "Tensor.backward":
+        return lambda loss: loss.backward()
+    if api == "autograd.backward":
+        return lambda loss: torch.autograd.backward(loss)
+    return lambda loss: setattr(w, "grad", torch.autograd.grad(loss, w)[0])
+
+
+@pytest.mark.parametrize("api", ["Tensor.backward", "autograd.backward", "autograd.grad"])
+def test_a_backward_from_a_new_root_at_a_seen_site_with_no_new_line_is_found(api: str) -> None:
+    """No line is new (the reduction is picked from a tuple of torch functions, in C): only the backward's root
+    (SumBackward0, then MeanBackward0) tells that the step runs something the window never recorded."""
+    w = torch.randn(4, 4, requires_grad=True)
+    x = torch.randn(4)
+    opt = torch.optim.SGD([w], lr=0.01)
+    reductions = (torch.sum, torch.mean)
+    run = _backward_by(api, w)
+    with gradviz.trace(steps=2) as trace:
+        for step in range(12):
+            opt.zero_grad()
+            loss = reductions[step >= 5](w @ x)
+            run(loss)
+            opt.step()
+    assert trace.window is not None
+    rearmed = [(r.step, r.reason, r.line) for r in trace.window.rearmed]
+    assert rearmed == [(5, "a backward from a new root", run.__code__.co_firstlineno)]
+    kinds = {n.name for n in trace.nodes.values() if n.seq > trace.window.rearmed[0].start}
+    assert "MeanBackward0" in kinds and "SumBackward0" not in kinds, kinds
+
+
 def test_a_call_site_seen_before_python_specialized_it_is_the_same_site_after() -> None:
     """Python 3.11 runs a call of a C function (`setattr`, setting `.grad`) from CALL until it specializes the code
     (a function's 8th call), then from PRECALL, 4 bytes before: the site the window saw is the same site after it,
@@ -195,3 +302,30 @@ def test_a_call_site_seen_before_python_specialized_it_is_the_same_site_after() 
     assert trace.window is not None
     assert trace.window.rearmed == []
     torch.testing.assert_close(w.grad, torch.outer(torch.ones(4), x))  # (the program's own result, as untraced)
+
+
+def _manual_sgd(w: torch.Tensor, x: torch.Tensor, depths: list[int]) -> None:
+    for _ in range(8):
+        loss = (w @ x).tanh().sum()
+        loss.backward()
+        with torch.no_grad():
+            w -= 0.1 * w.grad  # (no optimizer: the window counts backward calls)
+        w.grad = None
+        depths.append(torch._C._len_torch_function_stack())
+
+
+@needs_monitoring
+def test_without_an_optimizer_the_mode_comes_off_the_stack_after_the_window() -> None:
+    """A window counted in backward calls closes inside the backward that ends it, where the mode cannot come off
+    the stack: it comes off as that backward returns, and is off at the end of every step after it."""
+    torch.manual_seed(0)
+    w, x = torch.randn(4, 4, requires_grad=True), torch.randn(4)
+    plain = w.detach().clone().requires_grad_()
+    depths: list[int] = []
+    with gradviz.trace(steps=2) as trace:
+        _manual_sgd(w, x, depths)
+    assert depths[:2] == [1, 1]  # recording
+    assert depths[2:] == [0] * 6  # after the window (closed by the third backward)
+    assert trace.window is not None and trace.window.rearmed == []
+    _manual_sgd(plain, x, [])
+    torch.testing.assert_close(w, plain, rtol=0, atol=0)  # the program's result, as untraced
