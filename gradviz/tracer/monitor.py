@@ -9,12 +9,12 @@ operator, an index, a property: `a @ b`, `z[i]`, `w.T`, which no CALL event repo
 sentinel as on Python 3.11 (sentinel.py): a call from a site never seen re-arms the window at that call. A
 `backward()` is looked at each time (a root never seen, a model's training flag without an optimizer): PY_START of
 `Tensor.backward` (and of `torch.autograd.backward` and `torch.autograd.grad` where the program was seen calling
-them) puts the mode on the stack before their first line, so that their dispatch reaches it (a `loss.backward()` from a site and root the window saw, where an optimizer
-steps, is only counted there). The mode comes off again where no torch function is being handled: as an
-optimizer step starts (sentinel.py) and as one of those backward functions returns to the program. Both are watched
-only while the mode is on: from the probe that put it on to the first place it comes off, the backward functions
-report their returns and an optimizer pre-hook is registered. A step that runs only seen code pays for the backward
-functions' starts (two callbacks for a `loss.backward()`) and the step counter's post-hook, nothing more. An
+them) puts the mode on the stack before their first line, so that their dispatch reaches it (a `loss.backward()`
+from a site and root the window saw, where an optimizer steps, is only counted there). The mode comes off again
+where no torch function is being handled: as an optimizer step starts (sentinel.py) and as one of those backward
+functions returns to the program. Both are watched only while the mode is on: from the probe that put it on to
+the first place it comes off, the backward functions report their returns and an optimizer pre-hook is registered. A step that runs only seen code pays for the backward
+functions' starts (one callback for a `loss.backward()`) and the step counter's post-hook, nothing more. An
 optimizer step (its code, and a closure it calls) is the library's: a new line or an unknown backward inside one
 puts nothing on (found by walking the stack, only there, not by a hook on every step). PY_RETURN of
 `nn.Module.train` (which `eval()` calls) tells the sentinel that a model may now run with a training flag never
@@ -122,7 +122,7 @@ class Watch:
     def returns_on(self, code: Any) -> None:
         """The mode went on the stack (sentinel.py: _probe): the return of the backward `code` that put it there
         (None: any backward, the mode put on for a new line) takes it off again (_returns). Off the stack, no backward
-        reports its return: a step that runs only seen code pays for one callback per backward, not three."""
+        reports its return: a step that runs only seen code pays for one callback per `loss.backward()`, not four."""
         if self.tool is None or not self._codes or self._returning:
             return
         monitoring = sys.monitoring  # type: ignore[attr-defined,unused-ignore]
@@ -151,7 +151,8 @@ class Watch:
         monitoring.set_events(tool, 0)
         for code in self._codes:
             monitoring.set_local_events(tool, code, 0)
-        self._codes = self._returning = []
+        self._codes = []
+        self._returning = []
         for event in (monitoring.events.LINE, monitoring.events.PY_START, monitoring.events.PY_RETURN):
             monitoring.register_callback(tool, event, None)
         monitoring.free_tool_id(tool)
